@@ -1,0 +1,39 @@
+//! The `exo` command line: clap definitions and dispatch. Each verb lives in
+//! its own module; this file only wires them together.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub mod config;
+
+#[derive(Debug, Parser)]
+#[command(name = "exo", version, about = "GitOps releases for fleets of AI agents on Kubernetes")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Baseline ConfigMaps: build immutable, content-hashed versions.
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
+}
+
+/// Exit codes shared by every verb.
+pub mod exit {
+    /// Success, nothing to report.
+    pub const OK: u8 = 0;
+    /// The command ran and found problems (lint findings, failed gates).
+    pub const FINDINGS: u8 = 1;
+    /// The input could not be used at all (unreadable, unparsable, refused).
+    pub const UNUSABLE: u8 = 2;
+}
+
+pub fn run(cli: Cli) -> ExitCode {
+    let code = match cli.command {
+        Command::Config(cmd) => config::run(cmd),
+    };
+    ExitCode::from(code)
+}

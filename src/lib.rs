@@ -1,0 +1,9 @@
+//! Exo: a GitOps release system for fleets of AI-agent workloads on Kubernetes.
+//!
+//! The library holds all logic; the `exo` binary is a thin clap front end.
+//! Modules are split by concern: pure cores (parsing, validation, planning,
+//! building desired objects) and thin I/O edges around them.
+
+pub mod cli;
+pub mod configmap;
+pub mod yaml;

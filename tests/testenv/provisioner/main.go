@@ -1,0 +1,135 @@
+// Command provisioner is the test environment's dynamic volume provisioner.
+// It binds PVCs of its StorageClass to hostPath PersistentVolumes under a
+// folder on this machine (through sig-storage-lib-external-provisioner), and
+// it completes volume expansion: after --resize-delay it raises the PV's
+// capacity and the claim's status.capacity to the requested size, so a test
+// can see an expansion in flight and then finished.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
+)
+
+const provisionerName = "exo.test/hostpath"
+
+type hostPath struct{ root string }
+
+func (h *hostPath) Provision(_ context.Context, o controller.ProvisionOptions) (*v1.PersistentVolume, controller.ProvisioningState, error) {
+	dir := filepath.Join(h.root, o.PVName)
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return nil, controller.ProvisioningFinished, fmt.Errorf("create %s: %w", dir, err)
+	}
+	reclaim := v1.PersistentVolumeReclaimDelete
+	if o.StorageClass.ReclaimPolicy != nil {
+		reclaim = *o.StorageClass.ReclaimPolicy
+	}
+	hpType := v1.HostPathDirectoryOrCreate
+	return &v1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: o.PVName},
+		Spec: v1.PersistentVolumeSpec{
+			PersistentVolumeReclaimPolicy: reclaim,
+			AccessModes:                   o.PVC.Spec.AccessModes,
+			Capacity:                      v1.ResourceList{v1.ResourceStorage: o.PVC.Spec.Resources.Requests[v1.ResourceStorage]},
+			PersistentVolumeSource: v1.PersistentVolumeSource{
+				HostPath: &v1.HostPathVolumeSource{Path: dir, Type: &hpType},
+			},
+		},
+	}, controller.ProvisioningFinished, nil
+}
+
+func (h *hostPath) Delete(_ context.Context, pv *v1.PersistentVolume) error {
+	if pv.Spec.HostPath == nil {
+		return nil
+	}
+	return os.RemoveAll(pv.Spec.HostPath.Path)
+}
+
+// expand finishes expansions of claims bound to volumes this provisioner made.
+func expand(ctx context.Context, c kubernetes.Interface, delay time.Duration) {
+	seen := map[string]time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+		pvcs, err := c.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			klog.ErrorS(err, "list claims")
+			continue
+		}
+		for i := range pvcs.Items {
+			pvc := &pvcs.Items[i]
+			if pvc.Status.Phase != v1.ClaimBound || pvc.Spec.VolumeName == "" {
+				continue
+			}
+			want := pvc.Spec.Resources.Requests[v1.ResourceStorage]
+			have := pvc.Status.Capacity[v1.ResourceStorage]
+			if want.Cmp(have) <= 0 {
+				continue
+			}
+			key := string(pvc.UID) + "/" + want.String()
+			first, ok := seen[key]
+			if !ok {
+				seen[key] = time.Now()
+				continue
+			}
+			if time.Since(first) < delay {
+				continue
+			}
+			pv, err := c.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+			if err != nil || pv.Annotations["pv.kubernetes.io/provisioned-by"] != provisionerName {
+				continue
+			}
+			pv.Spec.Capacity[v1.ResourceStorage] = want
+			if _, err := c.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{}); err != nil {
+				klog.ErrorS(err, "grow volume", "pv", pv.Name)
+				continue
+			}
+			pvc.Status.Capacity = v1.ResourceList{v1.ResourceStorage: want}
+			if _, err := c.CoreV1().PersistentVolumeClaims(pvc.Namespace).UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+				klog.ErrorS(err, "grow claim", "pvc", pvc.Namespace+"/"+pvc.Name)
+				continue
+			}
+			delete(seen, key)
+			klog.InfoS("expanded", "pvc", pvc.Namespace+"/"+pvc.Name, "size", want.String())
+		}
+	}
+}
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", "", "path to the kubeconfig")
+	root := flag.String("root", "", "folder that holds the volumes")
+	resizeDelay := flag.Duration("resize-delay", 2*time.Second, "how long an expansion stays in flight")
+	klog.InitFlags(nil)
+	flag.Parse()
+	if *kubeconfig == "" || *root == "" {
+		fmt.Fprintln(os.Stderr, "provisioner: --kubeconfig and --root are required")
+		os.Exit(2)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		klog.Fatalf("kubeconfig: %v", err)
+	}
+	client := kubernetes.NewForConfigOrDie(cfg)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go expand(ctx, client, *resizeDelay)
+	pc := controller.NewProvisionController(ctx, client, provisionerName, &hostPath{root: *root},
+		controller.LeaderElection(false))
+	pc.Run(ctx)
+}
