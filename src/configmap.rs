@@ -183,7 +183,10 @@ pub fn read_source(dir: &Path) -> Result<Baseline, ConfigMapError> {
         // symlink_metadata: a link is refused, never followed out of the tree.
         let meta = std::fs::symlink_metadata(&path).map_err(|e| read(&path, e))?;
         if meta.file_type().is_symlink() {
-            return Err(refused(&path, "symlinks are not allowed in a baseline".into()));
+            return Err(refused(
+                &path,
+                "symlinks are not allowed in a baseline".into(),
+            ));
         }
         if meta.is_dir() {
             return Err(refused(
@@ -213,7 +216,10 @@ pub fn read_source(dir: &Path) -> Result<Baseline, ConfigMapError> {
         files.insert(key, content);
     }
     if files.is_empty() {
-        return Err(refused(dir, "a baseline folder needs at least one file".into()));
+        return Err(refused(
+            dir,
+            "a baseline folder needs at least one file".into(),
+        ));
     }
     Ok(Baseline::new(name, files))
 }
@@ -264,11 +270,7 @@ mod tests {
     fn hash_matches_sha256sum_listing() {
         // printf 'hello\n' > a; printf 'x' > b; sha256sum a b | sha256sum
         let b = Baseline::new("persona", files(&[("b", "x"), ("a", "hello\n")]));
-        let listing = format!(
-            "{}  a\n{}  b\n",
-            file_hash(b"hello\n"),
-            file_hash(b"x")
-        );
+        let listing = format!("{}  a\n{}  b\n", file_hash(b"hello\n"), file_hash(b"x"));
         assert_eq!(b.sha256, file_hash(listing.as_bytes()));
         assert_eq!(b.version(), format!("persona-{}", &b.sha256[..10]));
     }
@@ -311,14 +313,24 @@ mod tests {
 
         let d = mk("with-dir");
         std::fs::create_dir(d.join("sub")).unwrap();
-        assert!(read_source(&d).unwrap_err().to_string().contains("sub-folders"));
+        assert!(
+            read_source(&d)
+                .unwrap_err()
+                .to_string()
+                .contains("sub-folders")
+        );
 
         let d = mk("with-bad-key");
         std::fs::write(d.join("a b"), "x").unwrap();
         assert!(read_source(&d).unwrap_err().to_string().contains("a b"));
 
         let d = mk("Upper");
-        assert!(read_source(&d).unwrap_err().to_string().contains("lowercase"));
+        assert!(
+            read_source(&d)
+                .unwrap_err()
+                .to_string()
+                .contains("lowercase")
+        );
 
         let d = mk("too-big");
         std::fs::write(d.join("big"), vec![b'a'; MAX_CONFIGMAP_BYTES + 1]).unwrap();

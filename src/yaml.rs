@@ -153,7 +153,9 @@ mod tests {
 
     #[test]
     fn billion_laughs_fails_fast() {
-        let mut bomb = String::from("a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n");
+        let mut bomb = String::from(
+            "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+        );
         for i in 1..10 {
             let prev = (b'a' + i - 1) as char;
             let cur = (b'a' + i) as char;

@@ -8,7 +8,11 @@ use clap::{Parser, Subcommand};
 pub mod config;
 
 #[derive(Debug, Parser)]
-#[command(name = "exo", version, about = "GitOps releases for fleets of AI agents on Kubernetes")]
+#[command(
+    name = "exo",
+    version,
+    about = "GitOps releases for fleets of AI agents on Kubernetes"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
