@@ -6,4 +6,5 @@
 
 pub mod cli;
 pub mod configmap;
+pub mod crd;
 pub mod yaml;

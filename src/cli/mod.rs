@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod config;
+pub mod crd;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -23,6 +24,8 @@ pub enum Command {
     /// Baseline ConfigMaps: build immutable, content-hashed versions.
     #[command(subcommand)]
     Config(config::ConfigCommand),
+    /// Print the CustomResourceDefinitions generated from the Rust types.
+    Crd(crd::CrdArgs),
 }
 
 /// Exit codes shared by every verb.
@@ -38,6 +41,7 @@ pub mod exit {
 pub fn run(cli: Cli) -> ExitCode {
     let code = match cli.command {
         Command::Config(cmd) => config::run(cmd),
+        Command::Crd(args) => crd::run(args),
     };
     ExitCode::from(code)
 }

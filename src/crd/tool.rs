@@ -1,0 +1,68 @@
+//! `Tool` (short name `tl`): an on-demand pod.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use super::Container;
+
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[kube(
+    group = "autonomic.sh",
+    version = "v1alpha1",
+    kind = "Tool",
+    namespaced,
+    shortname = "tl",
+    category = "autonomic",
+    status = "ToolStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Enabled", type_ = "boolean", json_path = ".spec.enabled"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolSpec {
+    pub container: Container,
+    /// A disabled Tool has no pod.
+    #[serde(default = "enabled_default")]
+    pub enabled: bool,
+    /// Port the tool listens on, exposed through a Service when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
+}
+
+fn enabled_default() -> bool {
+    true
+}
+
+/// Tool phases, exactly as the product documents list them.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
+pub enum ToolPhase {
+    #[default]
+    Pending,
+    Ready,
+    Error,
+    Disabled,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<ToolPhase>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
