@@ -162,17 +162,31 @@ pub fn read_source(dir: &Path) -> Result<Baseline, ConfigMapError> {
         path: path.to_owned(),
         source,
     };
-    let name = dir
+    let folder = dir
         .file_name()
         .and_then(|n| n.to_str())
         .ok_or_else(|| refused(dir, "folder name is not UTF-8".into()))?;
+    // `<name>@<label>` lets two sources of one baseline live side by side
+    // (one per release that is still live); both build `<name>-<hash>`.
+    let (name, label) = match folder.split_once('@') {
+        Some((n, l)) => (n, Some(l)),
+        None => (folder, None),
+    };
     if !valid_source_name(name) {
         return Err(refused(
             dir,
             format!(
-                "folder name {name:?} must be lowercase letters, digits and '-', at most {} characters",
+                "baseline name {name:?} must be lowercase letters, digits and '-', at most {} characters",
                 62 - SHORT_HASH_LEN
             ),
+        ));
+    }
+    if let Some(label) = label
+        && !valid_key(label)
+    {
+        return Err(refused(
+            dir,
+            format!("label {label:?} after '@' must use only letters, digits, '-', '_' and '.'"),
         ));
     }
     let mut files = BTreeMap::new();
@@ -338,5 +352,10 @@ mod tests {
 
         let d = mk("good");
         assert_eq!(read_source(&d).unwrap().files.len(), 1);
+
+        let d = mk("good@2026.11.0");
+        let b = read_source(&d).unwrap();
+        assert_eq!(b.name, "good");
+        assert!(b.version().starts_with("good-"));
     }
 }

@@ -7,4 +7,7 @@
 pub mod cli;
 pub mod configmap;
 pub mod crd;
+pub mod fleet;
+pub mod pin;
+pub mod release;
 pub mod yaml;

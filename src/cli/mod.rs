@@ -7,6 +7,9 @@ use clap::{Parser, Subcommand};
 
 pub mod config;
 pub mod crd;
+pub mod release;
+pub mod release_pin;
+pub mod release_plan;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -24,6 +27,9 @@ pub enum Command {
     /// Baseline ConfigMaps: build immutable, content-hashed versions.
     #[command(subcommand)]
     Config(config::ConfigCommand),
+    /// Release manifests: lint, pin, diff and plan.
+    #[command(subcommand)]
+    Release(release::ReleaseCommand),
     /// Print the CustomResourceDefinitions generated from the Rust types.
     Crd(crd::CrdArgs),
 }
@@ -42,6 +48,7 @@ pub fn run(cli: Cli) -> ExitCode {
     let code = match cli.command {
         Command::Config(cmd) => config::run(cmd),
         Command::Crd(args) => crd::run(args),
+        Command::Release(cmd) => release::run(cmd),
     };
     ExitCode::from(code)
 }

@@ -1,0 +1,200 @@
+//! `exo release diff <a> <b>` and `exo release plan <release>`.
+
+use std::fmt::Write as _;
+
+use clap::Args;
+
+use crate::cli::exit;
+use crate::cli::release::{Output, RootArg, load_fleet};
+use crate::release::plan::{self, Change, Plan};
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The release to compare from.
+    pub from: String,
+    /// The release to compare to.
+    pub to: String,
+    #[command(flatten)]
+    pub root: RootArg,
+    #[arg(long, short = 'o', value_enum, default_value_t)]
+    pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The release to plan a rollout of.
+    pub release: String,
+    #[command(flatten)]
+    pub root: RootArg,
+    #[arg(long, short = 'o', value_enum, default_value_t)]
+    pub output: Output,
+}
+
+pub fn run_diff(args: &DiffArgs) -> u8 {
+    let fleet = match load_fleet(&args.root.root, "diff") {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    let (Some(a), Some(b)) = (fleet.release(&args.from), fleet.release(&args.to)) else {
+        let missing = if fleet.release(&args.from).is_none() {
+            &args.from
+        } else {
+            &args.to
+        };
+        eprintln!("exo release diff: no release {missing:?} in releases/");
+        return exit::UNUSABLE;
+    };
+    emit(&plan::diff(&fleet, &a.value, &b.value), args.output)
+}
+
+pub fn run_plan(args: &PlanArgs) -> u8 {
+    let fleet = match load_fleet(&args.root.root, "plan") {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    let Some(r) = fleet.release(&args.release) else {
+        eprintln!(
+            "exo release plan: no release {:?} in releases/",
+            args.release
+        );
+        return exit::UNUSABLE;
+    };
+    emit(&plan::plan(&fleet, &r.value), args.output)
+}
+
+fn emit(p: &Plan, output: Output) -> u8 {
+    let text = match output {
+        Output::Table => Ok(render_table(p)),
+        Output::Json => serde_json::to_string_pretty(p)
+            .map(|s| s + "\n")
+            .map_err(|e| e.to_string()),
+        Output::Yaml => crate::yaml::to_string(p).map_err(|e| e.to_string()),
+    };
+    match text {
+        Ok(t) => {
+            print!("{t}");
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("exo release: {e}");
+            exit::UNUSABLE
+        }
+    }
+}
+
+/// Left-aligned columns, sized to their widest cell.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            if i < widths.len() {
+                widths[i] = widths[i].max(c.chars().count());
+            }
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: Vec<String>, out: &mut String| {
+        let n = cells.len();
+        for (i, c) in cells.into_iter().enumerate() {
+            if i + 1 == n {
+                out.push_str(&c);
+            } else {
+                let _ = write!(out, "{c:<w$}  ", w = widths[i]);
+            }
+        }
+        out.push('\n');
+    };
+    line(header.iter().map(|h| h.to_string()).collect(), &mut out);
+    for r in rows {
+        line(r.clone(), &mut out);
+    }
+    out
+}
+
+fn render_table(p: &Plan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Release {}{}\n",
+        p.release,
+        p.from
+            .as_ref()
+            .map(|f| format!(" (from {f})"))
+            .unwrap_or_else(|| " (from the fleet's manifests)".into())
+    );
+    let rows: Vec<Vec<String>> = p
+        .components
+        .iter()
+        .map(|c| {
+            let change = match c.change {
+                Change::Added => "added",
+                Change::Removed => "removed",
+                Change::Changed => "changed",
+                Change::Unchanged => "-",
+            };
+            vec![
+                c.name.clone(),
+                c.layer.to_string(),
+                c.from
+                    .as_ref()
+                    .map(|v| v.short())
+                    .unwrap_or_else(|| "-".into()),
+                c.to.as_ref()
+                    .map(|v| v.short())
+                    .unwrap_or_else(|| "-".into()),
+                change.into(),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &["COMPONENT (apply order)", "LAYER", "FROM", "TO", "CHANGE"],
+        &rows,
+    ));
+    out.push('\n');
+    let rows: Vec<Vec<String>> = p
+        .config_maps
+        .iter()
+        .map(|c| {
+            vec![
+                c.name.clone(),
+                c.from.clone().unwrap_or_else(|| "-".into()),
+                c.to.clone().unwrap_or_else(|| "-".into()),
+                if c.create {
+                    "create (immutable)".into()
+                } else {
+                    "-".into()
+                },
+            ]
+        })
+        .collect();
+    out.push_str(&table(&["CONFIGMAP", "FROM", "TO", "ACTION"], &rows));
+    out.push('\n');
+    let mut rows = Vec::new();
+    for w in &p.waves {
+        for t in &w.tenants {
+            if t.steps.is_empty() {
+                rows.push(vec![
+                    w.wave.to_string(),
+                    t.tenant.clone(),
+                    "-".into(),
+                    "-".into(),
+                    "up to date".into(),
+                ]);
+            }
+            for (i, s) in t.steps.iter().enumerate() {
+                rows.push(vec![
+                    w.wave.to_string(),
+                    t.tenant.clone(),
+                    format!("{}", i + 1),
+                    format!("{}/{}", s.kind, s.name),
+                    s.changes.join("; "),
+                ]);
+            }
+        }
+    }
+    out.push_str(&table(
+        &["WAVE", "TENANT", "STEP", "RE-POINT", "CHANGES"],
+        &rows,
+    ));
+    out
+}

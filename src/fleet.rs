@@ -1,0 +1,261 @@
+//! Reading a fleet repository: `manifests/`, `releases/`, `configmaps/` and
+//! the wave-pointer file `releases/waves.yaml`.
+//!
+//! Layout:
+//! - `manifests/<tenant>/*.yaml`: one Agent, Tool or AgentFS per file; the
+//!   folder name is the tenant and its namespace.
+//! - `releases/<name>.yaml`: one Release per file, named like the file.
+//! - `releases/waves.yaml`: the WavePointers document.
+//! - `configmaps/<name>/` or `configmaps/<name>@<label>/`: baseline sources.
+//!
+//! Loading is all-or-nothing: every unusable file is reported, and nothing is
+//! returned unless all of them parsed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::configmap::{self, Baseline};
+use crate::crd::{Agent, AgentFS, Tool};
+use crate::release::{KIND_RELEASE, KIND_WAVES, Release, WavePointers};
+use crate::yaml;
+
+pub const WAVES_FILE: &str = "waves.yaml";
+
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    /// Files that could not be used at all, one message per file.
+    #[error("{}", .0.join("\n"))]
+    Unusable(Vec<String>),
+}
+
+/// A file that was read, for messages that name it.
+#[derive(Debug, Clone)]
+pub struct Sourced<T> {
+    pub path: PathBuf,
+    pub value: T,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Tenant {
+    pub name: String,
+    pub agents: Vec<Sourced<Agent>>,
+    pub tools: Vec<Sourced<Tool>>,
+    pub filesystems: Vec<Sourced<AgentFS>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Fleet {
+    pub root: PathBuf,
+    /// Sorted by file name.
+    pub releases: Vec<Sourced<Release>>,
+    pub waves: Option<Sourced<WavePointers>>,
+    pub tenants: BTreeMap<String, Tenant>,
+    /// Every baseline source folder, sorted by folder.
+    pub baselines: Vec<Sourced<Baseline>>,
+}
+
+impl Fleet {
+    pub fn release(&self, name: &str) -> Option<&Sourced<Release>> {
+        self.releases.iter().find(|r| r.value.metadata.name == name)
+    }
+
+    /// Paths relative to the repository root, for messages.
+    pub fn rel<'a>(&self, path: &'a Path) -> &'a Path {
+        path.strip_prefix(&self.root).unwrap_or(path)
+    }
+}
+
+#[derive(Deserialize)]
+struct Kinded {
+    kind: Option<String>,
+}
+
+fn yaml_files(dir: &Path, problems: &mut Vec<String>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return out,
+        Err(e) => {
+            problems.push(format!("{}: cannot read: {e}", dir.display()));
+            return out;
+        }
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            problems.push(format!(
+                "{}: symlinks are not allowed in a fleet repository",
+                path.display()
+            ));
+            continue;
+        }
+        let is_yaml = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| e == "yaml" || e == "yml");
+        if meta.is_file() && is_yaml {
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
+}
+
+fn load_releases(
+    root: &Path,
+    problems: &mut Vec<String>,
+) -> (Vec<Sourced<Release>>, Option<Sourced<WavePointers>>) {
+    let mut releases = Vec::new();
+    let mut waves = None;
+    for path in yaml_files(&root.join("releases"), problems) {
+        let kind = match yaml::from_file::<Kinded>(&path) {
+            Ok(k) => k.kind.unwrap_or_default(),
+            Err(e) => {
+                problems.push(e.to_string());
+                continue;
+            }
+        };
+        match kind.as_str() {
+            KIND_RELEASE => match yaml::from_file::<Release>(&path) {
+                Ok(value) => releases.push(Sourced { path, value }),
+                Err(e) => problems.push(e.to_string()),
+            },
+            KIND_WAVES => match yaml::from_file::<WavePointers>(&path) {
+                Ok(value) => waves = Some(Sourced { path, value }),
+                Err(e) => problems.push(e.to_string()),
+            },
+            other => problems.push(format!(
+                "{}: kind {other:?} does not belong in releases/; expected {KIND_RELEASE} or {KIND_WAVES}",
+                path.display()
+            )),
+        }
+    }
+    (releases, waves)
+}
+
+fn load_tenants(root: &Path, problems: &mut Vec<String>) -> BTreeMap<String, Tenant> {
+    let mut tenants = BTreeMap::new();
+    let dir = root.join("manifests");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return tenants;
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir()))
+        .collect();
+    dirs.sort();
+    for tdir in dirs {
+        let Some(name) = tdir.file_name().and_then(|n| n.to_str()).map(str::to_owned) else {
+            continue;
+        };
+        let mut tenant = Tenant {
+            name: name.clone(),
+            ..Tenant::default()
+        };
+        for path in yaml_files(&tdir, problems) {
+            let kind = match yaml::from_file::<Kinded>(&path) {
+                Ok(k) => k.kind.unwrap_or_default(),
+                Err(e) => {
+                    problems.push(e.to_string());
+                    continue;
+                }
+            };
+            let ns_ok = |ns: Option<&String>| ns.is_none_or(|n| *n == name);
+            let wrong_ns = |path: &Path| {
+                format!(
+                    "{}: metadata.namespace must be {name:?} (the tenant folder) or omitted",
+                    path.display()
+                )
+            };
+            match kind.as_str() {
+                "Agent" => match yaml::from_file::<Agent>(&path) {
+                    Ok(mut value) if ns_ok(value.metadata.namespace.as_ref()) => {
+                        value.metadata.namespace = Some(name.clone());
+                        tenant.agents.push(Sourced { path, value });
+                    }
+                    Ok(_) => problems.push(wrong_ns(&path)),
+                    Err(e) => problems.push(e.to_string()),
+                },
+                "Tool" => match yaml::from_file::<Tool>(&path) {
+                    Ok(mut value) if ns_ok(value.metadata.namespace.as_ref()) => {
+                        value.metadata.namespace = Some(name.clone());
+                        tenant.tools.push(Sourced { path, value });
+                    }
+                    Ok(_) => problems.push(wrong_ns(&path)),
+                    Err(e) => problems.push(e.to_string()),
+                },
+                "AgentFS" => match yaml::from_file::<AgentFS>(&path) {
+                    Ok(mut value) if ns_ok(value.metadata.namespace.as_ref()) => {
+                        value.metadata.namespace = Some(name.clone());
+                        tenant.filesystems.push(Sourced { path, value });
+                    }
+                    Ok(_) => problems.push(wrong_ns(&path)),
+                    Err(e) => problems.push(e.to_string()),
+                },
+                other => problems.push(format!(
+                    "{}: kind {other:?} is not an Agent, Tool or AgentFS",
+                    path.display()
+                )),
+            }
+        }
+        tenants.insert(name, tenant);
+    }
+    tenants
+}
+
+fn load_baselines(root: &Path, problems: &mut Vec<String>) -> Vec<Sourced<Baseline>> {
+    let dir = root.join("configmaps");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    dirs.sort();
+    let mut out = Vec::new();
+    for path in dirs {
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                problems.push(format!(
+                    "{}: symlinks are not allowed under configmaps/",
+                    path.display()
+                ));
+            }
+            Ok(m) if m.is_dir() => match configmap::read_source(&path) {
+                Ok(value) => out.push(Sourced { path, value }),
+                Err(e) => problems.push(e.to_string()),
+            },
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Loads the fleet repository at `root`.
+pub fn load(root: &Path) -> Result<Fleet, FleetError> {
+    let mut problems = Vec::new();
+    if !root.join("releases").is_dir() {
+        problems.push(format!(
+            "{}: not a fleet repository (no releases/ folder)",
+            root.display()
+        ));
+        return Err(FleetError::Unusable(problems));
+    }
+    let (releases, waves) = load_releases(root, &mut problems);
+    let tenants = load_tenants(root, &mut problems);
+    let baselines = load_baselines(root, &mut problems);
+    if !problems.is_empty() {
+        return Err(FleetError::Unusable(problems));
+    }
+    Ok(Fleet {
+        root: root.to_owned(),
+        releases,
+        waves,
+        tenants,
+        baselines,
+    })
+}

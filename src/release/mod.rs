@@ -1,0 +1,8 @@
+//! Release manifests: the model, lint, and (in submodules) planning.
+
+pub mod lint;
+mod model;
+pub mod pin_edit;
+pub mod plan;
+
+pub use model::*;
