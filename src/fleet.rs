@@ -237,11 +237,22 @@ fn load_baselines(root: &Path, problems: &mut Vec<String>) -> Vec<Sourced<Baseli
 
 /// Loads the fleet repository at `root`.
 pub fn load(root: &Path) -> Result<Fleet, FleetError> {
+    // Messages name `releases/x.yaml`, not `./releases/x.yaml`.
+    let root = if root == Path::new(".") {
+        Path::new("")
+    } else {
+        root
+    };
     let mut problems = Vec::new();
     if !root.join("releases").is_dir() {
+        let shown = if root.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            root
+        };
         problems.push(format!(
             "{}: not a fleet repository (no releases/ folder)",
-            root.display()
+            shown.display()
         ));
         return Err(FleetError::Unusable(problems));
     }
