@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Fixed-workload benchmarks for the offline half of `exo release`, each side
+# by side in the same run with what a user would do instead.
+#
+#  1. pin: resolve 200 image refs (20 repositories x 10 tags) against the
+#     loopback registry with `exo release pin`, versus a `skopeo inspect`
+#     loop over the same refs.
+#  2. config build: hash and render 64 baseline folders of 1 MiB each with
+#     `exo config build`, versus `sha256sum` over the same files.
+#
+# Needs the test environment (`scripts/testenv up`). Prints hyperfine's
+# tables and writes JSON next to them in $OUT (default target/bench).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+set -a; eval "$(scripts/testenv env)"; set +a
+OUT=${OUT:-$repo/target/bench}
+mkdir -p "$OUT"
+cargo build --release --quiet
+EXO=$repo/target/release/exo
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+
+echo "== pushing 200 tags to $EXO_TEST_REGISTRY" >&2
+python3 - "$EXO_TEST_REGISTRY" "$work/refs" <<'PY'
+import hashlib, json, sys, urllib.request
+reg, out = sys.argv[1], sys.argv[2]
+base = f"http://{reg}"
+def put(url, data, ctype):
+    urllib.request.urlopen(urllib.request.Request(url, data=data, method="PUT", headers={"Content-Type": ctype}), timeout=30)
+def blob(repo, data):
+    d = "sha256:" + hashlib.sha256(data).hexdigest()
+    loc = urllib.request.urlopen(urllib.request.Request(f"{base}/v2/{repo}/blobs/uploads/", data=b"", method="POST"), timeout=30).headers["Location"]
+    loc = loc if loc.startswith("http") else base + loc
+    put(f"{loc}{'&' if '?' in loc else '?'}digest={d}", data, "application/octet-stream")
+    return d, len(data)
+refs = []
+for r in range(20):
+    repo = f"bench/component-{r:02d}"
+    for t in range(10):
+        layer = f"{repo}:{t}".encode()
+        cfg = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}}).encode()
+        (cd, cs), (ld, ls) = blob(repo, cfg), blob(repo, layer)
+        m = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": cs},
+                        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": ld, "size": ls}]}).encode()
+        put(f"{base}/v2/{repo}/manifests/1.{t}.0", m, "application/vnd.oci.image.manifest.v1+json")
+        refs.append(f"{reg}/{repo}:1.{t}.0")
+open(out, "w").write("\n".join(refs) + "\n")
+PY
+
+mkdir -p "$work/fleet/releases"
+{
+  printf 'apiVersion: autonomic.sh/v1alpha1\nkind: Release\nmetadata:\n  name: bench\nspec:\n  components:\n'
+  i=0; while read -r ref; do printf '    - name: c%d\n      layer: capability\n      image: %s\n' "$i" "$ref"; i=$((i+1)); done < "$work/refs"
+  printf '  waves: []\n'
+} > "$work/unpinned.yaml"
+cat > "$work/skopeo-loop.sh" <<SH
+#!/usr/bin/env bash
+while read -r ref; do skopeo inspect --tls-verify=false --no-tags --format '{{.Digest}}' "docker://\$ref" >/dev/null; done < "$work/refs"
+SH
+chmod +x "$work/skopeo-loop.sh"
+
+hyperfine --warmup 1 --runs 10 --export-json "$OUT/pin-exo.json" \
+  --prepare "cp $work/unpinned.yaml $work/fleet/releases/bench.yaml" \
+  -n "exo release pin (200 refs)" "$EXO release pin --root $work/fleet" >&2
+hyperfine --runs 3 --export-json "$OUT/pin-skopeo.json" \
+  -n "skopeo inspect loop (200 refs)" "$work/skopeo-loop.sh" >&2
+
+echo "== config build: 64 folders x 1 MiB" >&2
+mkdir -p "$work/cm/configmaps"
+python3 - "$work/cm/configmaps" <<'PY'
+import os, random, sys
+root = sys.argv[1]
+rnd = random.Random(42)
+for f in range(64):
+    d = os.path.join(root, f"baseline-{f:02d}")
+    os.makedirs(d)
+    for n in range(16):
+        with open(os.path.join(d, f"file-{n:02d}.md"), "w") as fh:
+            fh.write("".join(rnd.choice("abcdefghij klmnop\n") for _ in range(64 * 1024 - 64)))
+PY
+mb=$(du -sm "$work/cm/configmaps" | cut -f1)
+hyperfine --warmup 1 --runs 10 --export-json "$OUT/config-exo.json" \
+  -n "exo config build (${mb} MiB)" "$EXO config build --root $work/cm -o $work/cm/out" >&2
+hyperfine --warmup 1 --runs 10 --export-json "$OUT/config-sha256sum.json" \
+  -n "sha256sum (${mb} MiB)" "find $work/cm/configmaps -type f -print0 | xargs -0 sha256sum >/dev/null" >&2
+
+python3 - "$OUT" "$mb" <<'PY'
+import json, sys
+out, mb = sys.argv[1], int(sys.argv[2])
+def med(name):
+    return json.load(open(f"{out}/{name}.json"))["results"][0]["median"]
+exo, sko = med("pin-exo"), med("pin-skopeo")
+cexo, csha = med("config-exo"), med("config-sha256sum")
+print(f"| pin 200 refs | exo release pin | {exo*1000:.0f} ms | skopeo inspect loop | {sko*1000:.0f} ms | {exo/sko:.3f} |")
+print(f"| config build {mb} MiB | exo config build | {cexo*1000:.0f} ms ({mb/cexo:.0f} MB/s) | sha256sum | {csha*1000:.0f} ms ({mb/csha:.0f} MB/s) | {cexo/csha:.2f} |")
+PY
