@@ -7,4 +7,5 @@
 pub mod cli;
 pub mod configmap;
 pub mod crd;
+pub mod operator;
 pub mod yaml;

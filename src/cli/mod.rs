@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 pub mod config;
 pub mod crd;
+pub mod operator;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -26,6 +27,9 @@ pub enum Command {
     Config(config::ConfigCommand),
     /// Print the CustomResourceDefinitions generated from the Rust types.
     Crd(crd::CrdArgs),
+    /// The in-cluster operator.
+    #[command(subcommand)]
+    Operator(operator::OperatorCommand),
 }
 
 /// Exit codes shared by every verb.
@@ -42,6 +46,7 @@ pub fn run(cli: Cli) -> ExitCode {
     let code = match cli.command {
         Command::Config(cmd) => config::run(cmd),
         Command::Crd(args) => crd::run(args),
+        Command::Operator(cmd) => operator::run(cmd),
     };
     ExitCode::from(code)
 }
