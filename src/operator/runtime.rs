@@ -229,9 +229,7 @@ pub async fn run(
     let stores = (agents.store(), tools.store(), filesystems.store());
     let ready_metrics = metrics.clone();
     let ready_task = tokio::spawn(async move {
-        let ok = stores.0.wait_until_ready().await.is_ok()
-            && stores.1.wait_until_ready().await.is_ok()
-            && stores.2.wait_until_ready().await.is_ok();
+        let ok = synced(&stores.0).await && synced(&stores.1).await && synced(&stores.2).await;
         if ok {
             info!("watches synced: ready");
             ready_tx.send_replace(true);
@@ -275,6 +273,22 @@ pub async fn run(
     // Let in-flight Events finish.
     tokio::time::sleep(Duration::from_millis(50)).await;
     Ok(())
+}
+
+/// Waits until `store` has seen its first complete list. Polled again
+/// and again: the store's readiness signal wakes only its latest waiter,
+/// and the controller itself waits on it too.
+async fn synced<K>(store: &kube::runtime::reflector::Store<K>) -> bool
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    loop {
+        match tokio::time::timeout(Duration::from_millis(200), store.wait_until_ready()).await {
+            Ok(r) => return r.is_ok(),
+            Err(_) => continue,
+        }
+    }
 }
 
 async fn log<K, E1, E2>(
