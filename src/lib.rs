@@ -10,4 +10,5 @@ pub mod crd;
 pub mod fleet;
 pub mod pin;
 pub mod release;
+pub mod operator;
 pub mod yaml;

@@ -4,11 +4,8 @@
 
 mod support;
 
-use std::time::Duration;
-
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use support::{TestNamespace, eventually};
+use kube::api::{Patch, PatchParams, PostParams};
+use support::{TestNamespace, install_crds};
 
 #[test]
 fn deploy_crds_match_the_rust_types() {
@@ -23,34 +20,6 @@ fn deploy_crds_match_the_rust_types() {
             "{} is stale; run `cargo run -- crd -o deploy/crds`",
             path.display()
         );
-    }
-}
-
-/// Installs the CRDs with server-side apply and waits until they are served.
-pub async fn install_crds(client: &kube::Client) {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in exo::crd::all() {
-        let name = crd.metadata.name.clone().unwrap();
-        api.patch(
-            &name,
-            &PatchParams::apply("exo-tests").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .expect("apply CRD");
-        eventually("the CRD to be established", Duration::from_secs(30), || {
-            let api = api.clone();
-            let name = name.clone();
-            async move {
-                let c = api.get(&name).await.ok()?;
-                c.status?
-                    .conditions?
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-                    .then_some(())
-            }
-        })
-        .await;
     }
 }
 

@@ -10,6 +10,7 @@ pub mod crd;
 pub mod release;
 pub mod release_pin;
 pub mod release_plan;
+pub mod operator;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -32,6 +33,9 @@ pub enum Command {
     Release(release::ReleaseCommand),
     /// Print the CustomResourceDefinitions generated from the Rust types.
     Crd(crd::CrdArgs),
+    /// The in-cluster operator.
+    #[command(subcommand)]
+    Operator(operator::OperatorCommand),
 }
 
 /// Exit codes shared by every verb.
@@ -49,6 +53,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Config(cmd) => config::run(cmd),
         Command::Crd(args) => crd::run(args),
         Command::Release(cmd) => release::run(cmd),
+        Command::Operator(cmd) => operator::run(cmd),
     };
     ExitCode::from(code)
 }

@@ -1,0 +1,167 @@
+//! `exo operator run`: the in-cluster operator (also runs locally with
+//! only a KUBECONFIG against a cluster that has the CRDs).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+use tokio::sync::watch;
+use tracing::{error, info};
+
+use crate::cli::exit;
+use crate::operator::leader::LeaderConfig;
+use crate::operator::runtime::LeaderTask;
+use crate::operator::{self, OperatorConfig};
+
+#[derive(Debug, Subcommand)]
+pub enum OperatorCommand {
+    /// Run the operator: reconcile Agents, Tools and AgentFS volumes.
+    Run(RunArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Watch only this namespace (default: all namespaces).
+    #[arg(long, short = 'n', env = "EXO_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Address of /healthz, /readyz and /metrics.
+    #[arg(long, default_value = "0.0.0.0:8080", env = "EXO_METRICS_ADDR")]
+    pub metrics_addr: SocketAddr,
+    /// Name of the coordination.k8s.io Lease used for leader election.
+    #[arg(long, default_value = "exo-operator", env = "EXO_LEASE_NAME")]
+    pub lease_name: String,
+    /// Namespace of the Lease (default: $POD_NAMESPACE, then --namespace,
+    /// then `default`).
+    #[arg(long, env = "EXO_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// This replica's identity in the Lease (default: $POD_NAME, then
+    /// host name and process id).
+    #[arg(long, env = "EXO_IDENTITY")]
+    pub identity: Option<String>,
+    /// How long a Lease stays valid without renewal, in seconds.
+    #[arg(long, default_value_t = 15, env = "EXO_LEASE_DURATION")]
+    pub lease_duration: u64,
+    /// Reconciles running at once, per controller.
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: u16,
+    #[arg(long, value_enum, default_value = "text", env = "EXO_LOG_FORMAT")]
+    pub log_format: LogFormat,
+}
+
+pub fn run(cmd: OperatorCommand) -> u8 {
+    match cmd {
+        OperatorCommand::Run(args) => run_operator(args),
+    }
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+fn default_identity() -> String {
+    if let Ok(pod) = std::env::var("POD_NAME") {
+        return pod;
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "exo".to_owned());
+    format!("{host}-{}", std::process::id())
+}
+
+fn run_operator(args: RunArgs) -> u8 {
+    init_tracing(args.log_format);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("exo operator: cannot start the async runtime: {e}");
+            return exit::UNUSABLE;
+        }
+    };
+    rt.block_on(async move {
+        let client = match kube::Client::try_default().await {
+            Ok(c) => c,
+            Err(e) => {
+                error!(error = %e, "no Kubernetes configuration: set KUBECONFIG or run in a cluster");
+                return exit::UNUSABLE;
+            }
+        };
+        let lease_namespace = args
+            .lease_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .or_else(|| args.namespace.clone())
+            .unwrap_or_else(|| "default".to_owned());
+        let identity = args.identity.clone().unwrap_or_else(default_identity);
+        info!(%identity, lease = %args.lease_name, %lease_namespace, namespace = args.namespace.as_deref().unwrap_or("*"), "starting the operator");
+        // Leader-only background tasks. The upstream WebSocket connector
+        // (src/upstream/) plugs in here: push a LeaderTask that runs it; it
+        // is started when this replica gains the Lease and stopped when it
+        // loses it.
+        let leader_tasks: Vec<LeaderTask> = Vec::new();
+        let cfg = OperatorConfig {
+            namespace: args.namespace.clone(),
+            metrics_addr: args.metrics_addr,
+            leader: LeaderConfig::with_duration(
+                args.lease_name.clone(),
+                lease_namespace,
+                identity,
+                Duration::from_secs(args.lease_duration.max(2)),
+            ),
+            concurrency: args.concurrency,
+            leader_tasks,
+        };
+        let (stop_tx, stop_rx) = watch::channel(false);
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            info!("shutdown requested");
+            stop_tx.send_replace(true);
+        });
+        match operator::run(client, cfg, stop_rx).await {
+            Ok(()) => exit::OK,
+            Err(e) => {
+                error!(error = %e, "operator stopped");
+                eprintln!("exo operator: {e}");
+                exit::UNUSABLE
+            }
+        }
+    })
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,364 @@
+//! Agent reconciler: `Agent` -> pod (agentlet + runtime), Service and a
+//! per-agent Secret; status phase, conditions and effective mounts.
+//!
+//! Pipeline: observe (pod, AgentFS) -> validate (pure) -> build (pure) ->
+//! apply (only what differs) -> status (only when it changed).
+//! Guarantees: a pod whose template hash differs from the desired one is
+//! deleted and recreated (pod specs are immutable); the token in the Secret
+//! is generated once and never logged; the Agent passes through
+//! `Terminating` until its pod is gone.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use tracing::{info, instrument, warn};
+
+use super::FINALIZER_AGENT;
+use super::apply::{Ctx, with_finalizer};
+use super::build::{self, Owner, agent_pod_name, agent_secret_name, agent_service_name, hash_of};
+use super::conditions::{Cond, merge};
+use super::error::{Error, Result};
+use super::events::Reason;
+use super::fs::{effective_mounts, validate_mounts};
+use super::metrics::Controller;
+use super::phase::{PodState, agent_phase, pod_state};
+use crate::crd::{Agent, AgentFS, AgentPhase, AgentStatus, FilesystemMount, RestartPolicy};
+
+const C: Controller = Controller::Agent;
+
+/// Entry point for the controller: times the reconcile and counts it.
+pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Ctx>) -> Result<Action> {
+    if !ctx.is_leader() {
+        return Ok(Action::await_change());
+    }
+    let start = Instant::now();
+    let out = reconcile_inner(&agent, &ctx).await;
+    let result = match &out {
+        Ok(_) => "ok",
+        Err(e) => e.category().as_str(),
+    };
+    ctx.metrics.reconciled(C, result, start.elapsed());
+    out
+}
+
+pub fn error_policy(agent: Arc<Agent>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    let cat = err.category();
+    warn!(agent = %agent.metadata.name.as_deref().unwrap_or(""), category = cat.as_str(), error = %err, "agent reconcile failed");
+    let note = format!("reconcile failed ({}): {err}", cat.as_str());
+    tokio::spawn(async move {
+        ctx.event(
+            agent.as_ref(),
+            EventType::Warning,
+            Reason::ReconcileError,
+            note,
+        )
+        .await;
+    });
+    Action::requeue(cat.requeue_after())
+}
+
+#[instrument(skip_all, fields(namespace = agent.metadata.namespace.as_deref(), agent = agent.metadata.name.as_deref()))]
+async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
+    let owner = Owner::of(agent)?;
+    let ns = owner.namespace.as_str();
+    let pods: Api<Pod> = ctx.api(ns);
+    let pod_name = agent_pod_name(&owner.name);
+    let pod = pods
+        .get_opt(&pod_name)
+        .await
+        .map_err(|e| Error::kube("get agent pod", e))?;
+    let finalizers = agent.metadata.finalizers.clone().unwrap_or_default();
+
+    if agent.metadata.deletion_timestamp.is_some() {
+        return finalize(agent, ctx, &owner, pod, &finalizers).await;
+    }
+    if let Some(list) = with_finalizer(&finalizers, FINALIZER_AGENT, true) {
+        ctx.patch_metadata::<Agent>(
+            C,
+            ns,
+            &owner.name,
+            agent.metadata.resource_version.clone(),
+            serde_json::json!({ "finalizers": list }),
+        )
+        .await?;
+    }
+
+    let old = agent.status.clone().unwrap_or_default();
+    let generation = agent.metadata.generation;
+    let mounts = effective_mounts(&agent.spec, agent.status.as_ref());
+    let baseline_path = agent.spec.baseline.as_ref().map(|b| b.mount_path());
+    let problems = validate_mounts(&mounts, baseline_path);
+    if !problems.is_empty() {
+        let message = problems.join("; ");
+        let status = AgentStatus {
+            phase: Some(AgentPhase::Error),
+            observed_generation: generation,
+            conditions: merge(
+                &old.conditions,
+                &[Cond::new("Ready", false, "InvalidSpec", message.clone())],
+                generation,
+                Timestamp::now(),
+            ),
+            pod_name: pod.as_ref().and_then(|p| p.metadata.name.clone()),
+            filesystems: old.filesystems.clone(),
+            message: Some(message.clone()),
+        };
+        if write_status(ctx, &owner, &old, &status).await? {
+            ctx.event(agent, EventType::Warning, Reason::InvalidSpec, message)
+                .await;
+        }
+        // Permanent: wait for the spec to change.
+        return Ok(Action::await_change());
+    }
+
+    let missing = missing_filesystems(ctx, ns, &mounts).await?;
+    ensure_secret(ctx, &owner).await?;
+    ensure_service(ctx, &owner).await?;
+
+    let mut state = pod_state(pod.as_ref());
+    let mut has_pod = pod.is_some();
+    let mut requeue = None;
+    if agent.spec.paused {
+        if let Some(p) = &pod
+            && state != PodState::Deleting
+        {
+            ctx.delete::<Pod>(C, ns, &pod_name, p.metadata.uid.clone())
+                .await?;
+            ctx.event(
+                agent,
+                EventType::Normal,
+                Reason::PodRemoved,
+                "spec.paused is set: the pod was deleted".into(),
+            )
+            .await;
+            info!("paused: pod deleted");
+        }
+    } else if missing.is_empty() {
+        let desired = build::agent_pod(&owner, &agent.spec, &mounts)?;
+        match &pod {
+            None => {
+                has_pod = true;
+                if ctx.create(C, &desired).await? {
+                    ctx.event(
+                        agent,
+                        EventType::Normal,
+                        Reason::PodCreated,
+                        format!("created pod {pod_name}"),
+                    )
+                    .await;
+                    info!(pod = %pod_name, "pod created");
+                }
+            }
+            Some(_) if state == PodState::Deleting => requeue = Some(Duration::from_secs(2)),
+            Some(p) if hash_of(&p.metadata) != hash_of(&desired.metadata) => {
+                ctx.delete::<Pod>(C, ns, &pod_name, p.metadata.uid.clone())
+                    .await?;
+                ctx.event(
+                    agent,
+                    EventType::Normal,
+                    Reason::PodRolled,
+                    format!("the pod template changed; pod {pod_name} is recreated"),
+                )
+                .await;
+                info!(pod = %pod_name, "pod template changed: rolling");
+                state = PodState::Deleting;
+            }
+            Some(p) => {
+                let restartable = agent.spec.restart_policy != Some(RestartPolicy::Never);
+                if matches!(state, PodState::Failed { .. }) && restartable {
+                    ctx.delete::<Pod>(C, ns, &pod_name, p.metadata.uid.clone())
+                        .await?;
+                    ctx.event(
+                        agent,
+                        EventType::Warning,
+                        Reason::PodRestarted,
+                        format!("pod {pod_name} failed; recreating"),
+                    )
+                    .await;
+                }
+            }
+        }
+    }
+
+    let mut report = agent_phase(false, agent.spec.paused, agent.spec.restart_policy, &state);
+    let fs_cond = if missing.is_empty() {
+        Cond::new(
+            "FilesystemsReady",
+            true,
+            "Mounted",
+            format!("{} file system(s) mounted", mounts.len()),
+        )
+    } else {
+        let msg = format!(
+            "AgentFS not found in namespace {ns}: {}",
+            missing.join(", ")
+        );
+        if !agent.spec.paused {
+            report.phase = AgentPhase::Pending;
+            report.reason = "FilesystemNotFound";
+            report.message = msg.clone();
+        }
+        requeue = Some(Duration::from_secs(10));
+        Cond::new("FilesystemsReady", false, "FilesystemNotFound", msg)
+    };
+    let status = AgentStatus {
+        phase: Some(report.phase),
+        observed_generation: generation,
+        conditions: merge(
+            &old.conditions,
+            &[
+                Cond::new(
+                    "Ready",
+                    report.phase == AgentPhase::Active,
+                    report.reason,
+                    report.message.clone(),
+                ),
+                fs_cond,
+            ],
+            generation,
+            Timestamp::now(),
+        ),
+        pod_name: (!agent.spec.paused && has_pod).then(|| pod_name.clone()),
+        filesystems: mounts,
+        message: Some(report.message.clone()),
+    };
+    if write_status(ctx, &owner, &old, &status).await? && !missing.is_empty() {
+        ctx.event(
+            agent,
+            EventType::Warning,
+            Reason::FilesystemNotFound,
+            report.message,
+        )
+        .await;
+    }
+    Ok(match requeue {
+        Some(d) => Action::requeue(d),
+        None => Action::await_change(),
+    })
+}
+
+/// Deletion: report `Terminating`, delete the pod, and release the Agent
+/// only once the pod is gone (so AgentFS `mountedBy` stays truthful).
+async fn finalize(
+    agent: &Agent,
+    ctx: &Ctx,
+    owner: &Owner,
+    pod: Option<Pod>,
+    finalizers: &[String],
+) -> Result<Action> {
+    if !finalizers.iter().any(|f| f == FINALIZER_AGENT) {
+        return Ok(Action::await_change());
+    }
+    let ns = owner.namespace.as_str();
+    let old = agent.status.clone().unwrap_or_default();
+    let report = agent_phase(true, false, None, &pod_state(pod.as_ref()));
+    let status = AgentStatus {
+        phase: Some(report.phase),
+        observed_generation: agent.metadata.generation,
+        conditions: merge(
+            &old.conditions,
+            &[Cond::new(
+                "Ready",
+                false,
+                report.reason,
+                report.message.clone(),
+            )],
+            agent.metadata.generation,
+            Timestamp::now(),
+        ),
+        message: Some(report.message),
+        ..old.clone()
+    };
+    write_status(ctx, owner, &old, &status).await?;
+    if let Some(p) = pod {
+        if p.metadata.deletion_timestamp.is_none() {
+            ctx.delete::<Pod>(C, ns, &agent_pod_name(&owner.name), p.metadata.uid.clone())
+                .await?;
+        }
+        // The pod's deletion triggers the next reconcile; requeue as backstop.
+        return Ok(Action::requeue(Duration::from_secs(5)));
+    }
+    if let Some(list) = with_finalizer(finalizers, FINALIZER_AGENT, false) {
+        ctx.patch_metadata::<Agent>(
+            C,
+            ns,
+            &owner.name,
+            agent.metadata.resource_version.clone(),
+            serde_json::json!({ "finalizers": list }),
+        )
+        .await?;
+    }
+    Ok(Action::await_change())
+}
+
+/// Writes the status if it differs; `true` when it wrote.
+async fn write_status(
+    ctx: &Ctx,
+    owner: &Owner,
+    old: &AgentStatus,
+    new: &AgentStatus,
+) -> Result<bool> {
+    if old == new {
+        return Ok(false);
+    }
+    ctx.apply_status::<Agent>(C, &owner.namespace, &owner.name, new)
+        .await?;
+    Ok(true)
+}
+
+async fn missing_filesystems(
+    ctx: &Ctx,
+    ns: &str,
+    mounts: &[FilesystemMount],
+) -> Result<Vec<String>> {
+    let api: Api<AgentFS> = ctx.api(ns);
+    let mut missing = Vec::new();
+    for m in mounts {
+        let found = api
+            .get_metadata_opt(&m.name)
+            .await
+            .map_err(|e| Error::kube("get AgentFS", e))?;
+        if found.is_none() {
+            missing.push(m.name.clone());
+        }
+    }
+    Ok(missing)
+}
+
+/// Creates the per-agent Secret with a fresh random token when it is
+/// missing. An existing token is never replaced (or read into logs).
+async fn ensure_secret(ctx: &Ctx, owner: &Owner) -> Result<()> {
+    let api: Api<Secret> = ctx.api(&owner.namespace);
+    let name = agent_secret_name(&owner.name);
+    if api
+        .get_metadata_opt(&name)
+        .await
+        .map_err(|e| Error::kube("get agent secret", e))?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(Error::Random)?;
+    let token = hex::encode(bytes);
+    ctx.create(C, &build::agent_secret(owner, &token)).await?;
+    Ok(())
+}
+
+async fn ensure_service(ctx: &Ctx, owner: &Owner) -> Result<()> {
+    let api: Api<Service> = ctx.api(&owner.namespace);
+    let desired = build::agent_service(owner)?;
+    let live = api
+        .get_metadata_opt(&agent_service_name(&owner.name))
+        .await
+        .map_err(|e| Error::kube("get agent service", e))?;
+    if live.as_ref().and_then(|m| hash_of(&m.metadata)) != hash_of(&desired.metadata) {
+        ctx.apply(C, &desired).await?;
+    }
+    Ok(())
+}

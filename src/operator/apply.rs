@@ -1,0 +1,295 @@
+//! The thin write edge shared by the reconcilers: server-side apply with
+//! the one field manager, create, delete (NotFound is success), status
+//! apply, Events — each write counted in the metrics, and none made by a
+//! replica that does not hold the Lease.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use k8s_openapi::NamespaceResourceScope;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tracing::warn;
+
+use super::FIELD_MANAGER;
+use super::error::{Error, Result, is_not_found};
+use super::events::Reason;
+use super::metrics::{Controller, Metrics, Verb};
+
+/// What every reconcile gets.
+pub struct Ctx {
+    pub client: Client,
+    pub metrics: Arc<Metrics>,
+    /// `true` while this replica holds the Lease.
+    pub leader: watch::Receiver<bool>,
+    pub recorder: Recorder,
+}
+
+fn kind_label<K: Resource<DynamicType = ()>>() -> &'static str {
+    match K::kind(&()).as_ref() {
+        "Pod" => "Pod",
+        "Service" => "Service",
+        "Secret" => "Secret",
+        "PersistentVolumeClaim" => "PersistentVolumeClaim",
+        "Agent" => "Agent",
+        "Tool" => "Tool",
+        "AgentFS" => "AgentFS",
+        _ => "Other",
+    }
+}
+
+impl Ctx {
+    pub fn is_leader(&self) -> bool {
+        *self.leader.borrow()
+    }
+
+    pub fn api<K>(&self, namespace: &str) -> Api<K>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// Server-side apply of `obj` (forced: the operator owns these fields).
+    pub async fn apply<K>(&self, c: Controller, obj: &K) -> Result<K>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + Debug
+            + Serialize
+            + DeserializeOwned,
+    {
+        let (ns, name) = ns_name(obj)?;
+        let api: Api<K> = self.api(&ns);
+        let out = api
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(obj),
+            )
+            .await
+            .map_err(|e| Error::kube(format!("apply {} {ns}/{name}", K::kind(&())), e))?;
+        self.metrics.wrote(c, kind_label::<K>(), Verb::Apply);
+        Ok(out)
+    }
+
+    /// Creates `obj`; `Ok(false)` when it already exists.
+    pub async fn create<K>(&self, c: Controller, obj: &K) -> Result<bool>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + Debug
+            + Serialize
+            + DeserializeOwned,
+    {
+        let (ns, name) = ns_name(obj)?;
+        let api: Api<K> = self.api(&ns);
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PostParams::default()
+        };
+        match api.create(&pp, obj).await {
+            Ok(_) => {
+                self.metrics.wrote(c, kind_label::<K>(), Verb::Create);
+                Ok(true)
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) => Err(Error::kube(
+                format!("create {} {ns}/{name}", K::kind(&())),
+                e,
+            )),
+        }
+    }
+
+    /// Deletes `name` if its uid is still `uid` (when given); a missing
+    /// object is success.
+    pub async fn delete<K>(
+        &self,
+        c: Controller,
+        ns: &str,
+        name: &str,
+        uid: Option<String>,
+    ) -> Result<()>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + Debug
+            + DeserializeOwned,
+    {
+        let api: Api<K> = self.api(ns);
+        let dp = DeleteParams {
+            preconditions: uid.map(|uid| Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..DeleteParams::background()
+        };
+        match api.delete(name, &dp).await {
+            Ok(_) => {
+                self.metrics.wrote(c, kind_label::<K>(), Verb::Delete);
+                Ok(())
+            }
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            Err(e) => Err(Error::kube(
+                format!("delete {} {ns}/{name}", K::kind(&())),
+                e,
+            )),
+        }
+    }
+
+    /// A merge patch of metadata (finalizers, owner references) guarded
+    /// by `resource_version`: a concurrent edit conflicts instead of being
+    /// clobbered.
+    pub async fn patch_metadata<K>(
+        &self,
+        c: Controller,
+        ns: &str,
+        name: &str,
+        resource_version: Option<String>,
+        metadata: serde_json::Value,
+    ) -> Result<()>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + Debug
+            + DeserializeOwned,
+    {
+        let api: Api<K> = self.api(ns);
+        let mut metadata = metadata;
+        if let (Some(rv), Some(m)) = (resource_version, metadata.as_object_mut()) {
+            m.insert("resourceVersion".to_owned(), serde_json::Value::String(rv));
+        }
+        let body = serde_json::json!({ "metadata": metadata });
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+        {
+            Ok(_) => {
+                self.metrics.wrote(c, kind_label::<K>(), Verb::Patch);
+                Ok(())
+            }
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(Error::kube(
+                format!("patch {} {ns}/{name}", K::kind(&())),
+                e,
+            )),
+        }
+    }
+
+    /// Writes `status` through the status subresource with server-side
+    /// apply, so fields the operator stops setting are removed.
+    pub async fn apply_status<K>(
+        &self,
+        c: Controller,
+        ns: &str,
+        name: &str,
+        status: &impl Serialize,
+    ) -> Result<()>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + Debug
+            + DeserializeOwned,
+    {
+        let api: Api<K> = self.api(ns);
+        let body = serde_json::json!({
+            "apiVersion": K::api_version(&()),
+            "kind": K::kind(&()),
+            "status": status,
+        });
+        match api
+            .patch_status(
+                name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&body),
+            )
+            .await
+        {
+            Ok(_) => {
+                self.metrics.wrote(c, kind_label::<K>(), Verb::Status);
+                Ok(())
+            }
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(Error::kube(
+                format!("status {} {ns}/{name}", K::kind(&())),
+                e,
+            )),
+        }
+    }
+
+    /// Publishes an Event about `obj`. Failing to publish is logged, never
+    /// fatal: Events are best effort.
+    pub async fn event<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        type_: EventType,
+        reason: Reason,
+        note: String,
+    ) {
+        let ev = Event {
+            type_,
+            reason: reason.as_str().to_owned(),
+            note: Some(note),
+            action: reason.action().to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
+            warn!(reason = reason.as_str(), error = %e, "could not publish an Event");
+        }
+    }
+}
+
+fn ns_name<K: Resource>(obj: &K) -> Result<(String, String)> {
+    let m = obj.meta();
+    Ok((
+        m.namespace
+            .clone()
+            .ok_or(Error::MissingField("metadata.namespace"))?,
+        m.name.clone().ok_or(Error::MissingField("metadata.name"))?,
+    ))
+}
+
+/// The finalizer list with `finalizer` added or removed; `None` when it
+/// is already as wanted.
+pub fn with_finalizer(current: &[String], finalizer: &str, add: bool) -> Option<Vec<String>> {
+    let has = current.iter().any(|f| f == finalizer);
+    match (add, has) {
+        (true, false) => {
+            let mut v = current.to_vec();
+            v.push(finalizer.to_owned());
+            Some(v)
+        }
+        (false, true) => Some(
+            current
+                .iter()
+                .filter(|f| *f != finalizer)
+                .cloned()
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finalizer_lists() {
+        assert_eq!(with_finalizer(&[], "a", false), None);
+        assert_eq!(with_finalizer(&["a".into()], "a", true), None);
+        assert_eq!(
+            with_finalizer(&["x".into()], "a", true),
+            Some(vec!["x".into(), "a".into()])
+        );
+        assert_eq!(
+            with_finalizer(&["x".into(), "a".into()], "a", false),
+            Some(vec!["x".into()])
+        );
+    }
+}

@@ -1,0 +1,67 @@
+//! Stable Kubernetes Event reasons. Users and alerts match on these, so a
+//! reason is never renamed; new ones are added.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// A pod was created for an Agent or Tool.
+    PodCreated,
+    /// The pod template changed (image digest, baseline version, mounts):
+    /// the old pod was deleted to be recreated.
+    PodRolled,
+    /// `spec.paused` (Agent) or `enabled: false` (Tool) removed the pod.
+    PodRemoved,
+    /// A failed, restartable pod was deleted to be recreated.
+    PodRestarted,
+    /// The spec cannot be turned into a pod; the condition says why.
+    InvalidSpec,
+    /// A mounted AgentFS does not exist in the namespace.
+    FilesystemNotFound,
+    /// A PVC was created for an AgentFS.
+    VolumeCreated,
+    /// The PVC request grew.
+    VolumeResized,
+    /// Shrinking was asked for; the PVC is untouched.
+    ShrinkRefused,
+    /// A size above `maxSize` was asked for; the PVC is untouched.
+    AboveMaxSize,
+    /// Deleting an AgentFS while Agents mount it; the note names them.
+    DeleteRefused,
+    /// `retain: true`: the PVC was released and outlives the AgentFS.
+    VolumeRetained,
+    /// A reconcile failed; the note has the error category.
+    ReconcileError,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::PodCreated => "PodCreated",
+            Reason::PodRolled => "PodRolled",
+            Reason::PodRemoved => "PodRemoved",
+            Reason::PodRestarted => "PodRestarted",
+            Reason::InvalidSpec => "InvalidSpec",
+            Reason::FilesystemNotFound => "FilesystemNotFound",
+            Reason::VolumeCreated => "VolumeCreated",
+            Reason::VolumeResized => "VolumeResized",
+            Reason::ShrinkRefused => "ShrinkRefused",
+            Reason::AboveMaxSize => "AboveMaxSize",
+            Reason::DeleteRefused => "DeleteRefused",
+            Reason::VolumeRetained => "VolumeRetained",
+            Reason::ReconcileError => "ReconcileError",
+        }
+    }
+
+    /// The `action` field of the Event.
+    pub fn action(self) -> &'static str {
+        match self {
+            Reason::PodCreated | Reason::VolumeCreated => "Create",
+            Reason::PodRolled | Reason::PodRestarted => "Recreate",
+            Reason::PodRemoved => "Delete",
+            Reason::VolumeResized | Reason::ShrinkRefused | Reason::AboveMaxSize => "Resize",
+            Reason::DeleteRefused | Reason::VolumeRetained => "Delete",
+            Reason::InvalidSpec | Reason::FilesystemNotFound | Reason::ReconcileError => {
+                "Reconcile"
+            }
+        }
+    }
+}

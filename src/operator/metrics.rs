@@ -1,0 +1,173 @@
+//! Prometheus metrics with bounded labels: the controller (3 values), the
+//! result or error category (a fixed enum), the object kind and the write
+//! verb (fixed sets). Object names never become labels.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum Controller {
+    Agent,
+    Tool,
+    Agentfs,
+}
+
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum Verb {
+    Apply,
+    Create,
+    Delete,
+    Patch,
+    Status,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReconcileLabels {
+    pub controller: Controller,
+    /// `ok` or an [`super::ErrorCategory`] name.
+    pub result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabels {
+    pub controller: Controller,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteLabels {
+    pub controller: Controller,
+    /// The Kubernetes kind written (`Pod`, `Service`, …): a fixed set.
+    pub kind: &'static str,
+    pub verb: Verb,
+}
+
+pub struct Metrics {
+    pub registry: Registry,
+    pub reconciles: Family<ReconcileLabels, Counter>,
+    pub reconcile_seconds: Family<ControllerLabels, Histogram>,
+    pub writes: Family<WriteLabels, Counter>,
+    pub leader: Gauge,
+    pub ready: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("exo_operator");
+        let reconciles = Family::<ReconcileLabels, Counter>::default();
+        let reconcile_seconds = Family::<ControllerLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.001, 2.0, 14))
+        });
+        let writes = Family::<WriteLabels, Counter>::default();
+        let leader = Gauge::default();
+        let ready = Gauge::default();
+        registry.register(
+            "reconciles",
+            "Reconciles by controller and result",
+            reconciles.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time spent in one reconcile",
+            reconcile_seconds.clone(),
+        );
+        registry.register(
+            "api_writes",
+            "Writes to the Kubernetes API by controller, kind and verb",
+            writes.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica holds the Lease",
+            leader.clone(),
+        );
+        registry.register("ready", "1 once every watch has synced", ready.clone());
+        Metrics {
+            registry,
+            reconciles,
+            reconcile_seconds,
+            writes,
+            leader,
+            ready,
+        }
+    }
+
+    pub fn reconciled(&self, controller: Controller, result: &'static str, took: Duration) {
+        self.reconciles
+            .get_or_create(&ReconcileLabels { controller, result })
+            .inc();
+        self.reconcile_seconds
+            .get_or_create(&ControllerLabels { controller })
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn wrote(&self, controller: Controller, kind: &'static str, verb: Verb) {
+        self.writes
+            .get_or_create(&WriteLabels {
+                controller,
+                kind,
+                verb,
+            })
+            .inc();
+    }
+
+    /// Total writes so far, over every label.
+    pub fn total_writes(&self) -> u64 {
+        let mut text = String::new();
+        if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
+            return 0;
+        }
+        sum_samples(&text, "exo_operator_api_writes_total")
+    }
+
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Encoding into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+/// Sums every sample of `metric` in Prometheus text format.
+pub fn sum_samples(text: &str, metric: &str) -> u64 {
+    text.lines()
+        .filter(|l| l.starts_with(metric) && !l.starts_with('#'))
+        .filter(|l| l[metric.len()..].starts_with(['{', ' ']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_are_counted_and_encoded() {
+        let m = Metrics::new();
+        m.wrote(Controller::Agent, "Pod", Verb::Create);
+        m.wrote(Controller::Agent, "Pod", Verb::Create);
+        m.wrote(Controller::Tool, "Service", Verb::Apply);
+        m.reconciled(Controller::Agent, "ok", Duration::from_millis(3));
+        let text = m.encode();
+        assert!(
+            text.contains(
+                "exo_operator_api_writes_total{controller=\"Agent\",kind=\"Pod\",verb=\"Create\"} 2"
+            ),
+            "{text}"
+        );
+        assert_eq!(m.total_writes(), 3);
+        assert!(text.contains("exo_operator_reconciles_total"));
+    }
+}

@@ -1,0 +1,343 @@
+//! Wires the operator together: CRD check, HTTP endpoints, leader
+//! election, the three controllers, leader-only background tasks and
+//! graceful shutdown.
+//!
+//! Every replica watches (so a standby's caches are warm and `/readyz`
+//! means "watches synced"), but only the Lease holder reconciles: the
+//! reconcilers return at once on a standby, and gaining the Lease
+//! re-reconciles every object.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
+use kube::api::{Api, ListParams};
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{debug, info, warn};
+
+use super::apply::Ctx;
+use super::error::{Error, is_not_found};
+use super::http::{self, HttpState};
+use super::leader::{self, LeaderConfig};
+use super::metrics::Metrics;
+use super::{CONTROLLER_NAME, LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY, agent, agentfs, tool};
+use crate::crd::{Agent, AgentFS, Tool};
+
+/// A background task that runs only while this replica leads: started on
+/// gaining the Lease, aborted on losing it. The upstream connector
+/// (`src/upstream/`) is meant to be one of these.
+pub type LeaderTask = Arc<dyn Fn(Client) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+pub struct OperatorConfig {
+    /// Watch one namespace, or all when `None`.
+    pub namespace: Option<String>,
+    pub metrics_addr: SocketAddr,
+    pub leader: LeaderConfig,
+    /// Reconciles running at once, per controller.
+    pub concurrency: u16,
+    pub leader_tasks: Vec<LeaderTask>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error(transparent)]
+    Operator(#[from] Error),
+    #[error("cannot serve HTTP on {addr}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Fails with a clear message when a CRD is not installed.
+async fn check_crd<K>(client: &Client, namespace: Option<&str>) -> Result<(), Error>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let kind: &'static str = match K::kind(&()).as_ref() {
+        "Agent" => "agents.autonomic.sh",
+        "Tool" => "tools.autonomic.sh",
+        _ => "agentfs.autonomic.sh",
+    };
+    match api::<K>(client, namespace)
+        .list_metadata(&ListParams::default().limit(1))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Err(Error::CrdMissing { kind }),
+        Err(e) => Err(Error::kube(format!("list {kind}"), e)),
+    }
+}
+
+/// Yields once each time `rx` turns `true`.
+fn became_leader(rx: watch::Receiver<bool>) -> impl Stream<Item = ()> + Send + 'static {
+    futures::stream::unfold(rx, |mut rx| async move {
+        loop {
+            if rx.changed().await.is_err() {
+                return None;
+            }
+            if *rx.borrow_and_update() {
+                return Some(((), rx));
+            }
+        }
+    })
+}
+
+fn children(component: &str) -> watcher::Config {
+    watcher::Config::default().labels(&format!(
+        "{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_COMPONENT}={component}"
+    ))
+}
+
+/// The AgentFS volumes an Agent mounts now or did until its last status:
+/// both must be re-checked when the Agent changes (a detach removes the
+/// name from the spec but not yet from the status).
+fn agent_to_filesystems(a: Agent) -> Vec<ObjectRef<AgentFS>> {
+    let ns = a.metadata.namespace.clone().unwrap_or_default();
+    let mut names: Vec<String> = a
+        .spec
+        .filesystems
+        .iter()
+        .flatten()
+        .map(|m| m.name.clone())
+        .collect();
+    names.extend(
+        a.status
+            .iter()
+            .flat_map(|s| s.filesystems.iter().map(|m| m.name.clone())),
+    );
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|n| ObjectRef::new(&n).within(&ns))
+        .collect()
+}
+
+/// Runs the operator until `shutdown` turns `true`.
+pub async fn run(
+    client: Client,
+    cfg: OperatorConfig,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), RuntimeError> {
+    let ns = cfg.namespace.as_deref();
+    check_crd::<Agent>(&client, ns).await?;
+    check_crd::<Tool>(&client, ns).await?;
+    check_crd::<AgentFS>(&client, ns).await?;
+
+    let metrics = Arc::new(Metrics::new());
+    let (leader_tx, leader_rx) = watch::channel(false);
+    let (ready_tx, ready_rx) = watch::channel(false);
+
+    let (addr, serve) = http::bind(
+        cfg.metrics_addr,
+        HttpState {
+            metrics: metrics.clone(),
+            ready: ready_rx,
+            leader: leader_rx.clone(),
+        },
+    )
+    .await
+    .map_err(|source| RuntimeError::Bind {
+        addr: cfg.metrics_addr,
+        source,
+    })?;
+    let http_task = tokio::spawn(serve);
+    debug!(%addr, "http bound");
+
+    let election = tokio::spawn(leader::run(
+        client.clone(),
+        cfg.leader.clone(),
+        leader_tx,
+        shutdown.clone(),
+    ));
+
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        metrics: metrics.clone(),
+        leader: leader_rx.clone(),
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: CONTROLLER_NAME.to_owned(),
+                instance: Some(cfg.leader.identity.clone()),
+            },
+        ),
+    });
+    let ccfg = ControllerConfig::default().concurrency(cfg.concurrency);
+    let stop = || {
+        let mut s = shutdown.clone();
+        async move {
+            let _ = s.wait_for(|v| *v).await;
+        }
+    };
+
+    let agents = Controller::new(api::<Agent>(&client, ns), watcher::Config::default())
+        .with_config(ccfg.clone())
+        .owns(api::<Pod>(&client, ns), children("agent"))
+        .owns(api::<Service>(&client, ns), children("agent"))
+        .owns(api::<Secret>(&client, ns), children("agent"))
+        .reconcile_all_on(became_leader(leader_rx.clone()))
+        .graceful_shutdown_on(stop());
+    let tools = Controller::new(api::<Tool>(&client, ns), watcher::Config::default())
+        .with_config(ccfg.clone())
+        .owns(api::<Pod>(&client, ns), children("tool"))
+        .owns(api::<Service>(&client, ns), children("tool"))
+        .reconcile_all_on(became_leader(leader_rx.clone()))
+        .graceful_shutdown_on(stop());
+    let filesystems = Controller::new(api::<AgentFS>(&client, ns), watcher::Config::default())
+        .with_config(ccfg)
+        .owns(
+            api::<PersistentVolumeClaim>(&client, ns),
+            children("agentfs"),
+        )
+        .watches(
+            api::<Agent>(&client, ns),
+            watcher::Config::default(),
+            agent_to_filesystems,
+        )
+        .reconcile_all_on(became_leader(leader_rx.clone()))
+        .graceful_shutdown_on(stop());
+
+    // Ready once the primary watches have listed everything once.
+    let stores = (agents.store(), tools.store(), filesystems.store());
+    let ready_metrics = metrics.clone();
+    let ready_task = tokio::spawn(async move {
+        let ok = synced(&stores.0).await && synced(&stores.1).await && synced(&stores.2).await;
+        if ok {
+            info!("watches synced: ready");
+            ready_tx.send_replace(true);
+            ready_metrics.ready.set(1);
+        }
+    });
+    {
+        let metrics = metrics.clone();
+        let mut r = leader_rx.clone();
+        tokio::spawn(async move {
+            while r.changed().await.is_ok() {
+                metrics.leader.set(i64::from(*r.borrow()));
+            }
+        });
+    }
+    let leader_tasks = tokio::spawn(run_leader_tasks(
+        client.clone(),
+        leader_rx.clone(),
+        cfg.leader_tasks,
+        shutdown.clone(),
+    ));
+
+    tokio::join!(
+        agents
+            .run(agent::reconcile, agent::error_policy, ctx.clone())
+            .for_each(log),
+        tools
+            .run(tool::reconcile, tool::error_policy, ctx.clone())
+            .for_each(log),
+        filesystems
+            .run(agentfs::reconcile, agentfs::error_policy, ctx.clone())
+            .for_each(log),
+    );
+    info!("controllers stopped; releasing the lease");
+    if let Err(e) = election.await {
+        warn!(error = %e, "election task ended abnormally");
+    }
+    ready_task.abort();
+    leader_tasks.abort();
+    http_task.abort();
+    // Let in-flight Events finish.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    Ok(())
+}
+
+/// Waits until `store` has seen its first complete list. Polled again
+/// and again: the store's readiness signal wakes only its latest waiter,
+/// and the controller itself waits on it too.
+async fn synced<K>(store: &kube::runtime::reflector::Store<K>) -> bool
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    loop {
+        match tokio::time::timeout(Duration::from_millis(200), store.wait_until_ready()).await {
+            Ok(r) => return r.is_ok(),
+            Err(_) => continue,
+        }
+    }
+}
+
+async fn log<K, E1, E2>(
+    res: Result<
+        (ObjectRef<K>, kube::runtime::controller::Action),
+        kube::runtime::controller::Error<E1, E2>,
+    >,
+) where
+    K: Resource,
+    E1: std::error::Error + 'static,
+    E2: std::error::Error + 'static,
+{
+    match res {
+        Ok((obj, _)) => debug!(object = %obj, "reconciled"),
+        Err(e) => debug!(error = %e, "reconcile error"),
+    }
+}
+
+/// Starts every leader task when the Lease is gained and aborts them when
+/// it is lost. This is the hook for the upstream WebSocket connector.
+async fn run_leader_tasks(
+    client: Client,
+    mut leader: watch::Receiver<bool>,
+    tasks: Vec<LeaderTask>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut running: Vec<JoinHandle<()>> = Vec::new();
+    loop {
+        let leading = *leader.borrow_and_update();
+        if leading && running.is_empty() {
+            running = tasks
+                .iter()
+                .map(|t| tokio::spawn(t(client.clone())))
+                .collect();
+            if !tasks.is_empty() {
+                info!(count = tasks.len(), "leader tasks started");
+            }
+        } else if !leading && !running.is_empty() {
+            for h in running.drain(..) {
+                h.abort();
+            }
+            info!("leader tasks stopped");
+        }
+        tokio::select! {
+            r = leader.changed() => if r.is_err() { break },
+            _ = shutdown.changed() => break,
+        }
+    }
+    for h in running {
+        h.abort();
+    }
+}

@@ -1,0 +1,161 @@
+//! Tool reconciler: an enabled `Tool` gets an on-demand pod (and a Service
+//! when it has a port); a disabled one has no pod and reports `Disabled`.
+//! A pod whose template hash differs from the desired one is recreated.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use tracing::{info, instrument, warn};
+
+use super::apply::Ctx;
+use super::build::{self, Owner, hash_of, tool_pod_name};
+use super::conditions::{Cond, merge};
+use super::error::{Error, Result};
+use super::events::Reason;
+use super::metrics::Controller;
+use super::phase::{PodState, pod_state, tool_phase};
+use crate::crd::{Tool, ToolPhase, ToolStatus};
+
+const C: Controller = Controller::Tool;
+
+pub async fn reconcile(tool: Arc<Tool>, ctx: Arc<Ctx>) -> Result<Action> {
+    if !ctx.is_leader() {
+        return Ok(Action::await_change());
+    }
+    let start = Instant::now();
+    let out = reconcile_inner(&tool, &ctx).await;
+    let result = match &out {
+        Ok(_) => "ok",
+        Err(e) => e.category().as_str(),
+    };
+    ctx.metrics.reconciled(C, result, start.elapsed());
+    out
+}
+
+pub fn error_policy(tool: Arc<Tool>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    let cat = err.category();
+    warn!(tool = %tool.metadata.name.as_deref().unwrap_or(""), category = cat.as_str(), error = %err, "tool reconcile failed");
+    let note = format!("reconcile failed ({}): {err}", cat.as_str());
+    tokio::spawn(async move {
+        ctx.event(
+            tool.as_ref(),
+            EventType::Warning,
+            Reason::ReconcileError,
+            note,
+        )
+        .await;
+    });
+    Action::requeue(cat.requeue_after())
+}
+
+#[instrument(skip_all, fields(namespace = tool.metadata.namespace.as_deref(), tool = tool.metadata.name.as_deref()))]
+async fn reconcile_inner(tool: &Tool, ctx: &Ctx) -> Result<Action> {
+    if tool.metadata.deletion_timestamp.is_some() {
+        // Children go with their owner references.
+        return Ok(Action::await_change());
+    }
+    let owner = Owner::of(tool)?;
+    let ns = owner.namespace.as_str();
+    let pod_name = tool_pod_name(&owner.name);
+    let pods: Api<Pod> = ctx.api(ns);
+    let pod = pods
+        .get_opt(&pod_name)
+        .await
+        .map_err(|e| Error::kube("get tool pod", e))?;
+    let mut state = pod_state(pod.as_ref());
+    let mut requeue = None;
+    let mut has_pod = pod.is_some();
+
+    if !tool.spec.enabled {
+        if let Some(p) = &pod
+            && state != PodState::Deleting
+        {
+            ctx.delete::<Pod>(C, ns, &pod_name, p.metadata.uid.clone())
+                .await?;
+            ctx.event(
+                tool,
+                EventType::Normal,
+                Reason::PodRemoved,
+                "the tool is disabled: its pod was deleted".into(),
+            )
+            .await;
+        }
+        has_pod = false;
+    } else {
+        if let Some(port) = tool.spec.port {
+            let desired = build::tool_service(&owner, port)?;
+            let services: Api<Service> = ctx.api(ns);
+            let live = services
+                .get_metadata_opt(&pod_name)
+                .await
+                .map_err(|e| Error::kube("get tool service", e))?;
+            if live.as_ref().and_then(|m| hash_of(&m.metadata)) != hash_of(&desired.metadata) {
+                ctx.apply(C, &desired).await?;
+            }
+        }
+        let desired = build::tool_pod(&owner, &tool.spec)?;
+        match &pod {
+            None => {
+                has_pod = true;
+                if ctx.create(C, &desired).await? {
+                    ctx.event(
+                        tool,
+                        EventType::Normal,
+                        Reason::PodCreated,
+                        format!("created pod {pod_name}"),
+                    )
+                    .await;
+                    info!(pod = %pod_name, "tool pod created");
+                }
+            }
+            Some(_) if state == PodState::Deleting => requeue = Some(Duration::from_secs(2)),
+            Some(p) if hash_of(&p.metadata) != hash_of(&desired.metadata) => {
+                ctx.delete::<Pod>(C, ns, &pod_name, p.metadata.uid.clone())
+                    .await?;
+                ctx.event(
+                    tool,
+                    EventType::Normal,
+                    Reason::PodRolled,
+                    format!("the pod template changed; pod {pod_name} is recreated"),
+                )
+                .await;
+                state = PodState::Deleting;
+            }
+            Some(_) => {}
+        }
+    }
+
+    let report = tool_phase(tool.spec.enabled, &state);
+    let old = tool.status.clone().unwrap_or_default();
+    let generation = tool.metadata.generation;
+    let status = ToolStatus {
+        phase: Some(report.phase),
+        observed_generation: generation,
+        conditions: merge(
+            &old.conditions,
+            &[Cond::new(
+                "Ready",
+                report.phase == ToolPhase::Ready,
+                report.reason,
+                report.message.clone(),
+            )],
+            generation,
+            Timestamp::now(),
+        ),
+        pod_name: has_pod.then_some(pod_name),
+        message: Some(report.message),
+    };
+    if status != old {
+        ctx.apply_status::<Tool>(C, ns, &owner.name, &status)
+            .await?;
+    }
+    Ok(match requeue {
+        Some(d) => Action::requeue(d),
+        None => Action::await_change(),
+    })
+}

@@ -1,0 +1,240 @@
+//! Running the operator as a real process (`exo operator run`) scoped to a
+//! test namespace, reading its endpoints, and fixtures for its resources.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use exo::crd::{Agent, AgentFS, AgentSpec, Container, FilesystemMount, Tool, ToolSpec};
+use kube::api::{Api, PostParams};
+
+use super::{env, eventually};
+
+/// An image reference pinned by a made-up digest: `n` picks the digest.
+pub fn image(repo: &str, n: u8) -> String {
+    format!("example.invalid/{repo}@sha256:{}", format!("{n:02x}").repeat(32))
+}
+
+/// `Agent::test(name)`-style fixture: a long-running agent with pinned
+/// images and a baseline version.
+pub fn agent(name: &str) -> Agent {
+    Agent::new(
+        name,
+        AgentSpec {
+            runtime: Container {
+                image: image("runtime", 1),
+                ..Container::default()
+            },
+            agentlet: Container {
+                image: image("agentlet", 1),
+                ..Container::default()
+            },
+            baseline: Some(exo::crd::BaselineRef {
+                config_map: "persona-0001".into(),
+                mount_path: None,
+            }),
+            ..AgentSpec::default()
+        },
+    )
+}
+
+pub fn mount(name: &str, path: Option<&str>, read_only: bool) -> FilesystemMount {
+    FilesystemMount {
+        name: name.into(),
+        mount_path: path.map(Into::into),
+        read_only,
+    }
+}
+
+pub fn tool(name: &str, enabled: bool) -> Tool {
+    Tool::new(
+        name,
+        ToolSpec {
+            container: Container {
+                image: image("tool", 1),
+                ..Container::default()
+            },
+            enabled,
+            port: Some(9000),
+        },
+    )
+}
+
+pub fn agentfs(name: &str, size: &str, max: &str, retain: bool) -> AgentFS {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "autonomic.sh/v1alpha1", "kind": "AgentFS",
+        "metadata": { "name": name },
+        "spec": { "size": size, "maxSize": max, "retain": retain }
+    }))
+    .expect("AgentFS fixture")
+}
+
+pub async fn create<K>(api: &Api<K>, obj: &K) -> K
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.create(&PostParams::default(), obj).await.expect("create")
+}
+
+/// Waits until `check` holds for the object, returning it.
+pub async fn wait_for<K, F>(api: &Api<K>, name: &str, what: &str, check: F) -> K
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    F: Fn(&K) -> bool,
+{
+    eventually(what, Duration::from_secs(30), || {
+        let api = api.clone();
+        let check = &check;
+        async move { api.get_opt(name).await.ok().flatten().filter(|o| check(o)) }
+    })
+    .await
+}
+
+pub async fn wait_gone<K>(api: &Api<K>, name: &str, what: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(what, Duration::from_secs(30), || {
+        let api = api.clone();
+        async move { matches!(api.get_opt(name).await, Ok(None)).then_some(()) }
+    })
+    .await
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// One `exo operator run` process watching one namespace, with its Lease
+/// in that namespace. Killed when dropped.
+pub struct OperatorProcess {
+    child: Child,
+    pub addr: String,
+    pub identity: String,
+    pub log: PathBuf,
+}
+
+impl OperatorProcess {
+    /// Starts a replica with a 3 s Lease named `exo-operator`.
+    pub fn start(namespace: &str, identity: &str) -> Self {
+        Self::start_with(namespace, identity, &[])
+    }
+
+    pub fn start_with(namespace: &str, identity: &str, extra: &[&str]) -> Self {
+        let addr = format!("127.0.0.1:{}", free_port());
+        let log = std::env::temp_dir().join(format!("exo-operator-{namespace}-{identity}.log"));
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_exo"))
+            .args(["operator", "run", "--namespace", namespace, "--lease-namespace", namespace])
+            .args(["--identity", identity, "--metrics-addr", &addr, "--lease-duration", "3"])
+            .args(["--log-format", "json"])
+            .args(extra)
+            .env("KUBECONFIG", &env().kubeconfig)
+            .env("RUST_LOG", "info,kube=warn")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file)
+            .spawn()
+            .expect("start exo operator run");
+        OperatorProcess {
+            child,
+            addr,
+            identity: identity.to_owned(),
+            log,
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// GET `path`; `(status, body)` or `None` if not listening.
+    pub fn get(&self, path: &str) -> Option<(u16, String)> {
+        let mut s = TcpStream::connect(&self.addr).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
+        let mut text = String::new();
+        s.read_to_string(&mut text).ok()?;
+        let status = text.split_whitespace().nth(1)?.parse().ok()?;
+        let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
+        Some((status, body))
+    }
+
+    pub async fn wait_ready(&self) {
+        eventually(
+            &format!("operator {} to be ready", self.identity),
+            Duration::from_secs(30),
+            || async { (self.get("/readyz")?.0 == 200).then_some(()) },
+        )
+        .await;
+    }
+
+    pub async fn wait_leader(&self) {
+        eventually(
+            &format!("operator {} to lead", self.identity),
+            Duration::from_secs(30),
+            || async { self.metric("exo_operator_leader").filter(|v| *v == 1).map(|_| ()) },
+        )
+        .await;
+    }
+
+    /// Sum of every sample of `name` in `/metrics`.
+    pub fn metric(&self, name: &str) -> Option<u64> {
+        let (_, body) = self.get("/metrics")?;
+        Some(exo::operator::metrics::sum_samples(&body, name))
+    }
+
+    /// Writes this replica made to the API (all kinds, all verbs).
+    pub fn writes(&self) -> u64 {
+        self.metric("exo_operator_api_writes_total").expect("metrics endpoint")
+    }
+
+    /// SIGKILL: no chance to release the Lease.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM and wait: a graceful stop that releases the Lease.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        self.child.wait().expect("wait for the operator")
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for OperatorProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A namespace that enforces the `restricted` Pod Security Standard, with
+/// the CRDs installed and one operator watching it.
+pub async fn restricted_namespace(prefix: &str) -> super::TestNamespace {
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::{Patch, PatchParams};
+    let ns = super::TestNamespace::new(prefix).await;
+    super::install_crds(&ns.client).await;
+    Api::<Namespace>::all(ns.client.clone())
+        .patch(
+            &ns.name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {
+                "pod-security.kubernetes.io/enforce": "restricted",
+                "pod-security.kubernetes.io/enforce-version": "latest"
+            }}})),
+        )
+        .await
+        .expect("label the namespace restricted");
+    ns
+}
