@@ -8,7 +8,7 @@ pub mod cli;
 pub mod configmap;
 pub mod crd;
 pub mod fleet;
+pub mod operator;
 pub mod pin;
 pub mod release;
-pub mod operator;
 pub mod yaml;

@@ -7,10 +7,10 @@ use clap::{Parser, Subcommand};
 
 pub mod config;
 pub mod crd;
+pub mod operator;
 pub mod release;
 pub mod release_pin;
 pub mod release_plan;
-pub mod operator;
 
 #[derive(Debug, Parser)]
 #[command(

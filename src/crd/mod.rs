@@ -7,10 +7,12 @@
 
 mod agent;
 mod agentfs;
+mod rollout;
 mod tool;
 
 pub use agent::*;
 pub use agentfs::*;
+pub use rollout::*;
 pub use tool::*;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -23,7 +25,13 @@ pub const VERSION: &str = "v1alpha1";
 
 /// Every CRD Exo installs, in a stable order.
 pub fn all() -> Vec<CustomResourceDefinition> {
-    vec![Agent::crd(), Tool::crd(), AgentFS::crd()]
+    vec![
+        Agent::crd(),
+        Tool::crd(),
+        AgentFS::crd(),
+        Fleet::crd(),
+        Rollout::crd(),
+    ]
 }
 
 /// The file name under `deploy/crds/` for a CRD.

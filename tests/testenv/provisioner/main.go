@@ -4,6 +4,12 @@
 // it completes volume expansion: after --resize-delay it raises the PV's
 // capacity and the claim's status.capacity to the requested size, so a test
 // can see an expansion in flight and then finished.
+//
+// With --pod-root it also stands in for the kubelet's ConfigMap volume
+// plugin: kwok pods have no filesystem, so the files of every ConfigMap a
+// pod mounts are written to <pod-root>/<namespace>/<pod><mountPath>/<key>,
+// where the test environment's kwok exec (which runs on this host, with
+// EXO_POD_ROOT set) finds them.
 package main
 
 import (
@@ -111,10 +117,97 @@ func expand(ctx context.Context, c kubernetes.Interface, delay time.Duration) {
 	}
 }
 
+// materialize writes the ConfigMap volumes of every scheduled pod.
+func materialize(ctx context.Context, c kubernetes.Interface, root string) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(300 * time.Millisecond):
+		}
+		pods, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			klog.ErrorS(err, "list pods")
+			continue
+		}
+		live := map[string]bool{}
+		for i := range pods.Items {
+			pod := &pods.Items[i]
+			if pod.Spec.NodeName == "" {
+				continue
+			}
+			dir := filepath.Join(root, pod.Namespace, pod.Name)
+			live[dir] = true
+			marker := filepath.Join(dir, ".uid")
+			if b, err := os.ReadFile(marker); err == nil && string(b) == string(pod.UID) {
+				continue
+			}
+			if err := writePodVolumes(ctx, c, pod, dir); err != nil {
+				klog.ErrorS(err, "materialize volumes", "pod", pod.Namespace+"/"+pod.Name)
+				continue
+			}
+			_ = os.WriteFile(marker, []byte(pod.UID), 0o644)
+		}
+		nss, _ := os.ReadDir(root)
+		for _, ns := range nss {
+			entries, _ := os.ReadDir(filepath.Join(root, ns.Name()))
+			for _, e := range entries {
+				dir := filepath.Join(root, ns.Name(), e.Name())
+				if !live[dir] {
+					_ = os.RemoveAll(dir)
+				}
+			}
+		}
+	}
+}
+
+func writePodVolumes(ctx context.Context, c kubernetes.Interface, pod *v1.Pod, dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	sources := map[string]string{}
+	for _, v := range pod.Spec.Volumes {
+		if v.ConfigMap != nil {
+			sources[v.Name] = v.ConfigMap.Name
+		}
+	}
+	for _, ctr := range pod.Spec.Containers {
+		for _, m := range ctr.VolumeMounts {
+			cmName, ok := sources[m.Name]
+			if !ok || m.SubPath != "" {
+				continue
+			}
+			cm, err := c.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, cmName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			target := filepath.Join(dir, filepath.Clean("/"+m.MountPath))
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				return err
+			}
+			for k, val := range cm.Data {
+				if err := os.WriteFile(filepath.Join(target, filepath.Base(k)), []byte(val), 0o644); err != nil {
+					return err
+				}
+			}
+			for k, val := range cm.BinaryData {
+				if err := os.WriteFile(filepath.Join(target, filepath.Base(k)), val, 0o644); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "path to the kubeconfig")
 	root := flag.String("root", "", "folder that holds the volumes")
 	resizeDelay := flag.Duration("resize-delay", 2*time.Second, "how long an expansion stays in flight")
+	podRoot := flag.String("pod-root", "", "write the ConfigMap volumes of pods under this folder")
 	klog.InitFlags(nil)
 	flag.Parse()
 	if *kubeconfig == "" || *root == "" {
@@ -129,6 +222,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	go expand(ctx, client, *resizeDelay)
+	if *podRoot != "" {
+		go materialize(ctx, client, *podRoot)
+	}
 	pc := controller.NewProvisionController(ctx, client, provisionerName, &hostPath{root: *root},
 		controller.LeaderElection(false))
 	pc.Run(ctx)
