@@ -1,0 +1,302 @@
+//! Fetching the fleet repository with git2 and reading it at one commit.
+//!
+//! Guarantees:
+//! - the URL must be `https://` to a public host unless insecure access is
+//!   allowed explicitly (loopback, private and link-local addresses, `http`,
+//!   `git` and `file` are refused otherwise);
+//! - the checkout is written from git objects, never by `git checkout`:
+//!   symlinks, submodules, path components `.`/`..`/`.git`, names with `/`,
+//!   and files over the size limit are refused with the offending path, and
+//!   nothing of that commit is used;
+//! - a commit is materialised once, into a folder named after it; a refused
+//!   commit leaves the previous one in place;
+//! - credentials go only to git2's credential callback; they are never
+//!   logged or put in errors.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use git2::{FetchOptions, ObjectType, RemoteCallbacks, Repository};
+
+/// Total bytes a checkout may hold.
+pub const MAX_TOTAL_BYTES: u64 = 64 * 1024 * 1024;
+/// Default per-file limit.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GitSyncError {
+    #[error("repository URL refused: {0}")]
+    UrlRefused(String),
+    #[error("fetch from {url} failed: {message}")]
+    Fetch { url: String, message: String },
+    #[error("branch {branch:?} not found in {url}")]
+    NoBranch { url: String, branch: String },
+    #[error("commit {commit}: {path}: {reason}")]
+    Refused {
+        commit: String,
+        path: String,
+        reason: String,
+    },
+    #[error("git: {0}")]
+    Git(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl From<git2::Error> for GitSyncError {
+    fn from(e: git2::Error) -> Self {
+        GitSyncError::Git(e.message().to_owned())
+    }
+}
+
+/// Username and password (or token) for HTTPS. Debug redacts both.
+#[derive(Clone)]
+pub struct Credentials {
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Credentials(<redacted>)")
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub url: String,
+    pub branch: String,
+    pub credentials: Option<Credentials>,
+    pub allow_insecure: bool,
+    pub max_file_bytes: u64,
+}
+
+fn host_of(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split('/').next()?;
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if let Some(v6) = host_port.strip_prefix('[') {
+        return v6.split(']').next();
+    }
+    Some(host_port.split(':').next().unwrap_or(host_port))
+}
+
+fn is_local(host: &str) -> bool {
+    if host.eq_ignore_ascii_case("localhost") || host.ends_with(".localhost") || host.ends_with(".local") {
+        return true;
+    }
+    match host.parse::<IpAddr>() {
+        Ok(IpAddr::V4(v4)) => {
+            v4.is_loopback() || v4.is_private() || v4.is_link_local() || v4.is_unspecified() || v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64
+        }
+        Ok(IpAddr::V6(v6)) => {
+            v6.is_loopback() || v6.is_unspecified() || (v6.segments()[0] & 0xfe00) == 0xfc00 || (v6.segments()[0] & 0xffc0) == 0xfe80
+        }
+        Err(_) => false,
+    }
+}
+
+/// Refuses URLs that are not HTTPS to a public host, unless allowed.
+pub fn check_url(url: &str, allow_insecure: bool) -> Result<(), GitSyncError> {
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    let Some(scheme) = scheme else {
+        return Err(GitSyncError::UrlRefused(format!("{url:?} is not a URL (scheme://host/path)")));
+    };
+    if url.split_once("://").is_some_and(|(_, r)| r.split('/').next().is_some_and(|a| a.contains('@') && a.contains(':'))) {
+        return Err(GitSyncError::UrlRefused(
+            "the URL carries a password; put credentials in the Secret named by secretRef".into(),
+        ));
+    }
+    if allow_insecure {
+        return Ok(());
+    }
+    if scheme != "https" {
+        return Err(GitSyncError::UrlRefused(format!(
+            "{scheme}:// is not allowed; use https:// (or set allowInsecure)"
+        )));
+    }
+    match host_of(url) {
+        Some(h) if is_local(h) => Err(GitSyncError::UrlRefused(format!(
+            "host {h} is loopback or local-network; set allowInsecure to allow it"
+        ))),
+        Some(_) => Ok(()),
+        None => Err(GitSyncError::UrlRefused(format!("{url:?} has no host"))),
+    }
+}
+
+/// A commit materialised on disk.
+#[derive(Debug, Clone)]
+pub struct Checkout {
+    pub commit: String,
+    pub path: PathBuf,
+}
+
+/// Fetches `source.branch` into a bare mirror under `cache` and
+/// materialises its head commit under `cache/checkouts/<commit>`.
+pub fn sync(source: &Source, cache: &Path) -> Result<Checkout, GitSyncError> {
+    check_url(&source.url, source.allow_insecure)?;
+    let mirror = cache.join("mirror.git");
+    let repo = match Repository::open_bare(&mirror) {
+        Ok(r) => r,
+        Err(_) => {
+            std::fs::create_dir_all(&mirror).map_err(|e| GitSyncError::Io {
+                path: mirror.clone(),
+                source: e,
+            })?;
+            Repository::init_bare(&mirror)?
+        }
+    };
+    let mut callbacks = RemoteCallbacks::new();
+    if let Some(c) = source.credentials.clone() {
+        let mut tried = false;
+        callbacks.credentials(move |_url, _user, _allowed| {
+            // One attempt: a wrong password must not loop.
+            if tried {
+                return Err(git2::Error::from_str("credentials refused"));
+            }
+            tried = true;
+            git2::Cred::userpass_plaintext(&c.username, &c.password)
+        });
+    }
+    let mut opts = FetchOptions::new();
+    opts.remote_callbacks(callbacks);
+    opts.depth(1);
+    let refspec = format!("+refs/heads/{b}:refs/remotes/origin/{b}", b = source.branch);
+    let mut remote = repo.remote_anonymous(&source.url)?;
+    remote.fetch(&[&refspec], Some(&mut opts), None).map_err(|e| GitSyncError::Fetch {
+        url: source.url.clone(),
+        message: e.message().to_owned(),
+    })?;
+    let reference = repo
+        .find_reference(&format!("refs/remotes/origin/{}", source.branch))
+        .map_err(|_| GitSyncError::NoBranch {
+            url: source.url.clone(),
+            branch: source.branch.clone(),
+        })?;
+    let commit = reference.peel_to_commit()?;
+    let id = commit.id().to_string();
+    let path = cache.join("checkouts").join(&id);
+    if path.join(".exo-complete").exists() {
+        return Ok(Checkout { commit: id, path });
+    }
+    let staging = cache.join("checkouts").join(format!(".{id}.partial"));
+    let _ = std::fs::remove_dir_all(&staging);
+    let mut total = 0u64;
+    let result = write_tree(&repo, &commit.tree()?, &staging, "", &id, source.max_file_bytes, &mut total);
+    if let Err(e) = result {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(e);
+    }
+    let io = |source| GitSyncError::Io {
+        path: path.clone(),
+        source,
+    };
+    std::fs::write(staging.join(".exo-complete"), &id).map_err(io)?;
+    let _ = std::fs::remove_dir_all(&path);
+    std::fs::rename(&staging, &path).map_err(io)?;
+    prune_checkouts(cache, &id);
+    Ok(Checkout { commit: id, path })
+}
+
+/// Keeps only the newest checkout.
+fn prune_checkouts(cache: &Path, keep: &str) {
+    if let Ok(entries) = std::fs::read_dir(cache.join("checkouts")) {
+        for e in entries.flatten() {
+            if e.file_name().to_str() != Some(keep) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+}
+
+fn write_tree(
+    repo: &Repository,
+    tree: &git2::Tree<'_>,
+    dir: &Path,
+    prefix: &str,
+    commit: &str,
+    max_file: u64,
+    total: &mut u64,
+) -> Result<(), GitSyncError> {
+    let io = |path: &Path, source| GitSyncError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    for entry in tree.iter() {
+        let raw = String::from_utf8_lossy(entry.name_bytes()).into_owned();
+        let shown = format!("{prefix}{raw}");
+        let refuse = |reason: &str| GitSyncError::Refused {
+            commit: commit.to_owned(),
+            path: shown.clone(),
+            reason: reason.to_owned(),
+        };
+        if raw.is_empty() || raw == "." || raw == ".." || raw.eq_ignore_ascii_case(".git") || raw.contains('/') || raw.contains('\\') || raw.contains('\0') {
+            return Err(refuse("path component leaves the checkout or is reserved"));
+        }
+        let mode = entry.filemode();
+        match (entry.kind(), mode) {
+            (_, 0o120000) => return Err(refuse("symlinks are not allowed in a fleet repository")),
+            (Some(ObjectType::Commit), _) => return Err(refuse("submodules are not allowed in a fleet repository")),
+            (Some(ObjectType::Tree), _) => {
+                let sub = repo.find_tree(entry.id())?;
+                write_tree(repo, &sub, &dir.join(&raw), &format!("{shown}/"), commit, max_file, total)?;
+            }
+            (Some(ObjectType::Blob), _) => {
+                let blob = repo.find_blob(entry.id())?;
+                let size = blob.size() as u64;
+                if size > max_file {
+                    return Err(refuse(&format!("{size} bytes is over the {max_file} byte file limit")));
+                }
+                *total += size;
+                if *total > MAX_TOTAL_BYTES {
+                    return Err(refuse(&format!("the checkout exceeds {MAX_TOTAL_BYTES} bytes")));
+                }
+                let path = dir.join(&raw);
+                std::fs::write(&path, blob.content()).map_err(|e| io(&path, e))?;
+            }
+            _ => return Err(refuse("unsupported tree entry")),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_policy() {
+        assert!(check_url("https://git.example.com/fleet.git", false).is_ok());
+        for bad in [
+            "http://git.example.com/fleet.git",
+            "git://git.example.com/fleet.git",
+            "file:///srv/fleet",
+            "https://127.0.0.1/fleet.git",
+            "https://10.1.2.3/fleet.git",
+            "https://192.168.0.10:8443/fleet.git",
+            "https://[::1]/fleet.git",
+            "https://localhost/fleet.git",
+            "https://169.254.169.254/latest",
+            "/srv/fleet",
+        ] {
+            assert!(check_url(bad, false).is_err(), "{bad}");
+        }
+        assert!(check_url("git://127.0.0.1:29418/fleet.git", true).is_ok());
+        let err = check_url("https://user:hunter2@git.example.com/f.git", true).unwrap_err().to_string();
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn credentials_debug_is_redacted() {
+        let c = Credentials {
+            username: "u".into(),
+            password: "hunter2".into(),
+        };
+        assert!(!format!("{c:?}").contains("hunter2"));
+    }
+}

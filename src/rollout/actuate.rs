@@ -1,0 +1,363 @@
+//! The saga's actuators and postconditions against the cluster. Each step
+//! acts (idempotently: server-side apply, create-if-absent) and then checks
+//! its postcondition; only a held postcondition completes a step.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, AttachParams, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use tokio::io::AsyncReadExt;
+
+use super::saga::{Outcome, StepKind, Workload, baselines_needed, digest_of_image_id, groups, parse_hash_output};
+use crate::configmap::{self, ANNOTATION_SHA256, LABEL_MANAGED_BY, LABEL_SOURCE};
+use crate::crd::{Agent, Tool};
+use crate::fleet::Fleet;
+use crate::operator::FIELD_MANAGER;
+use crate::operator::build::{agent_pod_name, tool_pod_name};
+use crate::release::{ImageRef, Release};
+
+/// Annotation the last step projects onto every workload.
+pub const ANNOTATION_RELEASE: &str = "autonomic.sh/release";
+pub const ANNOTATION_VERIFIED_AT: &str = "autonomic.sh/verified-at";
+pub const LABEL_TENANT: &str = "autonomic.sh/tenant";
+
+/// Runs in a pod to hash the mounted baseline exactly as the release did:
+/// `sha256sum` of the files sorted by name, then the sha256 of that listing.
+/// `EXO_POD_ROOT`, when the exec environment sets it, prefixes the path:
+/// the kwok test environment's exec runs on the host, where the volumes are
+/// written under that root (see `tests/testenv/provisioner`).
+const VERIFY_SCRIPT: &str =
+    r#"cd "${EXO_POD_ROOT:+$EXO_POD_ROOT/$1/$2}$3" && LC_ALL=C sha256sum -- * | sha256sum"#;
+
+pub struct StepCtx<'a> {
+    pub client: &'a Client,
+    pub namespace: &'a str,
+    pub release: &'a Release,
+    pub fleet: &'a Fleet,
+    pub workloads: &'a [Workload],
+}
+
+fn is_forbidden(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 403,
+        kube::Error::UpgradeConnection(kube::client::UpgradeConnectionError::ProtocolSwitch(code)) => {
+            code.as_u16() == 403
+        }
+        _ => false,
+    }
+}
+
+fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// Classifies a kube error: forbidden means a missing actuator (Waiting),
+/// anything else is transient (Pending).
+fn blocked(what: &str, e: &kube::Error) -> Outcome {
+    if is_forbidden(e) {
+        Outcome::Waiting(format!("{what}: forbidden for the operator's service account (missing RBAC)"))
+    } else {
+        Outcome::Pending(format!("{what}: {e}"))
+    }
+}
+
+pub async fn execute(kind: &StepKind, ctx: &StepCtx<'_>) -> Outcome {
+    match kind {
+        StepKind::PublishConfigMaps => publish_configmaps(ctx).await,
+        StepKind::Repoint(c) => repoint(ctx, &group(ctx, c)).await,
+        StepKind::PodsRolled(c) => pods_rolled(ctx, &group(ctx, c)).await,
+        StepKind::Verified(c) => verify_live(ctx, &group(ctx, c)).await,
+        StepKind::ProjectStatus => project(ctx).await,
+    }
+}
+
+fn group(ctx: &StepCtx<'_>, component: &str) -> Vec<Workload> {
+    groups(ctx.workloads, ctx.release)
+        .into_iter()
+        .find(|(c, _)| c == component)
+        .map(|(_, ws)| ws)
+        .unwrap_or_default()
+}
+
+/// The content hash of a live ConfigMap's data, computed like the build.
+fn live_hash(cm: &ConfigMap) -> String {
+    let mut files: Vec<(String, String)> = Vec::new();
+    for (k, v) in cm.data.iter().flatten() {
+        files.push((k.clone(), configmap::file_hash(v.as_bytes())));
+    }
+    for (k, v) in cm.binary_data.iter().flatten() {
+        files.push((k.clone(), configmap::file_hash(&v.0)));
+    }
+    configmap::content_hash(files.iter().map(|(k, h)| (k.as_str(), h.clone())))
+}
+
+async fn publish_configmaps(ctx: &StepCtx<'_>) -> Outcome {
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ctx.namespace);
+    for (version, sha) in baselines_needed(ctx.workloads, ctx.release) {
+        let Some(sha) = sha else {
+            return Outcome::Failed(format!("baseline {version} is not a ConfigMap version of release {}", ctx.release.metadata.name));
+        };
+        let existing = match api.get_opt(&version).await {
+            Ok(e) => e,
+            Err(e) => return blocked(&format!("read ConfigMap {version}"), &e),
+        };
+        let cm = match existing {
+            Some(cm) => cm,
+            None => {
+                let Some(source) = ctx.fleet.baselines.iter().find(|b| b.value.version() == version && b.value.sha256 == sha) else {
+                    return Outcome::Waiting(format!(
+                        "no source for {version} in the fleet repository at this commit, and it is not published yet"
+                    ));
+                };
+                let mut cm = source.value.to_configmap();
+                cm.metadata.namespace = Some(ctx.namespace.to_owned());
+                match api.create(&PostParams::default(), &cm).await {
+                    Ok(c) => c,
+                    Err(kube::Error::Api(s)) if s.code == 409 => match api.get(&version).await {
+                        Ok(c) => c,
+                        Err(e) => return blocked(&format!("read ConfigMap {version}"), &e),
+                    },
+                    Err(e) => return blocked(&format!("create ConfigMap {version}"), &e),
+                }
+            }
+        };
+        // Postcondition: immutable, and the data really is the release's.
+        if cm.immutable != Some(true) {
+            return Outcome::Failed(format!("ConfigMap {version} exists but is not immutable; delete it so Exo can publish it"));
+        }
+        let live = live_hash(&cm);
+        if live != sha {
+            return Outcome::Failed(format!("ConfigMap {version} holds content hashing to {live}, the release pins {sha}"));
+        }
+    }
+    Outcome::Done
+}
+
+fn owned_meta(w_meta: &kube::api::ObjectMeta, namespace: &str) -> serde_json::Value {
+    let mut labels = w_meta.labels.clone().unwrap_or_default();
+    labels.insert(LABEL_MANAGED_BY.to_owned(), "exo".to_owned());
+    labels.insert(LABEL_TENANT.to_owned(), namespace.to_owned());
+    serde_json::json!({
+        "name": w_meta.name,
+        "namespace": namespace,
+        "labels": labels,
+        "annotations": w_meta.annotations.clone().unwrap_or_default(),
+    })
+}
+
+async fn repoint(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for w in workloads {
+        let name = w.name().to_owned();
+        let result = match w {
+            Workload::Agent(a) => {
+                let body = serde_json::json!({
+                    "apiVersion": "autonomic.sh/v1alpha1", "kind": "Agent",
+                    "metadata": owned_meta(&a.metadata, ctx.namespace), "spec": a.spec,
+                });
+                let api: Api<Agent> = Api::namespaced(ctx.client.clone(), ctx.namespace);
+                api.patch(&name, &params, &Patch::Apply(&body)).await.map(|live| {
+                    live.spec.runtime.image == a.spec.runtime.image
+                        && live.spec.agentlet.image == a.spec.agentlet.image
+                        && live.spec.baseline == a.spec.baseline
+                        && live.status.as_ref().and_then(|s| s.observed_generation) == live.metadata.generation
+                })
+            }
+            Workload::Tool(t) => {
+                let body = serde_json::json!({
+                    "apiVersion": "autonomic.sh/v1alpha1", "kind": "Tool",
+                    "metadata": owned_meta(&t.metadata, ctx.namespace), "spec": t.spec,
+                });
+                let api: Api<Tool> = Api::namespaced(ctx.client.clone(), ctx.namespace);
+                api.patch(&name, &params, &Patch::Apply(&body)).await.map(|live| {
+                    live.spec.container.image == t.spec.container.image
+                        && live.status.as_ref().and_then(|s| s.observed_generation) == live.metadata.generation
+                })
+            }
+        };
+        match result {
+            Ok(true) => {}
+            Ok(false) => {
+                return Outcome::Pending(format!("{} {name}: waiting for the reconciler to observe the new spec", w.kind()));
+            }
+            Err(e) => return blocked(&format!("apply {} {name}", w.kind()), &e),
+        }
+    }
+    Outcome::Done
+}
+
+fn pod_name(w: &Workload) -> String {
+    match w {
+        Workload::Agent(_) => agent_pod_name(w.name()),
+        Workload::Tool(_) => tool_pod_name(w.name()),
+    }
+}
+
+/// Whether the workload is meant to have a pod at all.
+fn expects_pod(w: &Workload) -> bool {
+    match w {
+        Workload::Agent(a) => !a.spec.paused,
+        Workload::Tool(t) => t.spec.enabled,
+    }
+}
+
+async fn pods_rolled(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ctx.namespace);
+    for w in workloads.iter().filter(|w| expects_pod(w)) {
+        let name = pod_name(w);
+        let pod = match api.get_opt(&name).await {
+            Ok(Some(p)) => p,
+            Ok(None) => return Outcome::Pending(format!("pod {name} does not exist yet")),
+            Err(e) => return blocked(&format!("read pod {name}"), &e),
+        };
+        if pod.metadata.deletion_timestamp.is_some() {
+            return Outcome::Pending(format!("pod {name} is terminating"));
+        }
+        let spec_images: BTreeMap<String, String> = pod
+            .spec
+            .iter()
+            .flat_map(|s| &s.containers)
+            .map(|c| (c.name.clone(), c.image.clone().unwrap_or_default()))
+            .collect();
+        let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.clone()).unwrap_or_default();
+        let ready = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        for (container, image) in w.images() {
+            let Some(spec_image) = spec_images.get(container) else {
+                return Outcome::Pending(format!("pod {name} has no container {container} yet"));
+            };
+            if spec_image != image {
+                return Outcome::Pending(format!("pod {name} still runs the old {container} image; rolling"));
+            }
+            let pinned = ImageRef::parse(image).digest.unwrap_or_default();
+            let Some(st) = statuses.iter().find(|s| s.name == container) else {
+                return Outcome::Pending(format!("pod {name} reports no status for {container} yet"));
+            };
+            match digest_of_image_id(&st.image_id) {
+                None => return Outcome::Pending(format!("pod {name} container {container} has no imageID yet")),
+                Some(d) if d != pinned => {
+                    return Outcome::Failed(format!(
+                        "pod {name} container {container} runs {d}, but the release pins {pinned}"
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        if !ready {
+            return Outcome::Pending(format!("pod {name} is not Ready"));
+        }
+    }
+    Outcome::Done
+}
+
+async fn verify_live(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ctx.namespace);
+    let expected: BTreeMap<String, Option<String>> = baselines_needed(workloads, ctx.release);
+    for w in workloads.iter().filter(|w| expects_pod(w)) {
+        let Workload::Agent(a) = w else { continue };
+        let Some(b) = &a.spec.baseline else { continue };
+        let Some(Some(want)) = expected.get(&b.config_map) else {
+            return Outcome::Failed(format!("baseline {} is not in release {}", b.config_map, ctx.release.metadata.name));
+        };
+        let pod = pod_name(w);
+        let params = AttachParams::default().container("runtime").stdout(true).stderr(true);
+        let cmd = vec![
+            "sh".to_owned(),
+            "-c".to_owned(),
+            VERIFY_SCRIPT.to_owned(),
+            "sh".to_owned(),
+            ctx.namespace.to_owned(),
+            pod.clone(),
+            b.mount_path().to_owned(),
+        ];
+        let mut attached = match api.exec(&pod, cmd, &params).await {
+            Ok(a) => a,
+            Err(e) => return blocked(&format!("exec into pod {pod}"), &e),
+        };
+        let mut out = String::new();
+        let mut err = String::new();
+        if let Some(mut s) = attached.stdout() {
+            let _ = s.read_to_string(&mut out).await;
+        }
+        if let Some(mut s) = attached.stderr() {
+            let _ = s.read_to_string(&mut err).await;
+        }
+        let _ = attached.join().await;
+        match parse_hash_output(&out) {
+            Some(live) if live == want => {}
+            Some(live) => {
+                return Outcome::Failed(format!(
+                    "live content of pod {pod} at {} hashes to {live}; release {} pins {want}",
+                    b.mount_path(),
+                    ctx.release.metadata.name
+                ));
+            }
+            None => {
+                let why = err.lines().next().unwrap_or("no output").to_owned();
+                return Outcome::Pending(format!("cannot hash {} in pod {pod} yet: {why}", b.mount_path()));
+            }
+        }
+    }
+    Outcome::Done
+}
+
+async fn project(ctx: &StepCtx<'_>) -> Outcome {
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let release = &ctx.release.metadata.name;
+    for w in ctx.workloads {
+        let patch = serde_json::json!({"metadata": {"annotations": {
+            ANNOTATION_RELEASE: release, ANNOTATION_VERIFIED_AT: now,
+        }}});
+        let name = w.name();
+        let pp = PatchParams::default();
+        let result = match w {
+            Workload::Agent(_) => Api::<Agent>::namespaced(ctx.client.clone(), ctx.namespace)
+                .patch(name, &pp, &Patch::Merge(&patch))
+                .await
+                .map(|o| o.annotations().get(ANNOTATION_RELEASE) == Some(release)),
+            Workload::Tool(_) => Api::<Tool>::namespaced(ctx.client.clone(), ctx.namespace)
+                .patch(name, &pp, &Patch::Merge(&patch))
+                .await
+                .map(|o| o.annotations().get(ANNOTATION_RELEASE) == Some(release)),
+        };
+        match result {
+            Ok(true) => {}
+            Ok(false) => return Outcome::Pending(format!("{} {name}: projection not visible yet", w.kind())),
+            Err(e) => return blocked(&format!("annotate {} {name}", w.kind()), &e),
+        }
+    }
+    collect_old_configmaps(ctx).await;
+    Outcome::Done
+}
+
+/// Deletes Exo's baseline ConfigMaps in the namespace that the release does
+/// not use and that no pod references any more.
+pub async fn collect_old_configmaps(ctx: &StepCtx<'_>) {
+    let keep: Vec<String> = baselines_needed(ctx.workloads, ctx.release).into_keys().collect();
+    let cms: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ctx.namespace);
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), ctx.namespace);
+    let Ok(list) = cms.list(&ListParams::default().labels(&format!("{LABEL_MANAGED_BY}=exo,{LABEL_SOURCE}"))).await else {
+        return;
+    };
+    let Ok(pod_list) = pods.list(&ListParams::default()).await else { return };
+    let referenced: Vec<String> = pod_list
+        .items
+        .iter()
+        .flat_map(|p| p.spec.iter().flat_map(|s| s.volumes.iter().flatten()))
+        .filter_map(|v| v.config_map.as_ref().map(|c| c.name.clone()))
+        .collect();
+    for cm in list.items {
+        let name = cm.name_any();
+        if cm.annotations().contains_key(ANNOTATION_SHA256) && !keep.contains(&name) && !referenced.contains(&name) {
+            match cms.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => tracing::info!(namespace = ctx.namespace, configmap = %name, "deleted unused baseline version"),
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => tracing::warn!(namespace = ctx.namespace, configmap = %name, error = %e, "cannot delete unused baseline version"),
+            }
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! The rollout saga's pure core: which steps a tenant's rollout has, in which
+//! order, what each workload should look like, and how a step's outcome
+//! moves the saga's durable status.
+//!
+//! Order (the reason is in the product documents): baseline ConfigMaps are
+//! published before anything mounts them; then, component by component in
+//! the release's dependency order, workloads are re-pointed, their pods
+//! rolled and checked, and their live content verified, so a capability is
+//! verified before any consumer that depends on it moves; the status is
+//! projected last.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::crd::{Agent, RolloutPhase, RolloutStatus, SagaStep, StepState, Tool};
+use crate::fleet::Tenant;
+use crate::release::plan::{apply_order, baseline_name};
+use crate::release::{ImageRef, Release};
+
+pub const STEP_CONFIGMAPS: &str = "configmaps-published";
+pub const STEP_PROJECTED: &str = "status-projected";
+/// How many verified releases a Rollout remembers for rollback.
+pub const VERIFIED_HISTORY: usize = 10;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepKind {
+    PublishConfigMaps,
+    Repoint(String),
+    PodsRolled(String),
+    Verified(String),
+    ProjectStatus,
+}
+
+impl StepKind {
+    pub fn name(&self) -> String {
+        match self {
+            StepKind::PublishConfigMaps => STEP_CONFIGMAPS.into(),
+            StepKind::Repoint(c) => format!("repointed/{c}"),
+            StepKind::PodsRolled(c) => format!("pods-rolled/{c}"),
+            StepKind::Verified(c) => format!("verified/{c}"),
+            StepKind::ProjectStatus => STEP_PROJECTED.into(),
+        }
+    }
+
+    /// The actuator that owns the step.
+    pub fn owner(&self) -> &'static str {
+        match self {
+            StepKind::PublishConfigMaps => "exo-operator/configmap-publisher",
+            StepKind::Repoint(_) => "exo-operator/rollout (server-side apply)",
+            StepKind::PodsRolled(_) => "exo-operator/workload-reconciler",
+            StepKind::Verified(_) => "exo-operator/verifier (pods/exec)",
+            StepKind::ProjectStatus => "exo-operator/rollout",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<StepKind> {
+        match name {
+            STEP_CONFIGMAPS => Some(StepKind::PublishConfigMaps),
+            STEP_PROJECTED => Some(StepKind::ProjectStatus),
+            _ => {
+                let (kind, component) = name.split_once('/')?;
+                let c = component.to_owned();
+                match kind {
+                    "repointed" => Some(StepKind::Repoint(c)),
+                    "pods-rolled" => Some(StepKind::PodsRolled(c)),
+                    "verified" => Some(StepKind::Verified(c)),
+                    _ => None,
+                }
+            }
+        }
+    }
+}
+
+/// One workload as the release wants it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Workload {
+    Agent(Agent),
+    Tool(Tool),
+}
+
+impl Workload {
+    pub fn name(&self) -> &str {
+        match self {
+            Workload::Agent(a) => a.metadata.name.as_deref().unwrap_or_default(),
+            Workload::Tool(t) => t.metadata.name.as_deref().unwrap_or_default(),
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Workload::Agent(_) => "Agent",
+            Workload::Tool(_) => "Tool",
+        }
+    }
+
+    /// (container name in the pod, image).
+    pub fn images(&self) -> Vec<(&'static str, &str)> {
+        match self {
+            Workload::Agent(a) => vec![("agentlet", a.spec.agentlet.image.as_str()), ("runtime", a.spec.runtime.image.as_str())],
+            Workload::Tool(t) => vec![("tool", t.spec.container.image.as_str())],
+        }
+    }
+}
+
+fn repoint_image(image: &mut String, release: &Release) {
+    let repo = ImageRef::parse(image).repository;
+    if let Some(c) = release.spec.components.iter().find(|c| ImageRef::parse(&c.image).repository == repo) {
+        image.clone_from(&c.image);
+    }
+}
+
+/// The tenant's workloads re-pointed to `release`: images by repository,
+/// baselines by name. Everything else is the manifest as written.
+pub fn desired_workloads(tenant: &Tenant, release: &Release) -> Vec<Workload> {
+    let mut out = Vec::new();
+    for t in &tenant.tools {
+        let mut tool = t.value.clone();
+        repoint_image(&mut tool.spec.container.image, release);
+        tool.status = None;
+        out.push(Workload::Tool(tool));
+    }
+    for a in &tenant.agents {
+        let mut agent = a.value.clone();
+        repoint_image(&mut agent.spec.runtime.image, release);
+        repoint_image(&mut agent.spec.agentlet.image, release);
+        if let Some(b) = agent.spec.baseline.as_mut() {
+            let name = baseline_name(&b.config_map).to_owned();
+            if let Some(cm) = release.spec.config_maps.iter().find(|cm| cm.name == name) {
+                b.config_map.clone_from(&cm.version);
+            }
+        }
+        agent.status = None;
+        out.push(Workload::Agent(agent));
+    }
+    out
+}
+
+/// The component a workload rolls with: the last, in apply order, of the
+/// components its containers run. `None` when no container's image is a
+/// component of the release.
+pub fn component_of(w: &Workload, release: &Release) -> Option<String> {
+    let order: BTreeMap<String, usize> = apply_order(release)
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (ImageRef::parse(&c.image).repository, i))
+        .collect();
+    let names: Vec<&str> = apply_order(release).iter().map(|c| c.name.as_str()).collect();
+    w.images()
+        .iter()
+        .filter_map(|(_, image)| order.get(&ImageRef::parse(image).repository).copied())
+        .max()
+        .map(|i| names[i].to_owned())
+}
+
+/// Components that have workloads in this tenant, in apply order, with
+/// their workloads. Workloads of no component roll with the last group.
+pub fn groups(workloads: &[Workload], release: &Release) -> Vec<(String, Vec<Workload>)> {
+    let order: Vec<String> = apply_order(release).iter().map(|c| c.name.clone()).collect();
+    let mut by: BTreeMap<String, Vec<Workload>> = BTreeMap::new();
+    for w in workloads {
+        let c = component_of(w, release)
+            .or_else(|| order.last().cloned())
+            .unwrap_or_else(|| "workloads".into());
+        by.entry(c).or_default().push(w.clone());
+    }
+    let mut out: Vec<(String, Vec<Workload>)> = order
+        .iter()
+        .filter_map(|c| by.remove(c).map(|ws| (c.clone(), ws)))
+        .collect();
+    out.extend(by);
+    out
+}
+
+/// The saga's steps for a tenant's workloads under `release`.
+pub fn steps(workloads: &[Workload], release: &Release) -> Vec<StepKind> {
+    let mut out = vec![StepKind::PublishConfigMaps];
+    for (c, _) in groups(workloads, release) {
+        out.push(StepKind::Repoint(c.clone()));
+        out.push(StepKind::PodsRolled(c.clone()));
+        out.push(StepKind::Verified(c));
+    }
+    out.push(StepKind::ProjectStatus);
+    out
+}
+
+/// Baseline versions the tenant's agents mount under `release`, with the
+/// release's sha256 for each.
+pub fn baselines_needed(workloads: &[Workload], release: &Release) -> BTreeMap<String, Option<String>> {
+    let versions: BTreeSet<&str> = workloads
+        .iter()
+        .filter_map(|w| match w {
+            Workload::Agent(a) => a.spec.baseline.as_ref().map(|b| b.config_map.as_str()),
+            Workload::Tool(_) => None,
+        })
+        .collect();
+    versions
+        .into_iter()
+        .map(|v| {
+            let sha = release.spec.config_maps.iter().find(|cm| cm.version == v).map(|cm| cm.sha256.clone());
+            (v.to_owned(), sha)
+        })
+        .collect()
+}
+
+/// What a step's actuator and postcondition concluded.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The postcondition holds.
+    Done,
+    /// Not yet; look again soon (e.g. a pod is still rolling).
+    Pending(String),
+    /// The actuator cannot act (missing RBAC, missing source); retried.
+    Waiting(String),
+    /// The postcondition is violated in a way waiting cannot fix.
+    Failed(String),
+}
+
+/// A fresh saga for `release`: every step Pending.
+pub fn fresh_status(previous: Option<&RolloutStatus>, release: &str, kinds: &[StepKind], now: Time) -> RolloutStatus {
+    RolloutStatus {
+        phase: Some(RolloutPhase::Progressing),
+        release: Some(release.to_owned()),
+        current_step: kinds.first().map(StepKind::name),
+        steps: kinds
+            .iter()
+            .map(|k| SagaStep {
+                name: k.name(),
+                owner: k.owner().to_owned(),
+                state: StepState::Pending,
+                ..SagaStep::default()
+            })
+            .collect(),
+        started_at: Some(now),
+        verified_at: None,
+        verified_releases: previous.map(|p| p.verified_releases.clone()).unwrap_or_default(),
+        message: None,
+        observed_generation: None,
+    }
+}
+
+/// Index of the step to run: the first that is not Done.
+pub fn next_step(status: &RolloutStatus) -> Option<usize> {
+    status.steps.iter().position(|s| s.state != StepState::Done)
+}
+
+/// Records `outcome` for step `i`. Returns whether anything changed.
+pub fn record(status: &mut RolloutStatus, i: usize, outcome: &Outcome, now: &Time) -> bool {
+    let before = status.clone();
+    let Some(step) = status.steps.get_mut(i) else { return false };
+    let (state, message) = match outcome {
+        Outcome::Done => (StepState::Done, None),
+        Outcome::Pending(m) => (StepState::Running, Some(m.clone())),
+        Outcome::Waiting(m) => (StepState::Waiting, Some(m.clone())),
+        Outcome::Failed(m) => (StepState::Failed, Some(m.clone())),
+    };
+    if step.started_at.is_none() {
+        step.started_at = Some(now.clone());
+    }
+    if state == StepState::Done || state == StepState::Failed {
+        step.finished_at = Some(now.clone());
+    }
+    step.state = state;
+    step.message = message.clone();
+    status.current_step = Some(step.name.clone());
+    status.message = message;
+    status.phase = Some(match state {
+        StepState::Failed => RolloutPhase::Failed,
+        StepState::Waiting => RolloutPhase::Waiting,
+        _ => RolloutPhase::Progressing,
+    });
+    if state == StepState::Done && next_step(status).is_none() {
+        status.phase = Some(RolloutPhase::Verified);
+        status.current_step = None;
+        status.verified_at = Some(now.clone());
+        if let Some(r) = status.release.clone() {
+            status.verified_releases.retain(|v| *v != r);
+            status.verified_releases.insert(0, r);
+            status.verified_releases.truncate(VERIFIED_HISTORY);
+        }
+    }
+    *status != before
+}
+
+/// Parses `sha256sum | sha256sum` output: the first field.
+pub fn parse_hash_output(stdout: &str) -> Option<&str> {
+    let first = stdout.split_whitespace().next()?;
+    (first.len() == 64 && first.bytes().all(|b| b.is_ascii_hexdigit())).then_some(first)
+}
+
+/// The digest in a container status `imageID`, whatever runtime prefix it has
+/// (`docker-pullable://repo@sha256:…`, `repo@sha256:…`, `sha256:…`).
+pub fn digest_of_image_id(image_id: &str) -> Option<&str> {
+    let at = image_id.rfind("sha256:")?;
+    Some(&image_id[at..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example() -> crate::fleet::Fleet {
+        crate::fleet::load(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap()
+    }
+
+    #[test]
+    fn steps_follow_dependency_order() {
+        let f = example();
+        let r = &f.release("2026.11.1").unwrap().value;
+        let ws = desired_workloads(&f.tenants["acme"], r);
+        let names: Vec<String> = steps(&ws, r).iter().map(StepKind::name).collect();
+        assert_eq!(
+            names,
+            [
+                "configmaps-published",
+                "repointed/broker",
+                "pods-rolled/broker",
+                "verified/broker",
+                "repointed/router",
+                "pods-rolled/router",
+                "verified/router",
+                "repointed/agent-runtime",
+                "pods-rolled/agent-runtime",
+                "verified/agent-runtime",
+                "status-projected"
+            ]
+        );
+        for n in &names {
+            assert_eq!(StepKind::parse(n).map(|k| k.name()).as_deref(), Some(n.as_str()));
+        }
+    }
+
+    #[test]
+    fn workloads_are_repointed_to_the_release() {
+        let f = example();
+        let r = &f.release("2026.11.1").unwrap().value;
+        let ws = desired_workloads(&f.tenants["acme"], r);
+        let agent = ws.iter().find_map(|w| match w { Workload::Agent(a) => Some(a), _ => None }).unwrap();
+        assert!(agent.spec.runtime.image.ends_with("05e6813e7dcf2fc989281d830a22b88b75cfc9a5b80c88a1aeb43c5772259ee6"));
+        assert_eq!(agent.spec.baseline.as_ref().unwrap().config_map, "agent-baseline-10c9acf82b");
+        let need = baselines_needed(&ws, r);
+        assert_eq!(need.len(), 1);
+        assert!(need["agent-baseline-10c9acf82b"].as_deref().unwrap().starts_with("10c9acf82b"));
+    }
+
+    #[test]
+    fn status_moves_step_by_step_and_remembers_verified_releases() {
+        let kinds = vec![StepKind::PublishConfigMaps, StepKind::ProjectStatus];
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let mut s = fresh_status(None, "r2", &kinds, now.clone());
+        assert_eq!(next_step(&s), Some(0));
+        assert!(record(&mut s, 0, &Outcome::Pending("rolling".into()), &now));
+        assert!(!record(&mut s, 0, &Outcome::Pending("rolling".into()), &now), "no change, no write");
+        record(&mut s, 0, &Outcome::Waiting("no exec".into()), &now);
+        assert_eq!(s.phase, Some(RolloutPhase::Waiting));
+        record(&mut s, 0, &Outcome::Done, &now);
+        assert_eq!(next_step(&s), Some(1));
+        record(&mut s, 1, &Outcome::Done, &now);
+        assert_eq!(s.phase, Some(RolloutPhase::Verified));
+        assert_eq!(s.verified_releases, ["r2"]);
+        let again = fresh_status(Some(&s), "r3", &kinds, now.clone());
+        assert_eq!(again.verified_releases, ["r2"]);
+        let mut failed = again.clone();
+        record(&mut failed, 0, &Outcome::Failed("hash".into()), &now);
+        assert_eq!(failed.phase, Some(RolloutPhase::Failed));
+    }
+
+    #[test]
+    fn parses_runtime_outputs() {
+        let h = "a".repeat(64);
+        assert_eq!(parse_hash_output(&format!("{h}  -\n")), Some(h.as_str()));
+        assert_eq!(parse_hash_output("sh: cd: no such file"), None);
+        assert_eq!(digest_of_image_id("docker-pullable://r/x@sha256:abc"), Some("sha256:abc"));
+        assert_eq!(digest_of_image_id("r/x@sha256:abc"), Some("sha256:abc"));
+        assert_eq!(digest_of_image_id("r/x:1"), None);
+    }
+}
