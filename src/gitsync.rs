@@ -86,15 +86,25 @@ fn host_of(url: &str) -> Option<&str> {
 }
 
 fn is_local(host: &str) -> bool {
-    if host.eq_ignore_ascii_case("localhost") || host.ends_with(".localhost") || host.ends_with(".local") {
+    if host.eq_ignore_ascii_case("localhost")
+        || host.ends_with(".localhost")
+        || host.ends_with(".local")
+    {
         return true;
     }
     match host.parse::<IpAddr>() {
         Ok(IpAddr::V4(v4)) => {
-            v4.is_loopback() || v4.is_private() || v4.is_link_local() || v4.is_unspecified() || v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64
         }
         Ok(IpAddr::V6(v6)) => {
-            v6.is_loopback() || v6.is_unspecified() || (v6.segments()[0] & 0xfe00) == 0xfc00 || (v6.segments()[0] & 0xffc0) == 0xfe80
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || (v6.segments()[0] & 0xfe00) == 0xfc00
+                || (v6.segments()[0] & 0xffc0) == 0xfe80
         }
         Err(_) => false,
     }
@@ -104,9 +114,15 @@ fn is_local(host: &str) -> bool {
 pub fn check_url(url: &str, allow_insecure: bool) -> Result<(), GitSyncError> {
     let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
     let Some(scheme) = scheme else {
-        return Err(GitSyncError::UrlRefused(format!("{url:?} is not a URL (scheme://host/path)")));
+        return Err(GitSyncError::UrlRefused(format!(
+            "{url:?} is not a URL (scheme://host/path)"
+        )));
     };
-    if url.split_once("://").is_some_and(|(_, r)| r.split('/').next().is_some_and(|a| a.contains('@') && a.contains(':'))) {
+    if url.split_once("://").is_some_and(|(_, r)| {
+        r.split('/')
+            .next()
+            .is_some_and(|a| a.contains('@') && a.contains(':'))
+    }) {
         return Err(GitSyncError::UrlRefused(
             "the URL carries a password; put credentials in the Secret named by secretRef".into(),
         ));
@@ -167,10 +183,12 @@ pub fn sync(source: &Source, cache: &Path) -> Result<Checkout, GitSyncError> {
     opts.depth(1);
     let refspec = format!("+refs/heads/{b}:refs/remotes/origin/{b}", b = source.branch);
     let mut remote = repo.remote_anonymous(&source.url)?;
-    remote.fetch(&[&refspec], Some(&mut opts), None).map_err(|e| GitSyncError::Fetch {
-        url: source.url.clone(),
-        message: e.message().to_owned(),
-    })?;
+    remote
+        .fetch(&[&refspec], Some(&mut opts), None)
+        .map_err(|e| GitSyncError::Fetch {
+            url: source.url.clone(),
+            message: e.message().to_owned(),
+        })?;
     let reference = repo
         .find_reference(&format!("refs/remotes/origin/{}", source.branch))
         .map_err(|_| GitSyncError::NoBranch {
@@ -186,7 +204,15 @@ pub fn sync(source: &Source, cache: &Path) -> Result<Checkout, GitSyncError> {
     let staging = cache.join("checkouts").join(format!(".{id}.partial"));
     let _ = std::fs::remove_dir_all(&staging);
     let mut total = 0u64;
-    let result = write_tree(&repo, &commit.tree()?, &staging, "", &id, source.max_file_bytes, &mut total);
+    let result = write_tree(
+        &repo,
+        &commit.tree()?,
+        &staging,
+        "",
+        &id,
+        source.max_file_bytes,
+        &mut total,
+    );
     if let Err(e) = result {
         let _ = std::fs::remove_dir_all(&staging);
         return Err(e);
@@ -235,26 +261,47 @@ fn write_tree(
             path: shown.clone(),
             reason: reason.to_owned(),
         };
-        if raw.is_empty() || raw == "." || raw == ".." || raw.eq_ignore_ascii_case(".git") || raw.contains('/') || raw.contains('\\') || raw.contains('\0') {
+        if raw.is_empty()
+            || raw == "."
+            || raw == ".."
+            || raw.eq_ignore_ascii_case(".git")
+            || raw.contains('/')
+            || raw.contains('\\')
+            || raw.contains('\0')
+        {
             return Err(refuse("path component leaves the checkout or is reserved"));
         }
         let mode = entry.filemode();
         match (entry.kind(), mode) {
             (_, 0o120000) => return Err(refuse("symlinks are not allowed in a fleet repository")),
-            (Some(ObjectType::Commit), _) => return Err(refuse("submodules are not allowed in a fleet repository")),
+            (Some(ObjectType::Commit), _) => {
+                return Err(refuse("submodules are not allowed in a fleet repository"));
+            }
             (Some(ObjectType::Tree), _) => {
                 let sub = repo.find_tree(entry.id())?;
-                write_tree(repo, &sub, &dir.join(&raw), &format!("{shown}/"), commit, max_file, total)?;
+                write_tree(
+                    repo,
+                    &sub,
+                    &dir.join(&raw),
+                    &format!("{shown}/"),
+                    commit,
+                    max_file,
+                    total,
+                )?;
             }
             (Some(ObjectType::Blob), _) => {
                 let blob = repo.find_blob(entry.id())?;
                 let size = blob.size() as u64;
                 if size > max_file {
-                    return Err(refuse(&format!("{size} bytes is over the {max_file} byte file limit")));
+                    return Err(refuse(&format!(
+                        "{size} bytes is over the {max_file} byte file limit"
+                    )));
                 }
                 *total += size;
                 if *total > MAX_TOTAL_BYTES {
-                    return Err(refuse(&format!("the checkout exceeds {MAX_TOTAL_BYTES} bytes")));
+                    return Err(refuse(&format!(
+                        "the checkout exceeds {MAX_TOTAL_BYTES} bytes"
+                    )));
                 }
                 let path = dir.join(&raw);
                 std::fs::write(&path, blob.content()).map_err(|e| io(&path, e))?;
@@ -287,7 +334,9 @@ mod tests {
             assert!(check_url(bad, false).is_err(), "{bad}");
         }
         assert!(check_url("git://127.0.0.1:29418/fleet.git", true).is_ok());
-        let err = check_url("https://user:hunter2@git.example.com/f.git", true).unwrap_err().to_string();
+        let err = check_url("https://user:hunter2@git.example.com/f.git", true)
+            .unwrap_err()
+            .to_string();
         assert!(!err.contains("hunter2"), "{err}");
     }
 

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod configmap;
 pub mod crd;
 pub mod fleet;
+pub mod fleetrepo;
 pub mod gitsync;
 pub mod operator;
 pub mod pin;

@@ -9,6 +9,7 @@ pub mod config;
 pub mod crd;
 pub mod operator;
 pub mod release;
+pub mod release_ops;
 pub mod release_pin;
 pub mod release_plan;
 

@@ -52,6 +52,17 @@ pub struct RunArgs {
     pub concurrency: u16,
     #[arg(long, value_enum, default_value = "text", env = "EXO_LOG_FORMAT")]
     pub log_format: LogFormat,
+    /// Where the GitOps engine keeps its git mirror and checkouts. The
+    /// engine follows every `Fleet` resource; with none it does nothing.
+    #[arg(long, default_value = "/tmp/exo-gitops", env = "EXO_GITOPS_CACHE")]
+    pub gitops_cache: std::path::PathBuf,
+    /// How often a rollout in progress is looked at again, in milliseconds.
+    #[arg(long, default_value_t = 500, env = "EXO_ROLLOUT_POLL_MS")]
+    pub rollout_poll_ms: u64,
+    /// How long a live-content mismatch is retried before a rollout fails,
+    /// in seconds (volumes can lag a pod's start).
+    #[arg(long, default_value_t = 30, env = "EXO_VERIFY_GRACE")]
+    pub verify_grace: u64,
 }
 
 pub fn run(cmd: OperatorCommand) -> u8 {
@@ -114,7 +125,15 @@ fn run_operator(args: RunArgs) -> u8 {
         // (src/upstream/) plugs in here: push a LeaderTask that runs it; it
         // is started when this replica gains the Lease and stopped when it
         // loses it.
-        let leader_tasks: Vec<LeaderTask> = Vec::new();
+        let mut leader_tasks: Vec<LeaderTask> = Vec::new();
+        let engine = crate::rollout::engine::EngineConfig {
+            cache_dir: args.gitops_cache.clone(),
+            poll: Duration::from_millis(args.rollout_poll_ms.max(50)),
+            verify_grace: Duration::from_secs(args.verify_grace),
+        };
+        leader_tasks.push(std::sync::Arc::new(move |client| {
+            Box::pin(crate::rollout::engine::run(client, engine.clone()))
+        }));
         let cfg = OperatorConfig {
             namespace: args.namespace.clone(),
             metrics_addr: args.metrics_addr,

@@ -19,6 +19,16 @@ pub enum ReleaseCommand {
     Diff(super::release_plan::DiffArgs),
     /// What rolling out a release changes from the fleet's current state.
     Plan(super::release_plan::PlanArgs),
+    /// Point a wave at a release (a commit to releases/waves.yaml), if the
+    /// previous wave's gates pass.
+    Promote(super::release_ops::PromoteArgs),
+    /// Promote a release through canary, low-risk and fleet, waiting for
+    /// each wave to be verified; stops at the first failed gate.
+    Rollout(super::release_ops::RolloutArgs),
+    /// Wave x tenant x step: where every tenant's saga is.
+    Status(super::release_ops::StatusArgs),
+    /// Point a wave back at its last release that every tenant verified.
+    Rollback(super::release_ops::RollbackArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, Default)]
@@ -53,6 +63,10 @@ pub fn run(cmd: ReleaseCommand) -> u8 {
         ReleaseCommand::Pin(args) => super::release_pin::run(&args),
         ReleaseCommand::Diff(args) => super::release_plan::run_diff(&args),
         ReleaseCommand::Plan(args) => super::release_plan::run_plan(&args),
+        ReleaseCommand::Promote(args) => super::release_ops::run_promote(&args),
+        ReleaseCommand::Rollout(args) => super::release_ops::run_rollout(&args),
+        ReleaseCommand::Status(args) => super::release_ops::run_status(&args),
+        ReleaseCommand::Rollback(args) => super::release_ops::run_rollback(&args),
     }
 }
 

@@ -50,7 +50,7 @@ pub struct FleetSpec {
     pub allow_insecure: bool,
     /// Largest file the checkout may hold, in bytes (default 1 MiB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_file_bytes: Option<u64>,
+    pub max_file_bytes: Option<i64>,
 }
 
 fn default_branch() -> String {

@@ -4,5 +4,6 @@ pub mod lint;
 mod model;
 pub mod pin_edit;
 pub mod plan;
+pub mod waves_edit;
 
 pub use model::*;

@@ -9,7 +9,9 @@ use kube::api::{Api, AttachParams, DeleteParams, ListParams, Patch, PatchParams,
 use kube::{Client, ResourceExt};
 use tokio::io::AsyncReadExt;
 
-use super::saga::{Outcome, StepKind, Workload, baselines_needed, digest_of_image_id, groups, parse_hash_output};
+use super::saga::{
+    Outcome, StepKind, Workload, baselines_needed, digest_of_image_id, groups, parse_hash_output,
+};
 use crate::configmap::{self, ANNOTATION_SHA256, LABEL_MANAGED_BY, LABEL_SOURCE};
 use crate::crd::{Agent, Tool};
 use crate::fleet::Fleet;
@@ -36,14 +38,19 @@ pub struct StepCtx<'a> {
     pub release: &'a Release,
     pub fleet: &'a Fleet,
     pub workloads: &'a [Workload],
+    /// How long the step has been running; live content may lag a pod's
+    /// start by a moment (the kubelet writes volumes asynchronously).
+    pub step_age: std::time::Duration,
+    /// How long a content mismatch is retried before the step fails.
+    pub verify_grace: std::time::Duration,
 }
 
 fn is_forbidden(e: &kube::Error) -> bool {
     match e {
         kube::Error::Api(s) => s.code == 403,
-        kube::Error::UpgradeConnection(kube::client::UpgradeConnectionError::ProtocolSwitch(code)) => {
-            code.as_u16() == 403
-        }
+        kube::Error::UpgradeConnection(kube::client::UpgradeConnectionError::ProtocolSwitch(
+            code,
+        )) => code.as_u16() == 403,
         _ => false,
     }
 }
@@ -56,7 +63,9 @@ fn is_not_found(e: &kube::Error) -> bool {
 /// anything else is transient (Pending).
 fn blocked(what: &str, e: &kube::Error) -> Outcome {
     if is_forbidden(e) {
-        Outcome::Waiting(format!("{what}: forbidden for the operator's service account (missing RBAC)"))
+        Outcome::Waiting(format!(
+            "{what}: forbidden for the operator's service account (missing RBAC)"
+        ))
     } else {
         Outcome::Pending(format!("{what}: {e}"))
     }
@@ -96,7 +105,10 @@ async fn publish_configmaps(ctx: &StepCtx<'_>) -> Outcome {
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ctx.namespace);
     for (version, sha) in baselines_needed(ctx.workloads, ctx.release) {
         let Some(sha) = sha else {
-            return Outcome::Failed(format!("baseline {version} is not a ConfigMap version of release {}", ctx.release.metadata.name));
+            return Outcome::Failed(format!(
+                "baseline {version} is not a ConfigMap version of release {}",
+                ctx.release.metadata.name
+            ));
         };
         let existing = match api.get_opt(&version).await {
             Ok(e) => e,
@@ -105,7 +117,12 @@ async fn publish_configmaps(ctx: &StepCtx<'_>) -> Outcome {
         let cm = match existing {
             Some(cm) => cm,
             None => {
-                let Some(source) = ctx.fleet.baselines.iter().find(|b| b.value.version() == version && b.value.sha256 == sha) else {
+                let Some(source) = ctx
+                    .fleet
+                    .baselines
+                    .iter()
+                    .find(|b| b.value.version() == version && b.value.sha256 == sha)
+                else {
                     return Outcome::Waiting(format!(
                         "no source for {version} in the fleet repository at this commit, and it is not published yet"
                     ));
@@ -124,11 +141,15 @@ async fn publish_configmaps(ctx: &StepCtx<'_>) -> Outcome {
         };
         // Postcondition: immutable, and the data really is the release's.
         if cm.immutable != Some(true) {
-            return Outcome::Failed(format!("ConfigMap {version} exists but is not immutable; delete it so Exo can publish it"));
+            return Outcome::Failed(format!(
+                "ConfigMap {version} exists but is not immutable; delete it so Exo can publish it"
+            ));
         }
         let live = live_hash(&cm);
         if live != sha {
-            return Outcome::Failed(format!("ConfigMap {version} holds content hashing to {live}, the release pins {sha}"));
+            return Outcome::Failed(format!(
+                "ConfigMap {version} holds content hashing to {live}, the release pins {sha}"
+            ));
         }
     }
     Outcome::Done
@@ -157,12 +178,15 @@ async fn repoint(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
                     "metadata": owned_meta(&a.metadata, ctx.namespace), "spec": a.spec,
                 });
                 let api: Api<Agent> = Api::namespaced(ctx.client.clone(), ctx.namespace);
-                api.patch(&name, &params, &Patch::Apply(&body)).await.map(|live| {
-                    live.spec.runtime.image == a.spec.runtime.image
-                        && live.spec.agentlet.image == a.spec.agentlet.image
-                        && live.spec.baseline == a.spec.baseline
-                        && live.status.as_ref().and_then(|s| s.observed_generation) == live.metadata.generation
-                })
+                api.patch(&name, &params, &Patch::Apply(&body))
+                    .await
+                    .map(|live| {
+                        live.spec.runtime.image == a.spec.runtime.image
+                            && live.spec.agentlet.image == a.spec.agentlet.image
+                            && live.spec.baseline == a.spec.baseline
+                            && live.status.as_ref().and_then(|s| s.observed_generation)
+                                == live.metadata.generation
+                    })
             }
             Workload::Tool(t) => {
                 let body = serde_json::json!({
@@ -170,16 +194,22 @@ async fn repoint(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
                     "metadata": owned_meta(&t.metadata, ctx.namespace), "spec": t.spec,
                 });
                 let api: Api<Tool> = Api::namespaced(ctx.client.clone(), ctx.namespace);
-                api.patch(&name, &params, &Patch::Apply(&body)).await.map(|live| {
-                    live.spec.container.image == t.spec.container.image
-                        && live.status.as_ref().and_then(|s| s.observed_generation) == live.metadata.generation
-                })
+                api.patch(&name, &params, &Patch::Apply(&body))
+                    .await
+                    .map(|live| {
+                        live.spec.container.image == t.spec.container.image
+                            && live.status.as_ref().and_then(|s| s.observed_generation)
+                                == live.metadata.generation
+                    })
             }
         };
         match result {
             Ok(true) => {}
             Ok(false) => {
-                return Outcome::Pending(format!("{} {name}: waiting for the reconciler to observe the new spec", w.kind()));
+                return Outcome::Pending(format!(
+                    "{} {name}: waiting for the reconciler to observe the new spec",
+                    w.kind()
+                ));
             }
             Err(e) => return blocked(&format!("apply {} {name}", w.kind()), &e),
         }
@@ -220,7 +250,11 @@ async fn pods_rolled(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
             .flat_map(|s| &s.containers)
             .map(|c| (c.name.clone(), c.image.clone().unwrap_or_default()))
             .collect();
-        let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.clone()).unwrap_or_default();
+        let statuses = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.clone())
+            .unwrap_or_default();
         let ready = pod
             .status
             .as_ref()
@@ -231,14 +265,22 @@ async fn pods_rolled(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
                 return Outcome::Pending(format!("pod {name} has no container {container} yet"));
             };
             if spec_image != image {
-                return Outcome::Pending(format!("pod {name} still runs the old {container} image; rolling"));
+                return Outcome::Pending(format!(
+                    "pod {name} still runs the old {container} image; rolling"
+                ));
             }
             let pinned = ImageRef::parse(image).digest.unwrap_or_default();
             let Some(st) = statuses.iter().find(|s| s.name == container) else {
-                return Outcome::Pending(format!("pod {name} reports no status for {container} yet"));
+                return Outcome::Pending(format!(
+                    "pod {name} reports no status for {container} yet"
+                ));
             };
             match digest_of_image_id(&st.image_id) {
-                None => return Outcome::Pending(format!("pod {name} container {container} has no imageID yet")),
+                None => {
+                    return Outcome::Pending(format!(
+                        "pod {name} container {container} has no imageID yet"
+                    ));
+                }
                 Some(d) if d != pinned => {
                     return Outcome::Failed(format!(
                         "pod {name} container {container} runs {d}, but the release pins {pinned}"
@@ -261,10 +303,16 @@ async fn verify_live(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
         let Workload::Agent(a) = w else { continue };
         let Some(b) = &a.spec.baseline else { continue };
         let Some(Some(want)) = expected.get(&b.config_map) else {
-            return Outcome::Failed(format!("baseline {} is not in release {}", b.config_map, ctx.release.metadata.name));
+            return Outcome::Failed(format!(
+                "baseline {} is not in release {}",
+                b.config_map, ctx.release.metadata.name
+            ));
         };
         let pod = pod_name(w);
-        let params = AttachParams::default().container("runtime").stdout(true).stderr(true);
+        let params = AttachParams::default()
+            .container("runtime")
+            .stdout(true)
+            .stderr(true);
         let cmd = vec![
             "sh".to_owned(),
             "-c".to_owned(),
@@ -290,15 +338,25 @@ async fn verify_live(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
         match parse_hash_output(&out) {
             Some(live) if live == want => {}
             Some(live) => {
-                return Outcome::Failed(format!(
+                let message = format!(
                     "live content of pod {pod} at {} hashes to {live}; release {} pins {want}",
                     b.mount_path(),
                     ctx.release.metadata.name
-                ));
+                );
+                if ctx.step_age < ctx.verify_grace {
+                    return Outcome::Pending(format!(
+                        "{message} (retrying for {}s)",
+                        ctx.verify_grace.as_secs()
+                    ));
+                }
+                return Outcome::Failed(message);
             }
             None => {
                 let why = err.lines().next().unwrap_or("no output").to_owned();
-                return Outcome::Pending(format!("cannot hash {} in pod {pod} yet: {why}", b.mount_path()));
+                return Outcome::Pending(format!(
+                    "cannot hash {} in pod {pod} yet: {why}",
+                    b.mount_path()
+                ));
             }
         }
     }
@@ -326,7 +384,9 @@ async fn project(ctx: &StepCtx<'_>) -> Outcome {
         };
         match result {
             Ok(true) => {}
-            Ok(false) => return Outcome::Pending(format!("{} {name}: projection not visible yet", w.kind())),
+            Ok(false) => {
+                return Outcome::Pending(format!("{} {name}: projection not visible yet", w.kind()));
+            }
             Err(e) => return blocked(&format!("annotate {} {name}", w.kind()), &e),
         }
     }
@@ -337,13 +397,20 @@ async fn project(ctx: &StepCtx<'_>) -> Outcome {
 /// Deletes Exo's baseline ConfigMaps in the namespace that the release does
 /// not use and that no pod references any more.
 pub async fn collect_old_configmaps(ctx: &StepCtx<'_>) {
-    let keep: Vec<String> = baselines_needed(ctx.workloads, ctx.release).into_keys().collect();
+    let keep: Vec<String> = baselines_needed(ctx.workloads, ctx.release)
+        .into_keys()
+        .collect();
     let cms: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ctx.namespace);
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), ctx.namespace);
-    let Ok(list) = cms.list(&ListParams::default().labels(&format!("{LABEL_MANAGED_BY}=exo,{LABEL_SOURCE}"))).await else {
+    let Ok(list) = cms
+        .list(&ListParams::default().labels(&format!("{LABEL_MANAGED_BY}=exo,{LABEL_SOURCE}")))
+        .await
+    else {
         return;
     };
-    let Ok(pod_list) = pods.list(&ListParams::default()).await else { return };
+    let Ok(pod_list) = pods.list(&ListParams::default()).await else {
+        return;
+    };
     let referenced: Vec<String> = pod_list
         .items
         .iter()
@@ -352,11 +419,18 @@ pub async fn collect_old_configmaps(ctx: &StepCtx<'_>) {
         .collect();
     for cm in list.items {
         let name = cm.name_any();
-        if cm.annotations().contains_key(ANNOTATION_SHA256) && !keep.contains(&name) && !referenced.contains(&name) {
+        if cm.annotations().contains_key(ANNOTATION_SHA256)
+            && !keep.contains(&name)
+            && !referenced.contains(&name)
+        {
             match cms.delete(&name, &DeleteParams::default()).await {
-                Ok(_) => tracing::info!(namespace = ctx.namespace, configmap = %name, "deleted unused baseline version"),
+                Ok(_) => {
+                    tracing::info!(namespace = ctx.namespace, configmap = %name, "deleted unused baseline version")
+                }
                 Err(e) if is_not_found(&e) => {}
-                Err(e) => tracing::warn!(namespace = ctx.namespace, configmap = %name, error = %e, "cannot delete unused baseline version"),
+                Err(e) => {
+                    tracing::warn!(namespace = ctx.namespace, configmap = %name, error = %e, "cannot delete unused baseline version")
+                }
             }
         }
     }

@@ -45,6 +45,8 @@ pub struct EngineConfig {
     pub cache_dir: PathBuf,
     /// How often a Rollout in progress is looked at again.
     pub poll: Duration,
+    /// How long a live-content mismatch is retried before the saga fails.
+    pub verify_grace: Duration,
 }
 
 /// The fleet at the commit the engine applies.
@@ -82,9 +84,9 @@ pub fn assign(fleet: &Fleet) -> Result<Vec<(String, WaveName, String)>, String> 
     let mut taken: BTreeMap<String, (WaveName, String)> = BTreeMap::new();
     for wave in WaveName::ORDER {
         let release_name = &pointers.value.spec.get(wave).release;
-        let release = fleet
-            .release(release_name)
-            .ok_or_else(|| format!("wave {wave} points at {release_name:?}, which is not in releases/"))?;
+        let release = fleet.release(release_name).ok_or_else(|| {
+            format!("wave {wave} points at {release_name:?}, which is not in releases/")
+        })?;
         for (w, tenants) in crate::release::plan::wave_tenants(&release.value, &fleet.tenants) {
             if w != wave {
                 continue;
@@ -97,7 +99,9 @@ pub fn assign(fleet: &Fleet) -> Result<Vec<(String, WaveName, String)>, String> 
     // A tenant no wave selected follows the fleet wave.
     let fleet_release = &pointers.value.spec.fleet.release;
     for t in fleet.tenants.keys() {
-        taken.entry(t.clone()).or_insert((WaveName::Fleet, fleet_release.clone()));
+        taken
+            .entry(t.clone())
+            .or_insert((WaveName::Fleet, fleet_release.clone()));
     }
     Ok(taken.into_iter().map(|(t, (w, r))| (t, w, r)).collect())
 }
@@ -128,7 +132,11 @@ async fn source_for(client: &Client, f: &FleetCr) -> Result<Source, String> {
         branch: f.spec.branch.clone(),
         credentials,
         allow_insecure: f.spec.allow_insecure,
-        max_file_bytes: f.spec.max_file_bytes.unwrap_or(gitsync::DEFAULT_MAX_FILE_BYTES),
+        max_file_bytes: f
+            .spec
+            .max_file_bytes
+            .and_then(|b| u64::try_from(b).ok())
+            .unwrap_or(gitsync::DEFAULT_MAX_FILE_BYTES),
     })
 }
 
@@ -144,7 +152,11 @@ async fn set_fleet_status(client: &Client, f: &FleetCr, status: FleetStatus) {
     let api: Api<FleetCr> = Api::namespaced(client.clone(), &ns);
     let body = serde_json::json!({"apiVersion": "autonomic.sh/v1alpha1", "kind": "Fleet", "status": status});
     if let Err(e) = api
-        .patch_status(&f.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
+        .patch_status(
+            &f.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
         .await
     {
         warn!(fleet = %f.name_any(), error = %e, "cannot write Fleet status");
@@ -201,7 +213,11 @@ async fn sync_one(client: &Client, cfg: &EngineConfig, f: &FleetCr) -> Option<Ar
     let loaded = match fleet::load(&checkout.path) {
         Ok(fl) => fl,
         Err(e) => {
-            let m = format!("commit {}: {}", short(&checkout.commit), e.to_string().replace('\n', "; "));
+            let m = format!(
+                "commit {}: {}",
+                short(&checkout.commit),
+                e.to_string().replace('\n', "; ")
+            );
             set_fleet_status(client, f, fail(status, "InvalidFleet", m)).await;
             return None;
         }
@@ -212,7 +228,12 @@ async fn sync_one(client: &Client, cfg: &EngineConfig, f: &FleetCr) -> Option<Ar
             "commit {}: {} lint finding(s): {}",
             short(&checkout.commit),
             findings.len(),
-            findings.iter().take(3).map(ToString::to_string).collect::<Vec<_>>().join("; ")
+            findings
+                .iter()
+                .take(3)
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
         );
         set_fleet_status(client, f, fail(status, "LintFailed", m)).await;
         return None;
@@ -235,9 +256,18 @@ async fn sync_one(client: &Client, cfg: &EngineConfig, f: &FleetCr) -> Option<Ar
     status.waves = loaded
         .waves
         .as_ref()
-        .map(|w| WaveName::ORDER.iter().map(|n| (n.to_string(), w.value.spec.get(*n).release.clone())).collect())
+        .map(|w| {
+            WaveName::ORDER
+                .iter()
+                .map(|n| (n.to_string(), w.value.spec.get(*n).release.clone()))
+                .collect()
+        })
         .unwrap_or_default();
-    let message = format!("applied {} to {} tenant(s)", short(&checkout.commit), assignment.len());
+    let message = format!(
+        "applied {} to {} tenant(s)",
+        short(&checkout.commit),
+        assignment.len()
+    );
     status.conditions = vec![ready(true, "Applied", message, f.metadata.generation)];
     set_fleet_status(client, f, status).await;
     Some(Arc::new(Loaded {
@@ -306,18 +336,25 @@ async fn sync_loop(client: Client, cfg: EngineConfig, state: Arc<State>) {
             Ok(list) => {
                 for f in list.items {
                     let key = format!("{}/{}", f.namespace().unwrap_or_default(), f.name_any());
-                    let interval = parse_duration(&f.spec.interval).unwrap_or(Duration::from_secs(60)).max(Duration::from_secs(1));
+                    let interval = parse_duration(&f.spec.interval)
+                        .unwrap_or(Duration::from_secs(60))
+                        .max(Duration::from_secs(1));
                     let requested = f.annotations().get(ANNOTATION_SYNC_REQUESTED).cloned();
                     let due = match last.get(&key) {
                         None => true,
                         Some((at, req, generation)) => {
-                            at.elapsed() >= interval || *req != requested || *generation != f.metadata.generation
+                            at.elapsed() >= interval
+                                || *req != requested
+                                || *generation != f.metadata.generation
                         }
                     };
                     if !due {
                         continue;
                     }
-                    last.insert(key.clone(), (Instant::now(), requested, f.metadata.generation));
+                    last.insert(
+                        key.clone(),
+                        (Instant::now(), requested, f.metadata.generation),
+                    );
                     if let Some(l) = sync_one(&client, &cfg, &f).await {
                         state.loaded.write().await.insert(key, l);
                     }
@@ -345,30 +382,55 @@ async fn drive_rollouts(client: Client, cfg: EngineConfig, state: Arc<State>) {
     let api: Api<Rollout> = Api::all(client.clone());
     let ctx = Arc::new(DriveCtx { client, cfg, state });
     Controller::new(api, watcher::Config::default())
-        .run(reconcile, |_, e: &DriveError, _| {
-            warn!(error = %e, "rollout reconcile failed");
-            Action::requeue(Duration::from_secs(2))
-        }, ctx)
+        .run(
+            reconcile,
+            |_, e: &DriveError, _| {
+                warn!(error = %e, "rollout reconcile failed");
+                Action::requeue(Duration::from_secs(2))
+            },
+            ctx,
+        )
         .for_each_concurrent(16, |_| async {})
         .await;
 }
 
-async fn write_status(client: &Client, ro: &Rollout, status: &RolloutStatus) -> Result<(), DriveError> {
+async fn write_status(
+    client: &Client,
+    ro: &Rollout,
+    status: &RolloutStatus,
+) -> Result<(), DriveError> {
     let ns = ro.namespace().unwrap_or_default();
     let body = serde_json::json!({"apiVersion": "autonomic.sh/v1alpha1", "kind": "Rollout", "status": status});
     Api::<Rollout>::namespaced(client.clone(), &ns)
-        .patch_status(&ro.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
+        .patch_status(
+            &ro.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
         .await
         .map(|_| ())
         .map_err(DriveError::Status)
 }
 
-async fn reconcile(ro: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, DriveError> {
-    let ns = ro.namespace().unwrap_or_default();
+async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, DriveError> {
+    let ns = cached.namespace().unwrap_or_default();
+    // Read the saga state from the apiserver, not the watch cache: a cached
+    // copy can lag our own last status write, and acting on it would run a
+    // completed step again.
+    let ro = match Api::<Rollout>::namespaced(ctx.client.clone(), &ns)
+        .get_opt(&cached.name_any())
+        .await
+    {
+        Ok(Some(r)) => r,
+        Ok(None) => return Ok(Action::await_change()),
+        Err(e) => return Err(DriveError::Status(e)),
+    };
     // The fleet this Rollout's commit came from.
     let loaded = {
         let map = ctx.state.loaded.read().await;
-        map.values().find(|l| l.fleet.tenants.contains_key(&ro.spec.tenant)).cloned()
+        map.values()
+            .find(|l| l.fleet.tenants.contains_key(&ro.spec.tenant))
+            .cloned()
     };
     let Some(loaded) = loaded else {
         // Not synced yet since this leader started: try again shortly.
@@ -377,7 +439,11 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, Drive
     if loaded.commit != ro.spec.commit && loaded.fleet.release(&ro.spec.release).is_none() {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    let Some(release) = loaded.fleet.release(&ro.spec.release).map(|r| r.value.clone()) else {
+    let Some(release) = loaded
+        .fleet
+        .release(&ro.spec.release)
+        .map(|r| r.value.clone())
+    else {
         return Ok(Action::requeue(Duration::from_secs(5)));
     };
     let Some(tenant) = loaded.fleet.tenants.get(&ro.spec.tenant) else {
@@ -386,7 +452,8 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, Drive
     let workloads = saga::desired_workloads(tenant, &release);
     let kinds = saga::steps(&workloads, &release);
     let mut status = ro.status.clone().unwrap_or_default();
-    if status.release.as_deref() != Some(release.metadata.name.as_str()) || status.steps.is_empty() {
+    if status.release.as_deref() != Some(release.metadata.name.as_str()) || status.steps.is_empty()
+    {
         info!(tenant = %ro.spec.tenant, wave = %ro.spec.wave, release = %release.metadata.name, "saga started");
         status = saga::fresh_status(ro.status.as_ref(), &release.metadata.name, &kinds, now());
         status.observed_generation = ro.metadata.generation;
@@ -397,14 +464,20 @@ async fn reconcile(ro: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, Drive
         Some(RolloutPhase::Failed) => return Ok(Action::await_change()),
         _ => {}
     }
-    let step_ctx = StepCtx {
-        client: &ctx.client,
-        namespace: &ns,
-        release: &release,
-        fleet: &loaded.fleet,
-        workloads: &workloads,
-    };
     while let Some(i) = saga::next_step(&status) {
+        let started = status.steps[i].started_at.as_ref().map(|t| t.0.as_second());
+        let step_age = started
+            .map(|s| Duration::from_secs(u64::try_from(now().0.as_second() - s).unwrap_or(0)))
+            .unwrap_or_default();
+        let step_ctx = StepCtx {
+            client: &ctx.client,
+            namespace: &ns,
+            release: &release,
+            fleet: &loaded.fleet,
+            workloads: &workloads,
+            step_age,
+            verify_grace: ctx.cfg.verify_grace,
+        };
         let Some(kind) = StepKind::parse(&status.steps[i].name) else {
             // Steps from an older operator: start the saga over.
             status = saga::fresh_status(Some(&status), &release.metadata.name, &kinds, now());

@@ -4,4 +4,5 @@
 
 pub mod actuate;
 pub mod engine;
+pub mod gates;
 pub mod saga;

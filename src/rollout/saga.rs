@@ -97,7 +97,10 @@ impl Workload {
     /// (container name in the pod, image).
     pub fn images(&self) -> Vec<(&'static str, &str)> {
         match self {
-            Workload::Agent(a) => vec![("agentlet", a.spec.agentlet.image.as_str()), ("runtime", a.spec.runtime.image.as_str())],
+            Workload::Agent(a) => vec![
+                ("agentlet", a.spec.agentlet.image.as_str()),
+                ("runtime", a.spec.runtime.image.as_str()),
+            ],
             Workload::Tool(t) => vec![("tool", t.spec.container.image.as_str())],
         }
     }
@@ -105,7 +108,12 @@ impl Workload {
 
 fn repoint_image(image: &mut String, release: &Release) {
     let repo = ImageRef::parse(image).repository;
-    if let Some(c) = release.spec.components.iter().find(|c| ImageRef::parse(&c.image).repository == repo) {
+    if let Some(c) = release
+        .spec
+        .components
+        .iter()
+        .find(|c| ImageRef::parse(&c.image).repository == repo)
+    {
         image.clone_from(&c.image);
     }
 }
@@ -145,7 +153,10 @@ pub fn component_of(w: &Workload, release: &Release) -> Option<String> {
         .enumerate()
         .map(|(i, c)| (ImageRef::parse(&c.image).repository, i))
         .collect();
-    let names: Vec<&str> = apply_order(release).iter().map(|c| c.name.as_str()).collect();
+    let names: Vec<&str> = apply_order(release)
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
     w.images()
         .iter()
         .filter_map(|(_, image)| order.get(&ImageRef::parse(image).repository).copied())
@@ -156,7 +167,10 @@ pub fn component_of(w: &Workload, release: &Release) -> Option<String> {
 /// Components that have workloads in this tenant, in apply order, with
 /// their workloads. Workloads of no component roll with the last group.
 pub fn groups(workloads: &[Workload], release: &Release) -> Vec<(String, Vec<Workload>)> {
-    let order: Vec<String> = apply_order(release).iter().map(|c| c.name.clone()).collect();
+    let order: Vec<String> = apply_order(release)
+        .iter()
+        .map(|c| c.name.clone())
+        .collect();
     let mut by: BTreeMap<String, Vec<Workload>> = BTreeMap::new();
     for w in workloads {
         let c = component_of(w, release)
@@ -186,7 +200,10 @@ pub fn steps(workloads: &[Workload], release: &Release) -> Vec<StepKind> {
 
 /// Baseline versions the tenant's agents mount under `release`, with the
 /// release's sha256 for each.
-pub fn baselines_needed(workloads: &[Workload], release: &Release) -> BTreeMap<String, Option<String>> {
+pub fn baselines_needed(
+    workloads: &[Workload],
+    release: &Release,
+) -> BTreeMap<String, Option<String>> {
     let versions: BTreeSet<&str> = workloads
         .iter()
         .filter_map(|w| match w {
@@ -197,7 +214,12 @@ pub fn baselines_needed(workloads: &[Workload], release: &Release) -> BTreeMap<S
     versions
         .into_iter()
         .map(|v| {
-            let sha = release.spec.config_maps.iter().find(|cm| cm.version == v).map(|cm| cm.sha256.clone());
+            let sha = release
+                .spec
+                .config_maps
+                .iter()
+                .find(|cm| cm.version == v)
+                .map(|cm| cm.sha256.clone());
             (v.to_owned(), sha)
         })
         .collect()
@@ -217,7 +239,12 @@ pub enum Outcome {
 }
 
 /// A fresh saga for `release`: every step Pending.
-pub fn fresh_status(previous: Option<&RolloutStatus>, release: &str, kinds: &[StepKind], now: Time) -> RolloutStatus {
+pub fn fresh_status(
+    previous: Option<&RolloutStatus>,
+    release: &str,
+    kinds: &[StepKind],
+    now: Time,
+) -> RolloutStatus {
     RolloutStatus {
         phase: Some(RolloutPhase::Progressing),
         release: Some(release.to_owned()),
@@ -233,7 +260,9 @@ pub fn fresh_status(previous: Option<&RolloutStatus>, release: &str, kinds: &[St
             .collect(),
         started_at: Some(now),
         verified_at: None,
-        verified_releases: previous.map(|p| p.verified_releases.clone()).unwrap_or_default(),
+        verified_releases: previous
+            .map(|p| p.verified_releases.clone())
+            .unwrap_or_default(),
         message: None,
         observed_generation: None,
     }
@@ -247,7 +276,9 @@ pub fn next_step(status: &RolloutStatus) -> Option<usize> {
 /// Records `outcome` for step `i`. Returns whether anything changed.
 pub fn record(status: &mut RolloutStatus, i: usize, outcome: &Outcome, now: &Time) -> bool {
     let before = status.clone();
-    let Some(step) = status.steps.get_mut(i) else { return false };
+    let Some(step) = status.steps.get_mut(i) else {
+        return false;
+    };
     let (state, message) = match outcome {
         Outcome::Done => (StepState::Done, None),
         Outcome::Pending(m) => (StepState::Running, Some(m.clone())),
@@ -326,7 +357,10 @@ mod tests {
             ]
         );
         for n in &names {
-            assert_eq!(StepKind::parse(n).map(|k| k.name()).as_deref(), Some(n.as_str()));
+            assert_eq!(
+                StepKind::parse(n).map(|k| k.name()).as_deref(),
+                Some(n.as_str())
+            );
         }
     }
 
@@ -335,12 +369,32 @@ mod tests {
         let f = example();
         let r = &f.release("2026.11.1").unwrap().value;
         let ws = desired_workloads(&f.tenants["acme"], r);
-        let agent = ws.iter().find_map(|w| match w { Workload::Agent(a) => Some(a), _ => None }).unwrap();
-        assert!(agent.spec.runtime.image.ends_with("05e6813e7dcf2fc989281d830a22b88b75cfc9a5b80c88a1aeb43c5772259ee6"));
-        assert_eq!(agent.spec.baseline.as_ref().unwrap().config_map, "agent-baseline-10c9acf82b");
+        let agent = ws
+            .iter()
+            .find_map(|w| match w {
+                Workload::Agent(a) => Some(a),
+                _ => None,
+            })
+            .unwrap();
+        assert!(
+            agent
+                .spec
+                .runtime
+                .image
+                .ends_with("05e6813e7dcf2fc989281d830a22b88b75cfc9a5b80c88a1aeb43c5772259ee6")
+        );
+        assert_eq!(
+            agent.spec.baseline.as_ref().unwrap().config_map,
+            "agent-baseline-10c9acf82b"
+        );
         let need = baselines_needed(&ws, r);
         assert_eq!(need.len(), 1);
-        assert!(need["agent-baseline-10c9acf82b"].as_deref().unwrap().starts_with("10c9acf82b"));
+        assert!(
+            need["agent-baseline-10c9acf82b"]
+                .as_deref()
+                .unwrap()
+                .starts_with("10c9acf82b")
+        );
     }
 
     #[test]
@@ -350,7 +404,10 @@ mod tests {
         let mut s = fresh_status(None, "r2", &kinds, now.clone());
         assert_eq!(next_step(&s), Some(0));
         assert!(record(&mut s, 0, &Outcome::Pending("rolling".into()), &now));
-        assert!(!record(&mut s, 0, &Outcome::Pending("rolling".into()), &now), "no change, no write");
+        assert!(
+            !record(&mut s, 0, &Outcome::Pending("rolling".into()), &now),
+            "no change, no write"
+        );
         record(&mut s, 0, &Outcome::Waiting("no exec".into()), &now);
         assert_eq!(s.phase, Some(RolloutPhase::Waiting));
         record(&mut s, 0, &Outcome::Done, &now);
@@ -370,7 +427,10 @@ mod tests {
         let h = "a".repeat(64);
         assert_eq!(parse_hash_output(&format!("{h}  -\n")), Some(h.as_str()));
         assert_eq!(parse_hash_output("sh: cd: no such file"), None);
-        assert_eq!(digest_of_image_id("docker-pullable://r/x@sha256:abc"), Some("sha256:abc"));
+        assert_eq!(
+            digest_of_image_id("docker-pullable://r/x@sha256:abc"),
+            Some("sha256:abc")
+        );
         assert_eq!(digest_of_image_id("r/x@sha256:abc"), Some("sha256:abc"));
         assert_eq!(digest_of_image_id("r/x:1"), None);
     }
