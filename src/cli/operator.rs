@@ -63,6 +63,9 @@ pub struct RunArgs {
     /// in seconds (volumes can lag a pod's start).
     #[arg(long, default_value_t = 30, env = "EXO_VERIFY_GRACE")]
     pub verify_grace: u64,
+    /// Follow only the Fleet resources in this namespace (default: all).
+    #[arg(long, env = "EXO_FLEET_NAMESPACE")]
+    pub fleet_namespace: Option<String>,
 }
 
 pub fn run(cmd: OperatorCommand) -> u8 {
@@ -130,6 +133,7 @@ fn run_operator(args: RunArgs) -> u8 {
             cache_dir: args.gitops_cache.clone(),
             poll: Duration::from_millis(args.rollout_poll_ms.max(50)),
             verify_grace: Duration::from_secs(args.verify_grace),
+            fleet_namespace: args.fleet_namespace.clone(),
         };
         leader_tasks.push(std::sync::Arc::new(move |client| {
             Box::pin(crate::rollout::engine::run(client, engine.clone()))

@@ -47,6 +47,8 @@ pub struct EngineConfig {
     pub poll: Duration,
     /// How long a live-content mismatch is retried before the saga fails.
     pub verify_grace: Duration,
+    /// Follow only the Fleets in this namespace (default: every namespace).
+    pub fleet_namespace: Option<String>,
 }
 
 /// The fleet at the commit the engine applies.
@@ -330,7 +332,10 @@ async fn apply_assignment(
 async fn sync_loop(client: Client, cfg: EngineConfig, state: Arc<State>) {
     // name -> (last sync, sync-requested annotation seen, generation seen)
     let mut last: BTreeMap<String, (Instant, Option<String>, Option<i64>)> = BTreeMap::new();
-    let api: Api<FleetCr> = Api::all(client.clone());
+    let api: Api<FleetCr> = match &cfg.fleet_namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
     loop {
         match api.list(&ListParams::default()).await {
             Ok(list) => {
@@ -433,8 +438,9 @@ async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, D
             .cloned()
     };
     let Some(loaded) = loaded else {
-        // Not synced yet since this leader started: try again shortly.
-        return Ok(Action::requeue(Duration::from_secs(1)));
+        // Not synced yet since this leader started, or another engine's
+        // fleet: look again later.
+        return Ok(Action::requeue(Duration::from_secs(2)));
     };
     if loaded.commit != ro.spec.commit && loaded.fleet.release(&ro.spec.release).is_none() {
         return Ok(Action::requeue(Duration::from_secs(1)));

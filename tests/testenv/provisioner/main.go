@@ -9,7 +9,9 @@
 // plugin: kwok pods have no filesystem, so the files of every ConfigMap a
 // pod mounts are written to <pod-root>/<namespace>/<pod><mountPath>/<key>,
 // where the test environment's kwok exec (which runs on this host, with
-// EXO_POD_ROOT set) finds them.
+// EXO_POD_ROOT set) finds them. A container env EXO_TEST_TAMPER_CONFIGMAP
+// naming a ConfigMap makes its files land with one byte appended, so tests
+// can make the live content differ from what was published.
 package main
 
 import (
@@ -174,6 +176,14 @@ func writePodVolumes(ctx context.Context, c kubernetes.Interface, pod *v1.Pod, d
 			sources[v.Name] = v.ConfigMap.Name
 		}
 	}
+	tamper := ""
+	for _, ctr := range pod.Spec.Containers {
+		for _, e := range ctr.Env {
+			if e.Name == "EXO_TEST_TAMPER_CONFIGMAP" {
+				tamper = e.Value
+			}
+		}
+	}
 	for _, ctr := range pod.Spec.Containers {
 		for _, m := range ctr.VolumeMounts {
 			cmName, ok := sources[m.Name]
@@ -189,6 +199,9 @@ func writePodVolumes(ctx context.Context, c kubernetes.Interface, pod *v1.Pod, d
 				return err
 			}
 			for k, val := range cm.Data {
+				if tamper == cmName {
+					val += "!"
+				}
 				if err := os.WriteFile(filepath.Join(target, filepath.Base(k)), []byte(val), 0o644); err != nil {
 					return err
 				}
