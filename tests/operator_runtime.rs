@@ -13,7 +13,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
 use kube::api::{Api, ListParams};
 use support::eventually;
-use support::operator::{OperatorProcess, agent, agentfs, create, mount, restricted_namespace, tool, wait_for};
+use support::operator::{
+    OperatorProcess, agent, agentfs, create, mount, restricted_namespace, tool, wait_for,
+};
 
 fn phase(a: &Agent) -> Option<AgentPhase> {
     a.status.as_ref()?.phase
@@ -28,21 +30,33 @@ where
         .unwrap()
         .items
         .into_iter()
-        .map(|o| (o.meta().name.clone().unwrap(), o.meta().resource_version.clone().unwrap()))
+        .map(|o| {
+            (
+                o.meta().name.clone().unwrap(),
+                o.meta().resource_version.clone().unwrap(),
+            )
+        })
         .collect()
 }
 
 /// resourceVersions of every object of the fleet and its children.
 async fn fleet(ns: &support::TestNamespace) -> BTreeMap<String, String> {
     let mut all = BTreeMap::new();
-    let prefix = |kind: &str, m: BTreeMap<String, String>| m.into_iter().map(move |(k, v)| (format!("{kind}/{k}"), v)).collect::<Vec<_>>();
+    let prefix = |kind: &str, m: BTreeMap<String, String>| {
+        m.into_iter()
+            .map(move |(k, v)| (format!("{kind}/{k}"), v))
+            .collect::<Vec<_>>()
+    };
     all.extend(prefix("agent", versions(&ns.api::<Agent>()).await));
     all.extend(prefix("tool", versions(&ns.api::<Tool>()).await));
     all.extend(prefix("agentfs", versions(&ns.api::<AgentFS>()).await));
     all.extend(prefix("pod", versions(&ns.api::<Pod>()).await));
     all.extend(prefix("service", versions(&ns.api::<Service>()).await));
     all.extend(prefix("secret", versions(&ns.api::<Secret>()).await));
-    all.extend(prefix("pvc", versions(&ns.api::<PersistentVolumeClaim>()).await));
+    all.extend(prefix(
+        "pvc",
+        versions(&ns.api::<PersistentVolumeClaim>()).await,
+    ));
     all
 }
 
@@ -60,10 +74,19 @@ async fn restart_over_an_unchanged_fleet_makes_zero_writes() {
     create(&ns.api::<Tool>(), &tool("t", true)).await;
     create(&ns.api::<Tool>(), &tool("off", false)).await;
     for i in 0..5 {
-        wait_for(&agents, &format!("a{i}"), "Active", |a| phase(a) == Some(AgentPhase::Active)).await;
+        wait_for(&agents, &format!("a{i}"), "Active", |a| {
+            phase(a) == Some(AgentPhase::Active)
+        })
+        .await;
     }
-    wait_for(&ns.api::<AgentFS>(), "ws", "all five mounting", |f| f.status.as_ref().is_some_and(|s| s.mounted_by.len() == 5)).await;
-    wait_for(&ns.api::<Tool>(), "t", "Ready", |t| t.status.as_ref().and_then(|s| s.phase) == Some(exo::crd::ToolPhase::Ready)).await;
+    wait_for(&ns.api::<AgentFS>(), "ws", "all five mounting", |f| {
+        f.status.as_ref().is_some_and(|s| s.mounted_by.len() == 5)
+    })
+    .await;
+    wait_for(&ns.api::<Tool>(), "t", "Ready", |t| {
+        t.status.as_ref().and_then(|s| s.phase) == Some(exo::crd::ToolPhase::Ready)
+    })
+    .await;
     assert!(op.writes() > 0, "the first run did write");
     op.terminate();
 
@@ -74,12 +97,21 @@ async fn restart_over_an_unchanged_fleet_makes_zero_writes() {
     // Leadership triggers a full re-reconcile; wait until every object was
     // reconciled at least once by this replica.
     let objects = 5 + 2 + 1;
-    eventually("the second replica to reconcile everything", Duration::from_secs(30), || async {
-        let n = second.metric("exo_operator_reconciles_total")?;
-        (n >= objects).then_some(())
-    })
+    eventually(
+        "the second replica to reconcile everything",
+        Duration::from_secs(30),
+        || async {
+            let n = second.metric("exo_operator_reconciles_total")?;
+            (n >= objects).then_some(())
+        },
+    )
     .await;
-    assert_eq!(second.writes(), 0, "a restart over an unchanged fleet wrote:\n{}", second.get("/metrics").unwrap().1);
+    assert_eq!(
+        second.writes(),
+        0,
+        "a restart over an unchanged fleet wrote:\n{}",
+        second.get("/metrics").unwrap().1
+    );
     assert_eq!(fleet(&ns).await, before, "resourceVersions changed");
 }
 
@@ -105,12 +137,18 @@ async fn endpoints_and_leader_failover_between_two_replicas() {
     let leases: Api<Lease> = ns.api();
     let lease = leases.get("exo-operator").await.unwrap();
     assert_eq!(lease.spec.unwrap().holder_identity.as_deref(), Some("one"));
-    assert_eq!(lease.metadata.annotations.unwrap()["autonomic.sh/capabilities"], "mount-filesystems");
+    assert_eq!(
+        lease.metadata.annotations.unwrap()["autonomic.sh/capabilities"],
+        "mount-filesystems"
+    );
 
     // Only the leader reconciles.
     let agents = ns.api::<Agent>();
     create(&agents, &agent("x")).await;
-    wait_for(&agents, "x", "Active", |a| phase(a) == Some(AgentPhase::Active)).await;
+    wait_for(&agents, "x", "Active", |a| {
+        phase(a) == Some(AgentPhase::Active)
+    })
+    .await;
     assert!(one.writes() > 0);
     assert_eq!(two.writes(), 0, "the standby wrote");
 
@@ -122,7 +160,10 @@ async fn endpoints_and_leader_failover_between_two_replicas() {
     assert_eq!(lease.holder_identity.as_deref(), Some("two"));
     assert!(lease.lease_transitions.unwrap() >= 1);
     create(&agents, &agent("y")).await;
-    wait_for(&agents, "y", "Active under the new leader", |a| phase(a) == Some(AgentPhase::Active)).await;
+    wait_for(&agents, "y", "Active under the new leader", |a| {
+        phase(a) == Some(AgentPhase::Active)
+    })
+    .await;
     assert!(two.writes() > 0);
 }
 
@@ -133,6 +174,12 @@ async fn graceful_stop_releases_the_lease() {
     one.wait_leader().await;
     let status = one.terminate();
     assert!(status.success(), "exit status {status:?}\n{}", one.log());
-    let lease = ns.api::<Lease>().get("exo-operator").await.unwrap().spec.unwrap();
+    let lease = ns
+        .api::<Lease>()
+        .get("exo-operator")
+        .await
+        .unwrap()
+        .spec
+        .unwrap();
     assert_eq!(lease.holder_identity, None, "the lease was released");
 }

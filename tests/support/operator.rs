@@ -14,7 +14,10 @@ use super::{env, eventually};
 
 /// An image reference pinned by a made-up digest: `n` picks the digest.
 pub fn image(repo: &str, n: u8) -> String {
-    format!("example.invalid/{repo}@sha256:{}", format!("{n:02x}").repeat(32))
+    format!(
+        "example.invalid/{repo}@sha256:{}",
+        format!("{n:02x}").repeat(32)
+    )
 }
 
 /// `Agent::test(name)`-style fixture: a long-running agent with pinned
@@ -75,7 +78,9 @@ pub async fn create<K>(api: &Api<K>, obj: &K) -> K
 where
     K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    api.create(&PostParams::default(), obj).await.expect("create")
+    api.create(&PostParams::default(), obj)
+        .await
+        .expect("create")
 }
 
 /// Waits until `check` holds for the object, returning it.
@@ -130,8 +135,22 @@ impl OperatorProcess {
         let log = std::env::temp_dir().join(format!("exo-operator-{namespace}-{identity}.log"));
         let file = std::fs::File::create(&log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_exo"))
-            .args(["operator", "run", "--namespace", namespace, "--lease-namespace", namespace])
-            .args(["--identity", identity, "--metrics-addr", &addr, "--lease-duration", "3"])
+            .args([
+                "operator",
+                "run",
+                "--namespace",
+                namespace,
+                "--lease-namespace",
+                namespace,
+            ])
+            .args([
+                "--identity",
+                identity,
+                "--metrics-addr",
+                &addr,
+                "--lease-duration",
+                "3",
+            ])
             .args(["--log-format", "json"])
             .args(extra)
             .env("KUBECONFIG", &env().kubeconfig)
@@ -178,7 +197,11 @@ impl OperatorProcess {
         eventually(
             &format!("operator {} to lead", self.identity),
             Duration::from_secs(30),
-            || async { self.metric("exo_operator_leader").filter(|v| *v == 1).map(|_| ()) },
+            || async {
+                self.metric("exo_operator_leader")
+                    .filter(|v| *v == 1)
+                    .map(|_| ())
+            },
         )
         .await;
     }
@@ -191,7 +214,8 @@ impl OperatorProcess {
 
     /// Writes this replica made to the API (all kinds, all verbs).
     pub fn writes(&self) -> u64 {
-        self.metric("exo_operator_api_writes_total").expect("metrics endpoint")
+        self.metric("exo_operator_api_writes_total")
+            .expect("metrics endpoint")
     }
 
     /// SIGKILL: no chance to release the Lease.
@@ -202,7 +226,9 @@ impl OperatorProcess {
 
     /// SIGTERM and wait: a graceful stop that releases the Lease.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
         self.child.wait().expect("wait for the operator")
     }
 
