@@ -34,6 +34,17 @@ async fn tool_phases_follow_enabled_and_its_pod() {
     .await;
     assert!(pods.get_opt("tool-idle").await.unwrap().is_none());
 
+    // Running but not ready: Pending.
+    pods.patch_status(
+        "tool-search",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"status": {"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "False"}]}})),
+    )
+    .await
+    .unwrap();
+    wait_for(&tools, "search", "Pending", |t| phase(t) == Some(ToolPhase::Pending)).await;
+
     // A broken container: Error.
     pods.patch_status(
         "tool-search",
