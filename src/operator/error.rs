@@ -8,7 +8,7 @@ use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("kubernetes API call failed: {context}")]
+    #[error("kubernetes API call failed: {context}: {source}")]
     Kube {
         context: String,
         #[source]

@@ -286,7 +286,9 @@ mod tests {
 
     #[test]
     fn size_rules() {
-        let cases: &[(&str, &str, Option<&str>, &str, Option<&str>)] = &[
+        // (requested, max, current PVC request, size applied, refusal reason)
+        type Case<'a> = (&'a str, &'a str, Option<&'a str>, &'a str, Option<&'a str>);
+        let cases: &[Case] = &[
             ("20Gi", "100Gi", None, "20Gi", None),
             ("50Gi", "100Gi", Some("20Gi"), "50Gi", None),
             ("10Gi", "100Gi", Some("20Gi"), "20Gi", Some("ShrinkRefused")),

@@ -81,8 +81,14 @@ pub async fn bind(
     info!(addr = %local, "serving /healthz, /readyz and /metrics");
     let serve = async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off, don't spin.
+                    debug!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
             };
             let state = state.clone();
             tokio::spawn(async move {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
@@ -198,11 +198,12 @@ pub async fn run(
         }
     };
 
+    // Secrets are not watched: the operator only reads its own by name
+    // (`get`), so its RBAC needs no list/watch over every Secret.
     let agents = Controller::new(api::<Agent>(&client, ns), watcher::Config::default())
         .with_config(ccfg.clone())
         .owns(api::<Pod>(&client, ns), children("agent"))
         .owns(api::<Service>(&client, ns), children("agent"))
-        .owns(api::<Secret>(&client, ns), children("agent"))
         .reconcile_all_on(became_leader(leader_rx.clone()))
         .graceful_shutdown_on(stop());
     let tools = Controller::new(api::<Tool>(&client, ns), watcher::Config::default())

@@ -189,9 +189,13 @@ impl Drop for TestNamespace {
                 let Ok(client) = Client::try_from(cfg) else {
                     return;
                 };
-                let _ = Api::<Namespace>::all(client)
+                let _ = Api::<Namespace>::all(client.clone())
                     .delete(&name, &DeleteParams::background())
                     .await;
+                // An operator stopped before its namespace goes leaves its
+                // finalizers behind; drop them so the namespace can go.
+                release_finalizers::<exo::crd::Agent>(&client, &name).await;
+                release_finalizers::<exo::crd::AgentFS>(&client, &name).await;
             });
         });
         let _ = done.join();
@@ -225,6 +229,31 @@ pub async fn install_crds(client: &kube::Client) {
             }
         })
         .await;
+    }
+}
+
+async fn release_finalizers<K>(client: &Client, namespace: &str)
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    use kube::api::{ListParams, Patch, PatchParams};
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    let Ok(list) = api.list_metadata(&ListParams::default()).await else {
+        return;
+    };
+    for obj in list.items {
+        if let Some(n) = obj.metadata.name {
+            let _ = api
+                .patch_metadata(
+                    &n,
+                    &PatchParams::default(),
+                    &Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
+                )
+                .await;
+        }
     }
 }
 

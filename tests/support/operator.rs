@@ -131,18 +131,39 @@ impl OperatorProcess {
     }
 
     pub fn start_with(namespace: &str, identity: &str, extra: &[&str]) -> Self {
+        let lease_ns = ["--lease-namespace", namespace];
+        Self::spawn(namespace, identity, &lease_ns, extra, &env().kubeconfig)
+    }
+
+    /// A replica with its own kubeconfig and Lease namespace.
+    pub fn start_as(
+        namespace: &str,
+        identity: &str,
+        lease_namespace: &str,
+        kubeconfig: &std::path::Path,
+    ) -> Self {
+        Self::spawn(
+            namespace,
+            identity,
+            &["--lease-namespace", lease_namespace],
+            &[],
+            kubeconfig,
+        )
+    }
+
+    fn spawn(
+        namespace: &str,
+        identity: &str,
+        lease: &[&str],
+        extra: &[&str],
+        kubeconfig: &std::path::Path,
+    ) -> Self {
         let addr = format!("127.0.0.1:{}", free_port());
         let log = std::env::temp_dir().join(format!("exo-operator-{namespace}-{identity}.log"));
         let file = std::fs::File::create(&log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_exo"))
-            .args([
-                "operator",
-                "run",
-                "--namespace",
-                namespace,
-                "--lease-namespace",
-                namespace,
-            ])
+            .args(["operator", "run", "--namespace", namespace])
+            .args(lease)
             .args([
                 "--identity",
                 identity,
@@ -153,7 +174,7 @@ impl OperatorProcess {
             ])
             .args(["--log-format", "json"])
             .args(extra)
-            .env("KUBECONFIG", &env().kubeconfig)
+            .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,kube=warn")
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("log file"))

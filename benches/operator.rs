@@ -1,0 +1,488 @@
+//! Operator benchmark against the real test environment
+//! (`scripts/testenv up`; run with `scripts/bench-operator`).
+//!
+//! Per run, side by side on the same apiserver:
+//! - cold reconcile: N Agents exist, the operator starts; time until every
+//!   child exists and until every Agent is `Active`; operator peak RSS;
+//! - `kubectl apply --server-side` of the same rendered children (pods,
+//!   Services, Secrets owned by the same kind of Agents): wall time and
+//!   kubectl peak RSS;
+//! - steady state: a restart over the unchanged fleet; writes it makes;
+//!
+//! Then once: operator RSS while watching W objects.
+//!
+//! Knobs: EXO_BENCH_AGENTS (1000), EXO_BENCH_RUNS (3), EXO_BENCH_WATCHED
+//! (10000). Prints a Markdown table for BENCHMARKS.md.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)] // a bench: a panic is a failed run
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use exo::crd::{Agent, AgentPhase, AgentSpec, Container, Tool, ToolSpec};
+use exo::operator::build::{self, Owner};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, Service};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+fn knob(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn kubeconfig() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join(".testenv/env"))
+        .expect("the test environment is not running: scripts/testenv up");
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("KUBECONFIG="))
+        .expect("KUBECONFIG in .testenv/env");
+    PathBuf::from(line)
+}
+
+async fn client(path: &PathBuf) -> Client {
+    let kc = Kubeconfig::read_from(path).unwrap();
+    let mut cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    cfg.read_timeout = Some(Duration::from_secs(120));
+    Client::try_from(cfg).unwrap()
+}
+
+fn digest(n: u8) -> String {
+    format!("example.invalid/x@sha256:{}", format!("{n:02x}").repeat(32))
+}
+
+fn agent(name: &str) -> Agent {
+    Agent::new(
+        name,
+        AgentSpec {
+            runtime: Container {
+                image: digest(1),
+                ..Container::default()
+            },
+            agentlet: Container {
+                image: digest(2),
+                ..Container::default()
+            },
+            baseline: Some(exo::crd::BaselineRef {
+                config_map: "persona-0001".into(),
+                mount_path: None,
+            }),
+            ..AgentSpec::default()
+        },
+    )
+}
+
+async fn create_ns(c: &Client, name: &str) {
+    let ns: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+    Api::<Namespace>::all(c.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    // The default ServiceAccount must exist before pods are accepted.
+    let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(c.clone(), name);
+    while sas.get_opt("default").await.unwrap().is_none() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn delete_ns(c: &Client, name: &str) {
+    // Drop the operator's finalizers first: no operator runs any more.
+    for kind in ["agents", "agentfs"] {
+        let _ = Command::new("kubectl")
+            .args([
+                "-n",
+                name,
+                "patch",
+                kind,
+                "--all",
+                "--type",
+                "merge",
+                "-p",
+                r#"{"metadata":{"finalizers":null}}"#,
+            ])
+            .env("KUBECONFIG", kubeconfig())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+    let _ = Api::<Namespace>::all(c.clone())
+        .delete(name, &DeleteParams::background())
+        .await;
+}
+
+async fn create_all<K>(api: &Api<K>, objs: Vec<K>) -> Vec<K>
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    futures::stream::iter(objs)
+        .map(|o| {
+            let api = api.clone();
+            async move { api.create(&PostParams::default(), &o).await }
+        })
+        .buffer_unordered(32)
+        .try_collect()
+        .await
+        .unwrap()
+}
+
+struct Op {
+    child: Child,
+    addr: String,
+}
+
+impl Op {
+    fn start(ns: &str, kubeconfig: &PathBuf) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let child = Command::new(env!("CARGO_BIN_EXE_exo"))
+            .args([
+                "operator",
+                "run",
+                "-n",
+                ns,
+                "--lease-namespace",
+                ns,
+                "--identity",
+                "bench",
+            ])
+            .args([
+                "--metrics-addr",
+                &addr,
+                "--lease-duration",
+                "3",
+                "--log-format",
+                "json",
+            ])
+            .env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Op { child, addr }
+    }
+
+    fn metric(&self, name: &str) -> Option<u64> {
+        let mut s = std::net::TcpStream::connect(&self.addr).ok()?;
+        write!(s, "GET /metrics HTTP/1.0\r\n\r\n").ok()?;
+        let mut text = String::new();
+        s.read_to_string(&mut text).ok()?;
+        Some(exo::operator::metrics::sum_samples(&text, name))
+    }
+
+    /// (current, peak) resident set size in MiB.
+    fn rss(&self) -> (f64, f64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        let kb = |key: &str| -> f64 {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        (kb("VmRSS:") / 1024.0, kb("VmHWM:") / 1024.0)
+    }
+
+    fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn wait_until<F, Fut>(what: &str, limit: Duration, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !f().await {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn count<K>(api: &Api<K>) -> usize
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list_metadata(&ListParams::default())
+        .await
+        .map(|l| l.items.len())
+        .unwrap_or(0)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+#[derive(Default)]
+struct Samples(BTreeMap<&'static str, Vec<f64>>);
+
+impl Samples {
+    fn add(&mut self, k: &'static str, v: f64) {
+        self.0.entry(k).or_default().push(v);
+    }
+    fn median(&self, k: &str) -> f64 {
+        median(self.0.get(k).cloned().unwrap_or_else(|| vec![f64::NAN]))
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    // `cargo test --all-targets` runs bench binaries too, without `--bench`:
+    // the benchmark is minutes of load, so it only runs under `cargo bench`.
+    if !std::env::args().any(|a| a == "--bench") {
+        eprintln!("benches/operator.rs: skipped outside `cargo bench` (scripts/bench-operator)");
+        return;
+    }
+    let n = knob("EXO_BENCH_AGENTS", 1000);
+    let runs = knob("EXO_BENCH_RUNS", 3);
+    let watched = knob("EXO_BENCH_WATCHED", 10_000);
+    let kc = kubeconfig();
+    let c = client(&kc).await;
+    let mut s = Samples::default();
+    let tag = std::process::id();
+
+    for run in 0..runs {
+        eprintln!("run {}/{runs}: {n} agents", run + 1);
+        let ns_op = format!("bench-op-{tag}-{run}");
+        let ns_kc = format!("bench-kc-{tag}-{run}");
+        create_ns(&c, &ns_op).await;
+        create_ns(&c, &ns_kc).await;
+        let agents_op: Api<Agent> = Api::namespaced(c.clone(), &ns_op);
+        let agents_kc: Api<Agent> = Api::namespaced(c.clone(), &ns_kc);
+        create_all(
+            &agents_op,
+            (0..n).map(|i| agent(&format!("a{i}"))).collect(),
+        )
+        .await;
+        let kc_agents = create_all(
+            &agents_kc,
+            (0..n).map(|i| agent(&format!("a{i}"))).collect(),
+        )
+        .await;
+
+        // Operator, cold.
+        let start = Instant::now();
+        let op = Op::start(&ns_op, &kc);
+        let pods: Api<Pod> = Api::namespaced(c.clone(), &ns_op);
+        let svcs: Api<Service> = Api::namespaced(c.clone(), &ns_op);
+        let secrets: Api<Secret> = Api::namespaced(c.clone(), &ns_op);
+        let mut children_at = None;
+        loop {
+            if children_at.is_none()
+                && count(&pods).await == n
+                && count(&svcs).await == n
+                && count(&secrets).await >= n
+            {
+                children_at = Some(start.elapsed());
+            }
+            let list = agents_op.list(&ListParams::default()).await.unwrap();
+            let active = list
+                .items
+                .iter()
+                .filter(|a| a.status.as_ref().and_then(|s| s.phase) == Some(AgentPhase::Active))
+                .count();
+            if active == n {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(900),
+                "timed out: {active}/{n} Active"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let active = start.elapsed();
+        let children = children_at.unwrap_or(active);
+        let (_, peak) = op.rss();
+        let writes = op.metric("exo_operator_api_writes_total").unwrap_or(0);
+        op.stop();
+        s.add("op_children_s", children.as_secs_f64());
+        s.add("op_active_s", active.as_secs_f64());
+        s.add("op_peak_mib", peak);
+        s.add("op_writes", writes as f64);
+
+        // Steady state: a restart over the unchanged fleet.
+        let op = Op::start(&ns_op, &kc);
+        wait_until("a full resync", Duration::from_secs(300), || {
+            let r = op.metric("exo_operator_reconciles_total").unwrap_or(0);
+            async move { r >= n as u64 }
+        })
+        .await;
+        let resync_writes = op
+            .metric("exo_operator_api_writes_total")
+            .unwrap_or(u64::MAX);
+        let (rss_now, _) = op.rss();
+        op.stop();
+        s.add("resync_writes", resync_writes as f64);
+        s.add("resync_rss_mib", rss_now);
+
+        // kubectl apply --server-side of the same rendered children.
+        let mut items = Vec::new();
+        for a in &kc_agents {
+            let owner = Owner::of(a).unwrap();
+            let mut token = [0u8; 32];
+            getrandom::fill(&mut token).unwrap();
+            items.push(
+                serde_json::to_value(build::agent_pod(&owner, &a.spec, &[]).unwrap()).unwrap(),
+            );
+            items.push(serde_json::to_value(build::agent_service(&owner).unwrap()).unwrap());
+            items.push(
+                serde_json::to_value(build::agent_secret(&owner, &hex::encode(token))).unwrap(),
+            );
+        }
+        for (item, kind) in items
+            .iter_mut()
+            .zip(["Pod", "Service", "Secret"].iter().cycle())
+        {
+            item["apiVersion"] = "v1".into();
+            item["kind"] = (*kind).into();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("children.json");
+        std::fs::write(
+            &file,
+            serde_json::to_vec(
+                &serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let out = Command::new("/usr/bin/time")
+            .args([
+                "-f",
+                "BENCH %e %M",
+                "kubectl",
+                "apply",
+                "--server-side",
+                "--field-manager",
+                "exo-bench",
+                "-f",
+            ])
+            .arg(&file)
+            .env("KUBECONFIG", &kc)
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let line = err
+            .lines()
+            .find(|l| l.starts_with("BENCH "))
+            .expect("time output");
+        let mut parts = line.split_whitespace().skip(1);
+        let secs: f64 = parts.next().unwrap().parse().unwrap();
+        let kb: f64 = parts.next().unwrap().parse().unwrap();
+        assert!(out.status.success(), "kubectl apply failed: {err}");
+        s.add("kubectl_s", secs);
+        s.add("kubectl_peak_mib", kb / 1024.0);
+        let kpods: Api<Pod> = Api::namespaced(c.clone(), &ns_kc);
+        assert_eq!(count(&kpods).await, n);
+
+        delete_ns(&c, &ns_op).await;
+        delete_ns(&c, &ns_kc).await;
+        eprintln!(
+            "  operator: children {:.1}s, active {:.1}s, peak {:.0} MiB, writes {writes}, resync writes {resync_writes}; kubectl: {secs:.1}s, {:.0} MiB",
+            children.as_secs_f64(),
+            active.as_secs_f64(),
+            peak,
+            kb / 1024.0
+        );
+    }
+
+    // RSS while watching `watched` objects: disabled Tools (no children).
+    eprintln!("watching {watched} objects");
+    let ns_w = format!("bench-watch-{tag}");
+    create_ns(&c, &ns_w).await;
+    let tools: Api<Tool> = Api::namespaced(c.clone(), &ns_w);
+    let objs = (0..watched)
+        .map(|i| {
+            Tool::new(
+                &format!("t{i}"),
+                ToolSpec {
+                    container: Container {
+                        image: digest(3),
+                        ..Container::default()
+                    },
+                    enabled: false,
+                    port: None,
+                },
+            )
+        })
+        .collect();
+    create_all(&tools, objs).await;
+    let op = Op::start(&ns_w, &kc);
+    let start = Instant::now();
+    wait_until("every tool reconciled", Duration::from_secs(900), || {
+        let r = op.metric("exo_operator_reconciles_total").unwrap_or(0);
+        async move { r >= watched as u64 }
+    })
+    .await;
+    let watch_reconcile = start.elapsed();
+    let (watch_rss, watch_peak) = op.rss();
+    op.stop();
+    delete_ns(&c, &ns_w).await;
+
+    println!("| measure ({n} Agents, {runs} runs, medians) | value |");
+    println!("| --- | --- |");
+    println!(
+        "| operator cold: all {} children exist | {:.1} s |",
+        3 * n,
+        s.median("op_children_s")
+    );
+    println!(
+        "| operator cold: all Agents `Active` (incl. scheduling, status) | {:.1} s |",
+        s.median("op_active_s")
+    );
+    println!(
+        "| operator peak RSS (cold run) | {:.0} MiB |",
+        s.median("op_peak_mib")
+    );
+    println!(
+        "| operator API writes (cold run) | {:.0} |",
+        s.median("op_writes")
+    );
+    println!(
+        "| `kubectl apply --server-side` of the same {} children | {:.1} s |",
+        3 * n,
+        s.median("kubectl_s")
+    );
+    println!(
+        "| kubectl peak RSS | {:.0} MiB |",
+        s.median("kubectl_peak_mib")
+    );
+    println!(
+        "| ratio operator children / kubectl apply | {:.2} |",
+        s.median("op_children_s") / s.median("kubectl_s")
+    );
+    println!(
+        "| steady-state restart: API writes | {:.0} |",
+        s.median("resync_writes")
+    );
+    println!(
+        "| steady-state RSS after resync | {:.0} MiB |",
+        s.median("resync_rss_mib")
+    );
+    println!(
+        "| {watched} watched Tools: time to reconcile all | {:.1} s |",
+        watch_reconcile.as_secs_f64()
+    );
+    println!("| {watched} watched Tools: RSS (peak) | {watch_rss:.0} MiB ({watch_peak:.0} MiB) |");
+    println!("\nraw: {:?}", s.0);
+}

@@ -1,0 +1,185 @@
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a test failure
+//! The operator as a process: endpoints, leader election and failover
+//! between two replicas, and idempotency (a restart over an unchanged
+//! fleet writes nothing).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use exo::crd::{Agent, AgentFS, AgentPhase, Tool};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
+use kube::api::{Api, ListParams};
+use support::eventually;
+use support::operator::{
+    OperatorProcess, agent, agentfs, create, mount, restricted_namespace, tool, wait_for,
+};
+
+fn phase(a: &Agent) -> Option<AgentPhase> {
+    a.status.as_ref()?.phase
+}
+
+async fn versions<K>(api: &Api<K>) -> BTreeMap<String, String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|o| {
+            (
+                o.meta().name.clone().unwrap(),
+                o.meta().resource_version.clone().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// resourceVersions of every object of the fleet and its children.
+async fn fleet(ns: &support::TestNamespace) -> BTreeMap<String, String> {
+    let mut all = BTreeMap::new();
+    let prefix = |kind: &str, m: BTreeMap<String, String>| {
+        m.into_iter()
+            .map(move |(k, v)| (format!("{kind}/{k}"), v))
+            .collect::<Vec<_>>()
+    };
+    all.extend(prefix("agent", versions(&ns.api::<Agent>()).await));
+    all.extend(prefix("tool", versions(&ns.api::<Tool>()).await));
+    all.extend(prefix("agentfs", versions(&ns.api::<AgentFS>()).await));
+    all.extend(prefix("pod", versions(&ns.api::<Pod>()).await));
+    all.extend(prefix("service", versions(&ns.api::<Service>()).await));
+    all.extend(prefix("secret", versions(&ns.api::<Secret>()).await));
+    all.extend(prefix(
+        "pvc",
+        versions(&ns.api::<PersistentVolumeClaim>()).await,
+    ));
+    all
+}
+
+#[tokio::test]
+async fn restart_over_an_unchanged_fleet_makes_zero_writes() {
+    let ns = restricted_namespace("op-idem").await;
+    let mut op = OperatorProcess::start(&ns.name, "first");
+    let agents = ns.api::<Agent>();
+    create(&ns.api::<AgentFS>(), &agentfs("ws", "1Gi", "2Gi", false)).await;
+    for i in 0..5 {
+        let mut a = agent(&format!("a{i}"));
+        a.spec.filesystems = Some(vec![mount("ws", None, i % 2 == 0)]);
+        create(&agents, &a).await;
+    }
+    create(&ns.api::<Tool>(), &tool("t", true)).await;
+    create(&ns.api::<Tool>(), &tool("off", false)).await;
+    for i in 0..5 {
+        wait_for(&agents, &format!("a{i}"), "Active", |a| {
+            phase(a) == Some(AgentPhase::Active)
+        })
+        .await;
+    }
+    wait_for(&ns.api::<AgentFS>(), "ws", "all five mounting", |f| {
+        f.status.as_ref().is_some_and(|s| s.mounted_by.len() == 5)
+    })
+    .await;
+    wait_for(&ns.api::<Tool>(), "t", "Ready", |t| {
+        t.status.as_ref().and_then(|s| s.phase) == Some(exo::crd::ToolPhase::Ready)
+    })
+    .await;
+    assert!(op.writes() > 0, "the first run did write");
+    op.terminate();
+
+    let before = fleet(&ns).await;
+    let second = OperatorProcess::start(&ns.name, "second");
+    second.wait_ready().await;
+    second.wait_leader().await;
+    // Leadership triggers a full re-reconcile; wait until every object was
+    // reconciled at least once by this replica.
+    let objects = 5 + 2 + 1;
+    eventually(
+        "the second replica to reconcile everything",
+        Duration::from_secs(30),
+        || async {
+            let n = second.metric("exo_operator_reconciles_total")?;
+            (n >= objects).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        second.writes(),
+        0,
+        "a restart over an unchanged fleet wrote:\n{}",
+        second.get("/metrics").unwrap().1
+    );
+    assert_eq!(fleet(&ns).await, before, "resourceVersions changed");
+}
+
+#[tokio::test]
+async fn endpoints_and_leader_failover_between_two_replicas() {
+    let ns = restricted_namespace("op-lead").await;
+    let mut one = OperatorProcess::start(&ns.name, "one");
+    one.wait_ready().await;
+    one.wait_leader().await;
+    let two = OperatorProcess::start(&ns.name, "two");
+    two.wait_ready().await;
+
+    // Endpoints: health with capabilities, readiness, metrics.
+    let (code, body) = two.get("/healthz").unwrap();
+    assert_eq!(code, 200);
+    assert!(body.contains("mount-filesystems"), "{body}");
+    assert_eq!(two.get("/readyz").unwrap().0, 200);
+    let (_, metrics) = two.get("/metrics").unwrap();
+    assert!(metrics.contains("exo_operator_leader 0"), "{metrics}");
+    assert_eq!(two.get("/nope").unwrap().0, 404);
+
+    // The Lease names the leader and advertises the capability.
+    let leases: Api<Lease> = ns.api();
+    let lease = leases.get("exo-operator").await.unwrap();
+    assert_eq!(lease.spec.unwrap().holder_identity.as_deref(), Some("one"));
+    assert_eq!(
+        lease.metadata.annotations.unwrap()["autonomic.sh/capabilities"],
+        "mount-filesystems"
+    );
+
+    // Only the leader reconciles.
+    let agents = ns.api::<Agent>();
+    create(&agents, &agent("x")).await;
+    wait_for(&agents, "x", "Active", |a| {
+        phase(a) == Some(AgentPhase::Active)
+    })
+    .await;
+    assert!(one.writes() > 0);
+    assert_eq!(two.writes(), 0, "the standby wrote");
+
+    // Kill the leader without a chance to release: the standby takes over
+    // once the Lease expires, and reconciles.
+    one.kill();
+    two.wait_leader().await;
+    let lease = leases.get("exo-operator").await.unwrap().spec.unwrap();
+    assert_eq!(lease.holder_identity.as_deref(), Some("two"));
+    assert!(lease.lease_transitions.unwrap() >= 1);
+    create(&agents, &agent("y")).await;
+    wait_for(&agents, "y", "Active under the new leader", |a| {
+        phase(a) == Some(AgentPhase::Active)
+    })
+    .await;
+    assert!(two.writes() > 0);
+}
+
+#[tokio::test]
+async fn graceful_stop_releases_the_lease() {
+    let ns = restricted_namespace("op-release").await;
+    let mut one = OperatorProcess::start(&ns.name, "one");
+    one.wait_leader().await;
+    let status = one.terminate();
+    assert!(status.success(), "exit status {status:?}\n{}", one.log());
+    let lease = ns
+        .api::<Lease>()
+        .get("exo-operator")
+        .await
+        .unwrap()
+        .spec
+        .unwrap();
+    assert_eq!(lease.holder_identity, None, "the lease was released");
+}
