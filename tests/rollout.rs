@@ -76,13 +76,21 @@ fn tenants(prefix: &str) -> Vec<String> {
 }
 
 /// Appends `env` to the runtime (or tool) container of a manifest.
-fn add_env(files: &mut BTreeMap<String, Vec<u8>>, path: &str, container_key: &str, name: &str, value: &str) {
+fn add_env(
+    files: &mut BTreeMap<String, Vec<u8>>,
+    path: &str,
+    container_key: &str,
+    name: &str,
+    value: &str,
+) {
     let text = String::from_utf8(files[path].clone()).unwrap();
     let needle = format!("  {container_key}:\n");
     assert!(text.contains(&needle), "{path} has no {container_key}");
     let text = text.replacen(
         &needle,
-        &format!("  {container_key}:\n    env:\n      - name: {name}\n        value: \"{value}\"\n"),
+        &format!(
+            "  {container_key}:\n    env:\n      - name: {name}\n        value: \"{value}\"\n"
+        ),
         1,
     );
     files.insert(path.to_owned(), text.into_bytes());
@@ -100,9 +108,30 @@ impl Operator {
         let log = std::env::temp_dir().join(format!("exo-rollout-{ns}-{identity}.log"));
         let file = std::fs::File::create(&log).unwrap();
         let child = Command::new(EXO)
-            .args(["operator", "run", "--lease-name", "exo-rollout-test", "--lease-namespace", ns])
-            .args(["--identity", identity, "--lease-duration", "3", "--metrics-addr", "127.0.0.1:0"])
-            .args(["--fleet-namespace", ns, "--verify-grace", "3", "--rollout-poll-ms", "200"])
+            .args([
+                "operator",
+                "run",
+                "--lease-name",
+                "exo-rollout-test",
+                "--lease-namespace",
+                ns,
+            ])
+            .args([
+                "--identity",
+                identity,
+                "--lease-duration",
+                "3",
+                "--metrics-addr",
+                "127.0.0.1:0",
+            ])
+            .args([
+                "--fleet-namespace",
+                ns,
+                "--verify-grace",
+                "3",
+                "--rollout-poll-ms",
+                "200",
+            ])
             .arg("--gitops-cache")
             .arg(cache.path())
             .env("KUBECONFIG", kubeconfig)
@@ -112,7 +141,11 @@ impl Operator {
             .stderr(file)
             .spawn()
             .expect("start exo operator run");
-        Operator { child, log, _cache: cache }
+        Operator {
+            child,
+            log,
+            _cache: cache,
+        }
     }
 
     /// SIGKILL: no cleanup, no Lease release.
@@ -145,10 +178,14 @@ impl Fixture {
     async fn new(prefix: &str, files: BTreeMap<String, Vec<u8>>) -> Self {
         let ns = TestNamespace::new(prefix).await;
         support::install_crds(&ns.client).await;
-        let refs: Vec<(&str, &[u8])> = files.iter().map(|(k, v)| (k.as_str(), v.as_slice())).collect();
+        let refs: Vec<(&str, &[u8])> = files
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_slice()))
+            .collect();
         let repo = support::create_git_repo(&format!("fleet-{prefix}"), &refs);
         let work = support::scratch();
-        let clone = git2::Repository::clone(&repo.url, work.path().join("fleet")).expect("clone the fleet");
+        let clone =
+            git2::Repository::clone(&repo.url, work.path().join("fleet")).expect("clone the fleet");
         let mut cfg = clone.config().unwrap();
         cfg.set_str("user.name", "exo-test").unwrap();
         cfg.set_str("user.email", "test@exo.invalid").unwrap();
@@ -158,7 +195,10 @@ impl Fixture {
             "spec": {"url": repo.url, "allowInsecure": true, "interval": "2s"}
         }))
         .unwrap();
-        ns.api::<FleetCr>().create(&PostParams::default(), &fleet).await.expect("create Fleet");
+        ns.api::<FleetCr>()
+            .create(&PostParams::default(), &fleet)
+            .await
+            .expect("create Fleet");
         Fixture {
             prefix: prefix.to_owned(),
             ns,
@@ -185,11 +225,21 @@ impl Fixture {
     }
 
     async fn rollout(&self, tenant: &str) -> Option<Rollout> {
-        Api::<Rollout>::namespaced(self.ns.client.clone(), tenant).get_opt("release").await.ok().flatten()
+        Api::<Rollout>::namespaced(self.ns.client.clone(), tenant)
+            .get_opt("release")
+            .await
+            .ok()
+            .flatten()
     }
 
     /// Waits until `tenant`'s saga is in `phase` on `release`.
-    async fn wait_phase(&self, tenant: &str, release: &str, phase: RolloutPhase, op: &Operator) -> Rollout {
+    async fn wait_phase(
+        &self,
+        tenant: &str,
+        release: &str,
+        phase: RolloutPhase,
+        op: &Operator,
+    ) -> Rollout {
         let what = format!("{tenant} to be {phase:?} on {release}");
         let found = tokio::time::timeout(Duration::from_secs(90), async {
             loop {
@@ -208,24 +258,40 @@ impl Fixture {
             Ok(r) => r,
             Err(_) => {
                 let now = self.rollout(tenant).await.and_then(|r| r.status);
-                panic!("timed out waiting for {what}; status {now:#?}\noperator log tail:\n{}", tail(&op.log()));
+                panic!(
+                    "timed out waiting for {what}; status {now:#?}\noperator log tail:\n{}",
+                    tail(&op.log())
+                );
             }
         }
     }
 
     async fn wait_all(&self, release: &str, op: &Operator) {
         for t in self.tenants() {
-            self.wait_phase(&t, release, RolloutPhase::Verified, op).await;
+            self.wait_phase(&t, release, RolloutPhase::Verified, op)
+                .await;
         }
     }
 
     /// The wave pointers as the served repository's `main` has them.
     fn served_waves(&self) -> exo::release::WavePointers {
         let repo = git2::Repository::open_bare(&self.repo.path).unwrap();
-        let commit = repo.find_reference("refs/heads/main").unwrap().peel_to_commit().unwrap();
-        let entry = commit.tree().unwrap().get_path(Path::new("releases/waves.yaml")).unwrap();
+        let commit = repo
+            .find_reference("refs/heads/main")
+            .unwrap()
+            .peel_to_commit()
+            .unwrap();
+        let entry = commit
+            .tree()
+            .unwrap()
+            .get_path(Path::new("releases/waves.yaml"))
+            .unwrap();
         let blob = repo.find_blob(entry.id()).unwrap();
-        exo::yaml::from_str(Path::new("waves.yaml"), std::str::from_utf8(blob.content()).unwrap()).unwrap()
+        exo::yaml::from_str(
+            Path::new("waves.yaml"),
+            std::str::from_utf8(blob.content()).unwrap(),
+        )
+        .unwrap()
     }
 }
 
@@ -234,13 +300,27 @@ impl Drop for Fixture {
         let names = self.tenants();
         let kubeconfig = support::env().kubeconfig.clone();
         let _ = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
             rt.block_on(async move {
-                let Ok(kc) = kube::config::Kubeconfig::read_from(&kubeconfig) else { return };
-                let Ok(cfg) = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await else { return };
-                let Ok(client) = kube::Client::try_from(cfg) else { return };
+                let Ok(kc) = kube::config::Kubeconfig::read_from(&kubeconfig) else {
+                    return;
+                };
+                let Ok(cfg) = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await
+                else {
+                    return;
+                };
+                let Ok(client) = kube::Client::try_from(cfg) else {
+                    return;
+                };
                 for n in names {
-                    let _ = Api::<Namespace>::all(client.clone()).delete(&n, &DeleteParams::background()).await;
+                    let _ = Api::<Namespace>::all(client.clone())
+                        .delete(&n, &DeleteParams::background())
+                        .await;
                 }
             });
         })
@@ -254,12 +334,26 @@ fn tail(s: &str) -> String {
 }
 
 fn out(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 fn digest_of(release_file: &[u8], component: &str) -> String {
-    let r: exo::release::Release = exo::yaml::from_str(Path::new("r.yaml"), std::str::from_utf8(release_file).unwrap()).unwrap();
-    r.spec.components.iter().find(|c| c.name == component).unwrap().image.clone()
+    let r: exo::release::Release = exo::yaml::from_str(
+        Path::new("r.yaml"),
+        std::str::from_utf8(release_file).unwrap(),
+    )
+    .unwrap();
+    r.spec
+        .components
+        .iter()
+        .find(|c| c.name == component)
+        .unwrap()
+        .image
+        .clone()
 }
 
 #[tokio::test]
@@ -277,7 +371,10 @@ async fn three_waves_roll_out_then_the_canary_rolls_back() {
     let text = out(&o);
     assert_eq!(o.status.code(), Some(0), "{text}\n{}", tail(&op.log()));
     for w in ["canary", "low-risk", "fleet"] {
-        assert!(text.contains(&format!("== wave {w}: verified on {NEW}")), "{text}");
+        assert!(
+            text.contains(&format!("== wave {w}: verified on {NEW}")),
+            "{text}"
+        );
     }
     let waves = fx.served_waves();
     assert_eq!(waves.spec.fleet.release, NEW);
@@ -296,9 +393,20 @@ async fn three_waves_roll_out_then_the_canary_rolls_back() {
             .unwrap()
             .items
             .into_iter()
-            .find(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("agent-")))
+            .find(|p| {
+                p.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("agent-"))
+            })
             .expect("an agent pod");
-        let runtime = agent_pod.spec.unwrap().containers.into_iter().find(|c| c.name == "runtime").unwrap();
+        let runtime = agent_pod
+            .spec
+            .unwrap()
+            .containers
+            .into_iter()
+            .find(|c| c.name == "runtime")
+            .unwrap();
         assert_eq!(runtime.image.as_deref(), Some(new_runtime.as_str()));
     }
     let acme_cms: Vec<String> = Api::<ConfigMap>::namespaced(fx.ns.client.clone(), "rw-acme")
@@ -310,16 +418,34 @@ async fn three_waves_roll_out_then_the_canary_rolls_back() {
         .filter_map(|c| c.metadata.name)
         .filter(|n| n.starts_with("agent-baseline-"))
         .collect();
-    assert_eq!(acme_cms, ["agent-baseline-10c9acf82b"], "the old version is collected once no pod uses it");
+    assert_eq!(
+        acme_cms,
+        ["agent-baseline-10c9acf82b"],
+        "the old version is collected once no pod uses it"
+    );
 
     // Rollback: the canary returns to the release it verified before.
     let o = fx.exo(&["release", "rollback", "--wave", "canary"]);
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
-    assert!(out(&o).contains(&format!("rolled back canary from {NEW} to {OLD}")), "{}", out(&o));
+    assert!(
+        out(&o).contains(&format!("rolled back canary from {NEW} to {OLD}")),
+        "{}",
+        out(&o)
+    );
     assert_eq!(fx.served_waves().spec.canary.release, OLD);
-    fx.wait_phase("rw-platform", OLD, RolloutPhase::Verified, &op).await;
-    let agent: Agent = Api::namespaced(fx.ns.client.clone(), "rw-platform").get("fleet-ops").await.unwrap();
-    assert!(agent.spec.runtime.image.ends_with("480077eb0b3371e681147d241bb265481446f4848f96f31b71bf9fd078a8dabf"));
+    fx.wait_phase("rw-platform", OLD, RolloutPhase::Verified, &op)
+        .await;
+    let agent: Agent = Api::namespaced(fx.ns.client.clone(), "rw-platform")
+        .get("fleet-ops")
+        .await
+        .unwrap();
+    assert!(
+        agent
+            .spec
+            .runtime
+            .image
+            .ends_with("480077eb0b3371e681147d241bb265481446f4848f96f31b71bf9fd078a8dabf")
+    );
     // The other waves stay where they were.
     assert_eq!(fx.served_waves().spec.fleet.release, NEW);
 }
@@ -340,7 +466,10 @@ async fn canary_content_mismatch_stops_the_rollout_and_gates_the_next_wave() {
     src.insert("release-notes.md".into(), b"2026.11.1\n".to_vec());
     let baseline = exo::configmap::Baseline::new("platform-baseline", src.clone());
     for (name, content) in &src {
-        files.insert(format!("configmaps/platform-baseline@{NEW}/{name}"), content.clone());
+        files.insert(
+            format!("configmaps/platform-baseline@{NEW}/{name}"),
+            content.clone(),
+        );
     }
     let rel = format!("releases/{NEW}.yaml");
     let text = String::from_utf8(files[&rel].clone()).unwrap();
@@ -348,14 +477,23 @@ async fn canary_content_mismatch_stops_the_rollout_and_gates_the_next_wave() {
         "platform-baseline",
         files
             .iter()
-            .filter_map(|(p, c)| p.strip_prefix("configmaps/platform-baseline/").map(|n| (n.to_owned(), c.clone())))
+            .filter_map(|(p, c)| {
+                p.strip_prefix("configmaps/platform-baseline/")
+                    .map(|n| (n.to_owned(), c.clone()))
+            })
             .collect(),
     );
     let text = text
         .replace(&old_cm.version(), &baseline.version())
         .replace(&old_cm.sha256, &baseline.sha256);
     files.insert(rel, text.into_bytes());
-    add_env(&mut files, "manifests/cm-platform/fleet-ops.yaml", "runtime", "EXO_TEST_TAMPER_CONFIGMAP", &baseline.version());
+    add_env(
+        &mut files,
+        "manifests/cm-platform/fleet-ops.yaml",
+        "runtime",
+        "EXO_TEST_TAMPER_CONFIGMAP",
+        &baseline.version(),
+    );
 
     let fx = Fixture::new("cm", files).await;
     let op = Operator::start(&fx.ns.name, &support::env().kubeconfig, "a");
@@ -364,15 +502,33 @@ async fn canary_content_mismatch_stops_the_rollout_and_gates_the_next_wave() {
     let o = fx.exo(&["release", "rollout", NEW, "--timeout", "2m"]);
     let text = out(&o);
     assert_eq!(o.status.code(), Some(1), "{text}");
-    assert!(text.contains("== wave canary: tenant cm-platform failed: live content of pod agent-fleet-ops"), "{text}");
+    assert!(
+        text.contains(
+            "== wave canary: tenant cm-platform failed: live content of pod agent-fleet-ops"
+        ),
+        "{text}"
+    );
     assert!(!text.contains("== wave low-risk: promoting"), "{text}");
 
-    let failed = fx.wait_phase("cm-platform", NEW, RolloutPhase::Failed, &op).await.status.unwrap();
-    assert_eq!(failed.current_step.as_deref(), Some("verified/agent-runtime"));
+    let failed = fx
+        .wait_phase("cm-platform", NEW, RolloutPhase::Failed, &op)
+        .await
+        .status
+        .unwrap();
+    assert_eq!(
+        failed.current_step.as_deref(),
+        Some("verified/agent-runtime")
+    );
     assert!(failed.message.unwrap().contains(&baseline.sha256));
     // Later waves are untouched: still verified on the old release.
     let waves = fx.served_waves();
-    assert_eq!((waves.spec.low_risk.release.as_str(), waves.spec.fleet.release.as_str()), (OLD, OLD));
+    assert_eq!(
+        (
+            waves.spec.low_risk.release.as_str(),
+            waves.spec.fleet.release.as_str()
+        ),
+        (OLD, OLD)
+    );
     for t in ["cm-acme", "cm-globex", "cm-initech", "cm-umbrella"] {
         fx.wait_phase(t, OLD, RolloutPhase::Verified, &op).await;
     }
@@ -380,7 +536,11 @@ async fn canary_content_mismatch_stops_the_rollout_and_gates_the_next_wave() {
     // The max-failures gate refuses to promote past the failed canary.
     let o = fx.exo(&["release", "promote", NEW, "--wave", "low-risk"]);
     assert_eq!(o.status.code(), Some(1), "{}", out(&o));
-    assert!(out(&o).contains("gate max-failures: 1 tenant(s) of wave canary failed (cm-platform)"), "{}", out(&o));
+    assert!(
+        out(&o).contains("gate max-failures: 1 tenant(s) of wave canary failed (cm-platform)"),
+        "{}",
+        out(&o)
+    );
     assert_eq!(fx.served_waves().spec.low_risk.release, OLD);
 }
 
@@ -390,7 +550,11 @@ async fn promotion_is_refused_until_the_previous_wave_is_verified_and_soaked() {
     let mut files = example_files("gt");
     let rel = format!("releases/{NEW}.yaml");
     let text = String::from_utf8(files[&rel].clone()).unwrap();
-    let text = text.replacen("gates: {requireVerification: true, soakTime: 0s, maxFailures: 0}", "gates: {requireVerification: true, soakTime: 1h, maxFailures: 0}", 1);
+    let text = text.replacen(
+        "gates: {requireVerification: true, soakTime: 0s, maxFailures: 0}",
+        "gates: {requireVerification: true, soakTime: 1h, maxFailures: 0}",
+        1,
+    );
     files.insert(rel, text.into_bytes());
     let fx = Fixture::new("gt", files).await;
     let op = Operator::start(&fx.ns.name, &support::env().kubeconfig, "a");
@@ -403,12 +567,17 @@ async fn promotion_is_refused_until_the_previous_wave_is_verified_and_soaked() {
 
     let o = fx.exo(&["release", "promote", NEW, "--wave", "canary"]);
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
-    fx.wait_phase("gt-platform", NEW, RolloutPhase::Verified, &op).await;
+    fx.wait_phase("gt-platform", NEW, RolloutPhase::Verified, &op)
+        .await;
 
     // Soak gate: verified, but not for an hour.
     let o = fx.exo(&["release", "promote", NEW, "--wave", "low-risk"]);
     assert_eq!(o.status.code(), Some(1), "{}", out(&o));
-    assert!(out(&o).contains("gate soak-time: wave canary has been verified for"), "{}", out(&o));
+    assert!(
+        out(&o).contains("gate soak-time: wave canary has been verified for"),
+        "{}",
+        out(&o)
+    );
     assert!(out(&o).contains("3600s required"), "{}", out(&o));
     assert_eq!(fx.served_waves().spec.low_risk.release, OLD);
 }
@@ -418,19 +587,37 @@ async fn image_id_mismatch_fails_the_pods_rolled_step() {
     let _serial = SERIAL.lock().await;
     let mut files = example_files("im");
     let wrong = format!("127.0.0.1:25000/exo/broker@sha256:{}", "d".repeat(64));
-    add_env(&mut files, "manifests/im-acme/broker.yaml", "container", "EXO_TEST_IMAGE_ID", &wrong);
+    add_env(
+        &mut files,
+        "manifests/im-acme/broker.yaml",
+        "container",
+        "EXO_TEST_IMAGE_ID",
+        &wrong,
+    );
     let fx = Fixture::new("im", files).await;
     let op = Operator::start(&fx.ns.name, &support::env().kubeconfig, "a");
 
-    let ro = fx.wait_phase("im-acme", OLD, RolloutPhase::Failed, &op).await;
+    let ro = fx
+        .wait_phase("im-acme", OLD, RolloutPhase::Failed, &op)
+        .await;
     let status = ro.status.unwrap();
     assert_eq!(status.current_step.as_deref(), Some("pods-rolled/broker"));
     let msg = status.message.unwrap();
-    assert!(msg.contains(&format!("runs sha256:{}", "d".repeat(64))) && msg.contains("but the release pins sha256:f52395d8"), "{msg}");
-    let done: Vec<&str> = status.steps.iter().filter(|s| s.state == StepState::Done).map(|s| s.name.as_str()).collect();
+    assert!(
+        msg.contains(&format!("runs sha256:{}", "d".repeat(64)))
+            && msg.contains("but the release pins sha256:f52395d8"),
+        "{msg}"
+    );
+    let done: Vec<&str> = status
+        .steps
+        .iter()
+        .filter(|s| s.state == StepState::Done)
+        .map(|s| s.name.as_str())
+        .collect();
     assert_eq!(done, ["configmaps-published", "repointed/broker"]);
     // Other tenants are not held back by one tenant's failure in their wave.
-    fx.wait_phase("im-platform", OLD, RolloutPhase::Verified, &op).await;
+    fx.wait_phase("im-platform", OLD, RolloutPhase::Verified, &op)
+        .await;
 }
 
 /// A kubeconfig for a ServiceAccount bound to the operator's RBAC from
@@ -438,8 +625,12 @@ async fn image_id_mismatch_fails_the_pods_rolled_step() {
 async fn operator_kubeconfig(ns: &TestNamespace, dir: &Path, with_exec: bool) -> PathBuf {
     let client = &ns.client;
     let sa_name = "exo-operator";
-    let sa: ServiceAccount = serde_json::from_value(serde_json::json!({"metadata": {"name": sa_name}})).unwrap();
-    let _ = ns.api::<ServiceAccount>().create(&PostParams::default(), &sa).await;
+    let sa: ServiceAccount =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": sa_name}})).unwrap();
+    let _ = ns
+        .api::<ServiceAccount>()
+        .create(&PostParams::default(), &sa)
+        .await;
     let pp = PatchParams::apply("exo-tests").force();
     let mut docs = Vec::new();
     for f in ["deploy/rbac.yaml", "deploy/rbac-gitops.yaml"] {
@@ -462,16 +653,23 @@ async fn operator_kubeconfig(ns: &TestNamespace, dir: &Path, with_exec: bool) ->
                     continue;
                 }
                 let r: ClusterRole = serde_json::from_value(d).unwrap();
-                Api::<ClusterRole>::all(client.clone()).patch(&name, &pp, &Patch::Apply(&r)).await.unwrap();
+                Api::<ClusterRole>::all(client.clone())
+                    .patch(&name, &pp, &Patch::Apply(&r))
+                    .await
+                    .unwrap();
             }
             "ClusterRoleBinding" => {
                 if !with_exec && name.starts_with("exo-operator-verifier") {
                     continue;
                 }
-                d["roleRef"]["name"] = format!("{}-{suffix}", d["roleRef"]["name"].as_str().unwrap()).into();
+                d["roleRef"]["name"] =
+                    format!("{}-{suffix}", d["roleRef"]["name"].as_str().unwrap()).into();
                 d["subjects"] = serde_json::json!([{"kind": "ServiceAccount", "name": sa_name, "namespace": ns.name}]);
                 let b: ClusterRoleBinding = serde_json::from_value(d).unwrap();
-                Api::<ClusterRoleBinding>::all(client.clone()).patch(&name, &pp, &Patch::Apply(&b)).await.unwrap();
+                Api::<ClusterRoleBinding>::all(client.clone())
+                    .patch(&name, &pp, &Patch::Apply(&b))
+                    .await
+                    .unwrap();
             }
             "Role" => {
                 // The leader-election Role: our Lease name, our namespace.
@@ -482,14 +680,21 @@ async fn operator_kubeconfig(ns: &TestNamespace, dir: &Path, with_exec: bool) ->
                     }
                 }
                 let r: Role = serde_json::from_value(d).unwrap();
-                ns.api::<Role>().patch(&name, &pp, &Patch::Apply(&r)).await.unwrap();
+                ns.api::<Role>()
+                    .patch(&name, &pp, &Patch::Apply(&r))
+                    .await
+                    .unwrap();
             }
             "RoleBinding" => {
                 d["metadata"]["namespace"] = ns.name.clone().into();
-                d["roleRef"]["name"] = format!("{}-{suffix}", d["roleRef"]["name"].as_str().unwrap()).into();
+                d["roleRef"]["name"] =
+                    format!("{}-{suffix}", d["roleRef"]["name"].as_str().unwrap()).into();
                 d["subjects"] = serde_json::json!([{"kind": "ServiceAccount", "name": sa_name, "namespace": ns.name}]);
                 let b: RoleBinding = serde_json::from_value(d).unwrap();
-                ns.api::<RoleBinding>().patch(&name, &pp, &Patch::Apply(&b)).await.unwrap();
+                ns.api::<RoleBinding>()
+                    .patch(&name, &pp, &Patch::Apply(&b))
+                    .await
+                    .unwrap();
             }
             _ => {}
         }
@@ -508,9 +713,21 @@ async fn operator_kubeconfig(ns: &TestNamespace, dir: &Path, with_exec: bool) ->
         .expect("token request");
     let token = token.status.unwrap().token.unwrap();
     let admin = std::fs::read_to_string(&support::env().kubeconfig).unwrap();
-    let server = admin.lines().find_map(|l| l.trim().strip_prefix("server: ")).unwrap().to_owned();
-    let ca = admin.lines().find_map(|l| l.trim().strip_prefix("certificate-authority: ")).unwrap().to_owned();
-    let path = dir.join(if with_exec { "with-exec.kubeconfig" } else { "no-exec.kubeconfig" });
+    let server = admin
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: "))
+        .unwrap()
+        .to_owned();
+    let ca = admin
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("certificate-authority: "))
+        .unwrap()
+        .to_owned();
+    let path = dir.join(if with_exec {
+        "with-exec.kubeconfig"
+    } else {
+        "no-exec.kubeconfig"
+    });
     std::fs::write(
         &path,
         format!(
@@ -530,15 +747,31 @@ async fn missing_exec_rbac_waits_and_a_killed_operator_resumes_without_repeating
     let mut op = Operator::start(&fx.ns.name, &no_exec, "first");
 
     // Without pods/exec the verifier cannot act: Waiting, with the reason.
-    let waiting = fx.wait_phase("rs-acme", OLD, RolloutPhase::Waiting, &op).await.status.unwrap();
-    assert_eq!(waiting.current_step.as_deref(), Some("verified/agent-runtime"));
-    assert!(waiting.message.as_deref().unwrap().contains("forbidden") && waiting.message.as_deref().unwrap().contains("RBAC"), "{waiting:#?}");
+    let waiting = fx
+        .wait_phase("rs-acme", OLD, RolloutPhase::Waiting, &op)
+        .await
+        .status
+        .unwrap();
+    assert_eq!(
+        waiting.current_step.as_deref(),
+        Some("verified/agent-runtime")
+    );
+    assert!(
+        waiting.message.as_deref().unwrap().contains("forbidden")
+            && waiting.message.as_deref().unwrap().contains("RBAC"),
+        "{waiting:#?}"
+    );
     let before: BTreeMap<String, (StepState, Option<String>, Option<String>)> = waiting
         .steps
         .iter()
         .map(|s| {
-            let t = |x: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| x.as_ref().map(|t| t.0.to_string());
-            (s.name.clone(), (s.state, t(&s.started_at), t(&s.finished_at)))
+            let t = |x: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
+                x.as_ref().map(|t| t.0.to_string())
+            };
+            (
+                s.name.clone(),
+                (s.state, t(&s.started_at), t(&s.finished_at)),
+            )
         })
         .collect();
     // Still waiting a while later: not skipped, not failed.
@@ -550,16 +783,31 @@ async fn missing_exec_rbac_waits_and_a_killed_operator_resumes_without_repeating
     op.kill9();
     let with_exec = operator_kubeconfig(&fx.ns, dir.path(), true).await;
     let op2 = Operator::start(&fx.ns.name, &with_exec, "second");
-    let done = fx.wait_phase("rs-acme", OLD, RolloutPhase::Verified, &op2).await.status.unwrap();
+    let done = fx
+        .wait_phase("rs-acme", OLD, RolloutPhase::Verified, &op2)
+        .await
+        .status
+        .unwrap();
     for s in &done.steps {
         let (state, started, finished) = &before[&s.name];
-        let t = |x: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| x.as_ref().map(|t| t.0.to_string());
+        let t = |x: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
+            x.as_ref().map(|t| t.0.to_string())
+        };
         if *state == StepState::Done {
             // Completed before the kill: untouched afterwards.
-            assert_eq!((&t(&s.started_at), &t(&s.finished_at)), (started, finished), "step {} was repeated", s.name);
+            assert_eq!(
+                (&t(&s.started_at), &t(&s.finished_at)),
+                (started, finished),
+                "step {} was repeated",
+                s.name
+            );
         }
         if s.name == "verified/agent-runtime" {
-            assert_eq!(&t(&s.started_at), started, "the waiting step resumed rather than restarted");
+            assert_eq!(
+                &t(&s.started_at),
+                started,
+                "the waiting step resumed rather than restarted"
+            );
         }
     }
     assert!(op2.log().contains("step done"), "{}", tail(&op2.log()));
@@ -568,13 +816,29 @@ async fn missing_exec_rbac_waits_and_a_killed_operator_resumes_without_repeating
 
 /// Writes a raw tree (bypassing libgit2's name checks, as an attacker's
 /// git would) and commits it on top of `main`.
-fn commit_raw_tree(repo_path: &Path, mutate: impl FnOnce(&git2::Repository, git2::Oid) -> git2::Oid, message: &str) {
+fn commit_raw_tree(
+    repo_path: &Path,
+    mutate: impl FnOnce(&git2::Repository, git2::Oid) -> git2::Oid,
+    message: &str,
+) {
     let repo = git2::Repository::open_bare(repo_path).unwrap();
-    let head = repo.find_reference("refs/heads/main").unwrap().peel_to_commit().unwrap();
+    let head = repo
+        .find_reference("refs/heads/main")
+        .unwrap()
+        .peel_to_commit()
+        .unwrap();
     let tree_id = mutate(&repo, head.tree_id());
     let tree = repo.find_tree(tree_id).unwrap();
     let sig = git2::Signature::now("mallory", "m@evil.invalid").unwrap();
-    repo.commit(Some("refs/heads/main"), &sig, &sig, message, &tree, &[&head]).unwrap();
+    repo.commit(
+        Some("refs/heads/main"),
+        &sig,
+        &sig,
+        message,
+        &tree,
+        &[&head],
+    )
+    .unwrap();
 }
 
 fn raw_tree(entries: &[(&str, &str, git2::Oid)]) -> Vec<u8> {
@@ -593,51 +857,91 @@ async fn malicious_repositories_are_refused_and_the_last_good_state_stays() {
     let op = Operator::start(&fx.ns.name, &support::env().kubeconfig, "a");
     fx.wait_all(OLD, &op).await;
     let fleets = fx.ns.api::<FleetCr>();
-    let good = fleets.get("fleet").await.unwrap().status.unwrap().applied_commit.unwrap();
+    let good = fleets
+        .get("fleet")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .applied_commit
+        .unwrap();
 
     let refused = |expect: &'static str| {
         let fleets = fleets.clone();
         let good = good.clone();
         async move {
-            eventually(&format!("the Fleet to refuse: {expect}"), Duration::from_secs(30), || {
-                let fleets = fleets.clone();
-                let good = good.clone();
-                async move {
-                    let st = fleets.get("fleet").await.ok()?.status?;
-                    let ready = st.conditions.iter().find(|c| c.type_ == "Ready")?.clone();
-                    (ready.status == "False" && ready.message.contains(expect) && st.applied_commit.as_deref() == Some(good.as_str()))
+            eventually(
+                &format!("the Fleet to refuse: {expect}"),
+                Duration::from_secs(30),
+                || {
+                    let fleets = fleets.clone();
+                    let good = good.clone();
+                    async move {
+                        let st = fleets.get("fleet").await.ok()?.status?;
+                        let ready = st.conditions.iter().find(|c| c.type_ == "Ready")?.clone();
+                        (ready.status == "False"
+                            && ready.message.contains(expect)
+                            && st.applied_commit.as_deref() == Some(good.as_str()))
                         .then_some(ready)
-                }
-            })
+                    }
+                },
+            )
             .await
         }
     };
 
     // A symlink pointing out of the checkout.
-    commit_raw_tree(&fx.repo.path, |repo, base| {
-        let link = repo.blob(b"/etc/passwd").unwrap();
-        let tree = repo.find_tree(base).unwrap();
-        let mut b = repo.treebuilder(Some(&tree)).unwrap();
-        b.insert("escape.yaml", link, 0o120000).unwrap();
-        b.write().unwrap()
-    }, "add a symlink");
+    commit_raw_tree(
+        &fx.repo.path,
+        |repo, base| {
+            let link = repo.blob(b"/etc/passwd").unwrap();
+            let tree = repo.find_tree(base).unwrap();
+            let mut b = repo.treebuilder(Some(&tree)).unwrap();
+            b.insert("escape.yaml", link, 0o120000).unwrap();
+            b.write().unwrap()
+        },
+        "add a symlink",
+    );
     let c = refused("escape.yaml: symlinks are not allowed").await;
     assert_eq!(c.reason, "CheckoutRefused");
 
     // A `..` path component, written as raw git objects.
-    commit_raw_tree(&fx.repo.path, |repo, base| {
-        let blob = repo.blob(b"kind: Agent\n").unwrap();
-        let inner = repo.odb().unwrap().write(git2::ObjectType::Tree, &raw_tree(&[("100644", "owned.yaml", blob)])).unwrap();
-        let tree = repo.find_tree(base).unwrap();
-        let mut entries: Vec<(String, String, git2::Oid)> = tree
-            .iter()
-            .filter(|e| e.name().ok() != Some("escape.yaml"))
-            .map(|e| (format!("{:o}", e.filemode()), e.name().unwrap().to_owned(), e.id()))
-            .collect();
-        entries.insert(0, ("40000".into(), "..".into(), inner));
-        let refs: Vec<(&str, &str, git2::Oid)> = entries.iter().map(|(m, n, o)| (m.as_str(), n.as_str(), *o)).collect();
-        repo.odb().unwrap().write(git2::ObjectType::Tree, &raw_tree(&refs)).unwrap()
-    }, "add a traversal");
+    commit_raw_tree(
+        &fx.repo.path,
+        |repo, base| {
+            let blob = repo.blob(b"kind: Agent\n").unwrap();
+            let inner = repo
+                .odb()
+                .unwrap()
+                .write(
+                    git2::ObjectType::Tree,
+                    &raw_tree(&[("100644", "owned.yaml", blob)]),
+                )
+                .unwrap();
+            let tree = repo.find_tree(base).unwrap();
+            let mut entries: Vec<(String, String, git2::Oid)> = tree
+                .iter()
+                .filter(|e| e.name().ok() != Some("escape.yaml"))
+                .map(|e| {
+                    (
+                        format!("{:o}", e.filemode()),
+                        e.name().unwrap().to_owned(),
+                        e.id(),
+                    )
+                })
+                .collect();
+            entries.insert(0, ("40000".into(), "..".into(), inner));
+            let refs: Vec<(&str, &str, git2::Oid)> = entries
+                .iter()
+                .map(|(m, n, o)| (m.as_str(), n.as_str(), *o))
+                .collect();
+            repo.odb()
+                .unwrap()
+                .write(git2::ObjectType::Tree, &raw_tree(&refs))
+                .unwrap()
+        },
+        "add a traversal",
+    );
     let c = refused("..: path component leaves the checkout").await;
     assert_eq!(c.reason, "CheckoutRefused");
 
@@ -649,7 +953,11 @@ async fn malicious_repositories_are_refused_and_the_last_good_state_stays() {
 
     // A plain-http URL without allowInsecure is refused by policy.
     fleets
-        .patch("fleet", &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"allowInsecure": false}})))
+        .patch(
+            "fleet",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"allowInsecure": false}})),
+        )
         .await
         .unwrap();
     let c = refused("is not allowed; use https://").await;

@@ -92,6 +92,16 @@ async fn rollouts(client: &kube::Client) -> Result<Vec<Rollout>, u8> {
         })
 }
 
+/// The Rollouts of this fleet's tenants (a cluster may follow several fleets).
+async fn fleet_rollouts(client: &kube::Client, fleet: &Fleet) -> Result<Vec<Rollout>, u8> {
+    let mut all = rollouts(client).await?;
+    all.retain(|r| {
+        fleet.tenants.contains_key(&r.spec.tenant)
+            && r.metadata.namespace.as_deref() == Some(r.spec.tenant.as_str())
+    });
+    Ok(all)
+}
+
 /// Asks every Fleet to sync now (best effort: the interval catches up anyway).
 async fn request_sync(client: &kube::Client) {
     let Ok(list) = Api::<FleetCr>::all(client.clone())
@@ -153,7 +163,7 @@ async fn promote(
         .find(|w| w.name == wave)
         .map(|w| w.gates.clone())
         .unwrap_or_default();
-    let all = rollouts(client).await?;
+    let all = fleet_rollouts(client, fleet).await?;
     if let Err(g) = gates::check(wave, release, &gate, &all, now_secs()) {
         eprintln!("exo release promote: refusing to promote {release} to {wave}: {g}");
         return Err(exit::FINDINGS);
@@ -233,7 +243,7 @@ pub fn run_rollback(args: &RollbackArgs) -> u8 {
             Ok(c) => c,
             Err(code) => return code,
         };
-        let all = match rollouts(&client).await {
+        let all = match fleet_rollouts(&client, &fleet).await {
             Ok(r) => r,
             Err(code) => return code,
         };
@@ -485,7 +495,7 @@ pub fn run_rollout(args: &RolloutArgs) -> u8 {
                 ));
                 return code;
             }
-            match wait_for_wave(&client, &mp, wave, &args.release, timeout, &say).await {
+            match wait_for_wave(&client, &fleet, &mp, wave, &args.release, timeout, &say).await {
                 Ok(()) => say(format!("== wave {wave}: verified on {}", args.release)),
                 Err(why) => {
                     say(format!("== wave {wave}: {why}; stopping"));
@@ -506,6 +516,7 @@ pub fn run_rollout(args: &RolloutArgs) -> u8 {
 
 async fn wait_for_wave(
     client: &kube::Client,
+    fleet: &Fleet,
     mp: &MultiProgress,
     wave: WaveName,
     release: &str,
@@ -519,7 +530,7 @@ async fn wait_for_wave(
         .unwrap_or_else(|_| ProgressStyle::default_bar());
     let mut reported: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     loop {
-        let all = rollouts(client)
+        let all = fleet_rollouts(client, fleet)
             .await
             .map_err(|_| "cannot read Rollouts".to_owned())?;
         let rows: Vec<TenantStatus> = summarize(&all)

@@ -385,7 +385,10 @@ async fn project(ctx: &StepCtx<'_>) -> Outcome {
         match result {
             Ok(true) => {}
             Ok(false) => {
-                return Outcome::Pending(format!("{} {name}: projection not visible yet", w.kind()));
+                return Outcome::Pending(format!(
+                    "{} {name}: projection not visible yet",
+                    w.kind()
+                ));
             }
             Err(e) => return blocked(&format!("annotate {} {name}", w.kind()), &e),
         }

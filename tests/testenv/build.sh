@@ -35,7 +35,7 @@ progress() {
        END { printf "[testenv build] %s: %d packages compiled\n", what, n > "/dev/stderr" }'
 }
 
-log "kube-apiserver, kube-controller-manager, kube-scheduler ${K8S_VERSION} and etcd (cold: ~20 min on 2 cores)"
+log "kube-apiserver, kube-controller-manager, kube-scheduler ${K8S_VERSION} and etcd (cold: about 8 minutes on 2 cores)"
 (
   cd "$here/kube"
   K8S_VERSION=$K8S_VERSION ./gen-gomod.sh
