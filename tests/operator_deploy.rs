@@ -75,7 +75,13 @@ async fn kustomization_applies_and_its_rbac_is_enough_to_operate() {
     );
     assert!(out.contains("deployment.apps/exo-operator"), "{out}");
 
-    let (ok, out) = kubectl(&["apply", "-f", "deploy/rbac.yaml"]);
+    let (ok, out) = kubectl(&[
+        "apply",
+        "-f",
+        "deploy/rbac.yaml",
+        "-f",
+        "deploy/rbac-gitops.yaml",
+    ]);
     assert!(ok, "{out}");
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = service_account_kubeconfig(dir.path());

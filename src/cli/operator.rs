@@ -133,7 +133,8 @@ fn run_operator(args: RunArgs) -> u8 {
             cache_dir: args.gitops_cache.clone(),
             poll: Duration::from_millis(args.rollout_poll_ms.max(50)),
             verify_grace: Duration::from_secs(args.verify_grace),
-            fleet_namespace: args.fleet_namespace.clone(),
+            // A namespace-scoped operator follows only its own namespace's Fleets.
+            fleet_namespace: args.fleet_namespace.clone().or_else(|| args.namespace.clone()),
         };
         leader_tasks.push(std::sync::Arc::new(move |client| {
             Box::pin(crate::rollout::engine::run(client, engine.clone()))
