@@ -9,8 +9,11 @@ use kube::api::{Api, AttachParams, DeleteParams, ListParams, Patch, PatchParams,
 use kube::{Client, ResourceExt};
 use tokio::io::AsyncReadExt;
 
+use futures::StreamExt;
+
 use super::saga::{
-    Outcome, StepKind, Workload, baselines_needed, digest_of_image_id, groups, parse_hash_output,
+    Outcome, StepKind, Workload, baselines_needed, combine, digest_of_image_id, groups,
+    parse_hash_output,
 };
 use crate::configmap::{self, ANNOTATION_SHA256, LABEL_MANAGED_BY, LABEL_SOURCE};
 use crate::crd::{Agent, Tool};
@@ -69,6 +72,22 @@ fn blocked(what: &str, e: &kube::Error) -> Outcome {
     } else {
         Outcome::Pending(format!("{what}: {e}"))
     }
+}
+
+/// Workloads of one step handled at once, per tenant.
+const STEP_CONCURRENCY: usize = 16;
+
+/// Runs the per-workload futures a bounded number at a time and combines
+/// their outcomes (the worst wins).
+async fn each<Fut>(futures: Vec<Fut>) -> Outcome
+where
+    Fut: std::future::Future<Output = Outcome>,
+{
+    let outcomes: Vec<Outcome> = futures::stream::iter(futures)
+        .buffer_unordered(STEP_CONCURRENCY)
+        .collect()
+        .await;
+    combine(outcomes)
 }
 
 pub async fn execute(kind: &StepKind, ctx: &StepCtx<'_>) -> Outcome {
@@ -168,8 +187,12 @@ fn owned_meta(w_meta: &kube::api::ObjectMeta, namespace: &str) -> serde_json::Va
 }
 
 async fn repoint(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
+    each(workloads.iter().map(|w| repoint_one(ctx, w)).collect()).await
+}
+
+async fn repoint_one(ctx: &StepCtx<'_>, w: &Workload) -> Outcome {
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    for w in workloads {
+    {
         let name = w.name().to_owned();
         let result = match w {
             Workload::Agent(a) => {
@@ -233,8 +256,19 @@ fn expects_pod(w: &Workload) -> bool {
 }
 
 async fn pods_rolled(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
+    each(
+        workloads
+            .iter()
+            .filter(|w| expects_pod(w))
+            .map(|w| pod_rolled(ctx, w))
+            .collect(),
+    )
+    .await
+}
+
+async fn pod_rolled(ctx: &StepCtx<'_>, w: &Workload) -> Outcome {
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ctx.namespace);
-    for w in workloads.iter().filter(|w| expects_pod(w)) {
+    {
         let name = pod_name(w);
         let pod = match api.get_opt(&name).await {
             Ok(Some(p)) => p,
@@ -297,11 +331,31 @@ async fn pods_rolled(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
 }
 
 async fn verify_live(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ctx.namespace);
     let expected: BTreeMap<String, Option<String>> = baselines_needed(workloads, ctx.release);
-    for w in workloads.iter().filter(|w| expects_pod(w)) {
-        let Workload::Agent(a) = w else { continue };
-        let Some(b) = &a.spec.baseline else { continue };
+    let expected = &expected;
+    each(
+        workloads
+            .iter()
+            .filter(|w| expects_pod(w))
+            .map(|w| verify_one(ctx, w, expected))
+            .collect(),
+    )
+    .await
+}
+
+async fn verify_one(
+    ctx: &StepCtx<'_>,
+    w: &Workload,
+    expected: &BTreeMap<String, Option<String>>,
+) -> Outcome {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ctx.namespace);
+    {
+        let Workload::Agent(a) = w else {
+            return Outcome::Done;
+        };
+        let Some(b) = &a.spec.baseline else {
+            return Outcome::Done;
+        };
         let Some(Some(want)) = expected.get(&b.config_map) else {
             return Outcome::Failed(format!(
                 "baseline {} is not in release {}",

@@ -238,6 +238,25 @@ pub enum Outcome {
     Failed(String),
 }
 
+/// Combines the outcomes of one step over many workloads: any failure
+/// fails the step, then a missing actuator, then anything still pending;
+/// only all-done is done.
+pub fn combine(outcomes: impl IntoIterator<Item = Outcome>) -> Outcome {
+    let mut worst = Outcome::Done;
+    let rank = |o: &Outcome| match o {
+        Outcome::Done => 0,
+        Outcome::Pending(_) => 1,
+        Outcome::Waiting(_) => 2,
+        Outcome::Failed(_) => 3,
+    };
+    for o in outcomes {
+        if rank(&o) > rank(&worst) {
+            worst = o;
+        }
+    }
+    worst
+}
+
 /// A fresh saga for `release`: every step Pending.
 pub fn fresh_status(
     previous: Option<&RolloutStatus>,
@@ -420,6 +439,17 @@ mod tests {
         let mut failed = again.clone();
         record(&mut failed, 0, &Outcome::Failed("hash".into()), &now);
         assert_eq!(failed.phase, Some(RolloutPhase::Failed));
+    }
+
+    #[test]
+    fn the_worst_outcome_wins() {
+        let p = Outcome::Pending("p".into());
+        let w = Outcome::Waiting("w".into());
+        let f = Outcome::Failed("f".into());
+        assert_eq!(combine(vec![]), Outcome::Done);
+        assert_eq!(combine(vec![Outcome::Done, p.clone()]), p);
+        assert_eq!(combine(vec![p.clone(), w.clone(), Outcome::Done]), w);
+        assert_eq!(combine(vec![w, f.clone(), p]), f);
     }
 
     #[test]
