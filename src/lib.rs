@@ -6,5 +6,8 @@
 
 pub mod cli;
 pub mod configmap;
+pub mod controlplane;
 pub mod crd;
+pub mod upstream;
+pub mod wire;
 pub mod yaml;

@@ -6,7 +6,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod config;
+pub mod control_plane;
 pub mod crd;
+pub mod operator;
+pub mod operator_connect;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -26,6 +29,11 @@ pub enum Command {
     Config(config::ConfigCommand),
     /// Print the CustomResourceDefinitions generated from the Rust types.
     Crd(crd::CrdArgs),
+    /// The reference control plane: serve, deployments and tokens.
+    ControlPlane(control_plane::ControlPlaneArgs),
+    /// The in-cluster operator.
+    #[command(subcommand)]
+    Operator(operator::OperatorCommand),
 }
 
 /// Exit codes shared by every verb.
@@ -42,6 +50,8 @@ pub fn run(cli: Cli) -> ExitCode {
     let code = match cli.command {
         Command::Config(cmd) => config::run(cmd),
         Command::Crd(args) => crd::run(args),
+        Command::ControlPlane(args) => control_plane::run(args),
+        Command::Operator(cmd) => operator::run(cmd),
     };
     ExitCode::from(code)
 }
