@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod attach;
 pub mod config;
 pub mod control_plane;
 pub mod crd;
@@ -31,6 +32,8 @@ pub enum Command {
     Crd(crd::CrdArgs),
     /// The reference control plane: serve, deployments and tokens.
     ControlPlane(control_plane::ControlPlaneArgs),
+    /// A shell in an agent's pod, through the control plane.
+    Attach(attach::AttachArgs),
     /// The in-cluster operator.
     #[command(subcommand)]
     Operator(operator::OperatorCommand),
@@ -52,6 +55,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Crd(args) => crd::run(args),
         Command::ControlPlane(args) => control_plane::run(args),
         Command::Operator(cmd) => operator::run(cmd),
+        Command::Attach(args) => attach::run(args),
     };
     ExitCode::from(code)
 }

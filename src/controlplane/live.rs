@@ -299,6 +299,18 @@ impl Live {
         Ok(rx)
     }
 
+    /// Sends a frame (no answer expected) to the deployment's live connection.
+    pub fn send_frame(&self, deployment: &str, frame: Frame) -> Result<(), LiveError> {
+        let deps = self.deps()?;
+        let conn = deps
+            .get(deployment)
+            .and_then(|d| d.conn.as_ref())
+            .ok_or_else(|| LiveError::Offline(deployment.to_owned()))?;
+        conn.tx
+            .send(ToSocket::Send(Box::new(frame)))
+            .map_err(|_| LiveError::Offline(deployment.to_owned()))
+    }
+
     /// Delivers a result; only the session the request was sent on may answer it.
     pub fn complete(&self, deployment: &str, session: &str, result: CommandResult) -> bool {
         let Ok(mut w) = self.waiters.lock() else {

@@ -8,6 +8,7 @@
 //! endpoint) and `api` (HTTP).
 
 pub mod api;
+pub mod attach;
 pub mod live;
 pub mod resources;
 pub mod store;
@@ -100,6 +101,7 @@ pub struct App {
     pub store: Store,
     pub live: Live,
     pub stats: Stats,
+    pub attaches: attach::Sessions,
 }
 
 pub fn router(app: Arc<App>) -> Router {
@@ -113,6 +115,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/v1/deployments/{name}/resources", get(api::resources))
         .route("/api/v1/deployments/{name}/audit", get(api::audit))
         .route("/api/v1/deployments/{name}/commands", post(api::command))
+        .route("/api/v1/deployments/{name}/attach", get(attach::attach))
         .route(
             "/api/v1/deployments/{name}/pod-control",
             post(api::pod_control),
@@ -146,6 +149,7 @@ pub async fn serve(
         cfg,
         store,
         stats: Stats::default(),
+        attaches: attach::Sessions::default(),
     });
     axum::serve(listener, router(app))
         .with_graceful_shutdown(shutdown)

@@ -377,7 +377,16 @@ impl Session {
                 }
                 self.app.live.with_session(&dep, &self.session, |_| Ok(()))
             }
-            Frame::Hello(_) | Frame::Welcome(_) | Frame::Command(_) | Frame::PodControl(_) => {
+            f @ (Frame::AttachData(_) | Frame::AttachClose(_)) => {
+                self.app.attaches.deliver(&dep, f);
+                self.app.live.with_session(&dep, &self.session, |_| Ok(()))
+            }
+            Frame::Hello(_)
+            | Frame::Welcome(_)
+            | Frame::Command(_)
+            | Frame::PodControl(_)
+            | Frame::AttachOpen(_)
+            | Frame::AttachResize(_) => {
                 self.app.stats.frames_rejected.fetch_add(1, ORD);
                 return Err(Outcome::Close(
                     close::PROTOCOL_ERROR,

@@ -464,6 +464,8 @@ impl Ctx {
         );
         let mut idle_tick = tokio::time::interval(Duration::from_millis(500));
         let mut last_rx = Instant::now();
+        let mut attaches: std::collections::HashMap<String, super::attach::AttachHandle> =
+            std::collections::HashMap::new();
         loop {
             tokio::select! {
                 _ = &mut *shutdown => return End::Shutdown,
@@ -533,6 +535,38 @@ impl Ctx {
                                     }).await;
                                     debug!(id, ok = r, "pod control done");
                                 });
+                            }
+                            Ok(Frame::AttachOpen(open)) => {
+                                let tx = ctl_tx.clone();
+                                let id = open.session.clone();
+                                info!(session = %id, namespace = %open.namespace, agent = %open.agent, actor = %open.actor, "attach opened");
+                                let h = super::attach::spawn(requests, self.client.clone(), open, move |f| {
+                                    let tx = tx.clone();
+                                    Box::pin(async move {
+                                        let _ = tx.send(Out::Frame(Box::new(f))).await;
+                                    })
+                                });
+                                attaches.insert(id, h);
+                            }
+                            Ok(Frame::AttachData(d)) => {
+                                let bytes = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, d.data.as_bytes());
+                                match (attaches.get(&d.session), bytes) {
+                                    (Some(h), Ok(b)) => {
+                                        if h.stdin.send(b).await.is_err() {
+                                            attaches.remove(&d.session);
+                                        }
+                                    }
+                                    _ => debug!(session = %d.session, "attach data for no session"),
+                                }
+                            }
+                            Ok(Frame::AttachResize(r)) => {
+                                if let Some(h) = attaches.get(&r.session) {
+                                    let _ = h.resize.try_send((r.cols, r.rows));
+                                }
+                            }
+                            Ok(Frame::AttachClose(c)) => {
+                                // Dropping stdin ends the session's task.
+                                attaches.remove(&c.session);
                             }
                             Ok(other) => debug!(kind = other.kind(), "ignored frame from the control plane"),
                             Err(e) => {

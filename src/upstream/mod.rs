@@ -13,6 +13,7 @@
 //! `actions` (commands and pod control through the CRDs), `conn` (the loop).
 
 pub mod actions;
+pub mod attach;
 pub mod backoff;
 pub mod config;
 pub mod conn;

@@ -69,6 +69,11 @@ pub enum Frame {
     Welcome(Welcome),
     Command(CommandRequest),
     PodControl(PodControlRequest),
+    AttachOpen(AttachOpen),
+    AttachResize(AttachResize),
+    // ------------------------------------------------ both directions
+    AttachData(AttachData),
+    AttachClose(AttachClose),
 }
 
 impl Frame {
@@ -85,6 +90,10 @@ impl Frame {
             Frame::Welcome(_) => "welcome",
             Frame::Command(_) => "command",
             Frame::PodControl(_) => "pod_control",
+            Frame::AttachOpen(_) => "attach_open",
+            Frame::AttachResize(_) => "attach_resize",
+            Frame::AttachData(_) => "attach_data",
+            Frame::AttachClose(_) => "attach_close",
         }
     }
 
@@ -312,6 +321,55 @@ pub struct AuditRecord {
     pub outcome: String,
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub detail: serde_json::Value,
+}
+
+/// Server -> client: open an exec session (a shell by default) in an
+/// agent's pod and stream its I/O as `attach_data` frames.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttachOpen {
+    /// Chosen by the server; names the session in every attach frame.
+    pub session: String,
+    pub namespace: String,
+    pub agent: String,
+    /// Container in the agent's pod; default: the pod's first container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// Command to run; default `["sh"]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Allocate a terminal (PTY).
+    #[serde(default)]
+    pub tty: bool,
+    #[serde(default)]
+    pub cols: u16,
+    #[serde(default)]
+    pub rows: u16,
+    #[serde(default)]
+    pub actor: String,
+}
+
+/// Server -> client: the user's terminal changed size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttachResize {
+    pub session: String,
+    pub cols: u16,
+    pub rows: u16,
+}
+
+/// Bytes of an attach session, base64 (standard alphabet, padded): stdin
+/// server -> client, stdout (and, without a TTY, stderr) client -> server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttachData {
+    pub session: String,
+    pub data: String,
+}
+
+/// Either side ends an attach session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttachClose {
+    pub session: String,
+    #[serde(default)]
+    pub reason: String,
 }
 
 /// Wall clock in Unix milliseconds (0 if the clock is before 1970).
