@@ -87,7 +87,10 @@ async fn attach_runs_a_shell_in_the_agents_pod_through_the_control_plane() {
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stdout.contains("exo-42"), "stdout: {stdout:?} stderr: {stderr:?}");
+    assert!(
+        stdout.contains("exo-42"),
+        "stdout: {stdout:?} stderr: {stderr:?}"
+    );
     assert!(out.status.success(), "stderr: {stderr}");
     assert!(stderr.contains("session ended: exited: 0"), "{stderr}");
 
@@ -109,7 +112,10 @@ async fn attach_runs_a_shell_in_the_agents_pod_through_the_control_plane() {
         .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("Agent") && stderr.contains("missing"), "{stderr}");
+    assert!(
+        stderr.contains("Agent") && stderr.contains("missing"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]
@@ -122,5 +128,39 @@ async fn attach_is_refused_while_offline() {
         .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("409") && stderr.contains("offline"), "{stderr}");
+    assert!(
+        stderr.contains("409") && stderr.contains("offline"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn attach_allocates_a_terminal_by_default() {
+    let ns = TestNamespace::new("up-attach-tty").await;
+    install_crds(&ns.client).await;
+    agent_with_pod(&ns).await;
+    let cp = ControlPlane::start(&[]);
+    let token = cp.create_deployment("shell");
+    let c = Connector::start(&cp.base, &token, &ns.name, &[]);
+    connector_until(&c, "connected", |h| h["state"] == "connected").await;
+    let mut child = attach_cmd(&cp, &ns.name, "worker", &[])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"tty\nexit 0\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains("/dev/pts/"),
+        "no terminal: {stdout:?} {stderr:?}"
+    );
+    assert!(out.status.success(), "{stderr}");
 }

@@ -20,7 +20,11 @@ pub struct AttachArgs {
     #[arg(long, env = "EXO_DEPLOYMENT")]
     pub deployment: String,
     /// Base URL of the control plane.
-    #[arg(long, env = "EXO_CONTROL_PLANE", default_value = "http://127.0.0.1:8700")]
+    #[arg(
+        long,
+        env = "EXO_CONTROL_PLANE",
+        default_value = "http://127.0.0.1:8700"
+    )]
     pub control_plane: String,
     /// Container in the agent's pod (default: the first).
     #[arg(long, short = 'c')]

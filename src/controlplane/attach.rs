@@ -55,7 +55,10 @@ impl Sessions {
         let (id, msg) = match frame {
             Frame::AttachData(d) => match B64.decode(d.data.as_bytes()) {
                 Ok(bytes) => (d.session, FromOperator::Data(bytes)),
-                Err(e) => (d.session, FromOperator::Close(format!("bad attach data: {e}"))),
+                Err(e) => (
+                    d.session,
+                    FromOperator::Close(format!("bad attach data: {e}")),
+                ),
             },
             Frame::AttachClose(c) => (c.session, FromOperator::Close(c.reason)),
             _ => return,

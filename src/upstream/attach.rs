@@ -69,7 +69,10 @@ where
         .and_then(|s| s.pod_name)
         .filter(|p| !p.is_empty())
         .ok_or_else(|| {
-            ActionError::Invalid(format!("Agent {ns}/{} has no pod (status.podName is empty)", open.agent))
+            ActionError::Invalid(format!(
+                "Agent {ns}/{} has no pod (status.podName is empty)",
+                open.agent
+            ))
         })?;
     let mut ap = AttachParams::default()
         .stdin(true)
