@@ -102,6 +102,8 @@ pub struct App {
     pub live: Live,
     pub stats: Stats,
     pub attaches: attach::Sessions,
+    /// Flips to true when the server shuts down; sockets close with 1001.
+    pub shutdown: tokio::sync::watch::Sender<bool>,
 }
 
 pub fn router(app: Arc<App>) -> Router {
@@ -150,7 +152,14 @@ pub async fn serve(
         store,
         stats: Stats::default(),
         attaches: attach::Sessions::default(),
+        shutdown: tokio::sync::watch::Sender::new(false),
     });
+    let app2 = app.clone();
+    let shutdown = async move {
+        shutdown.await;
+        // Upgraded sockets outlive graceful shutdown unless told to close.
+        app2.shutdown.send_replace(true);
+    };
     axum::serve(listener, router(app))
         .with_graceful_shutdown(shutdown)
         .await

@@ -280,8 +280,12 @@ impl Session {
         let mut token_check = tokio::time::interval(cfg.token_check_interval);
         token_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut awaiting_pong: Option<Instant> = None;
+        let mut shutdown = self.app.shutdown.subscribe();
         loop {
             tokio::select! {
+                _ = shutdown.changed() => {
+                    return Outcome::Close(close::GOING_AWAY, "control plane shutting down".into());
+                }
                 msg = socket.recv() => {
                     let msg = match msg {
                         None => return Outcome::Gone("socket ended".into()),
