@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod configmap;
+pub mod controlplane;
 pub mod crd;
 pub mod fleet;
 pub mod fleetrepo;
@@ -14,4 +15,6 @@ pub mod operator;
 pub mod pin;
 pub mod release;
 pub mod rollout;
+pub mod upstream;
+pub mod wire;
 pub mod yaml;

@@ -5,9 +5,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod attach;
 pub mod config;
+pub mod control_plane;
 pub mod crd;
 pub mod operator;
+pub mod operator_connect;
 pub mod release;
 pub mod release_ops;
 pub mod release_pin;
@@ -34,6 +37,10 @@ pub enum Command {
     Release(release::ReleaseCommand),
     /// Print the CustomResourceDefinitions generated from the Rust types.
     Crd(crd::CrdArgs),
+    /// The reference control plane: serve, deployments and tokens.
+    ControlPlane(control_plane::ControlPlaneArgs),
+    /// A shell in an agent's pod, through the control plane.
+    Attach(attach::AttachArgs),
     /// The in-cluster operator.
     #[command(subcommand)]
     Operator(operator::OperatorCommand),
@@ -54,7 +61,9 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Config(cmd) => config::run(cmd),
         Command::Crd(args) => crd::run(args),
         Command::Release(cmd) => release::run(cmd),
+        Command::ControlPlane(args) => control_plane::run(args),
         Command::Operator(cmd) => operator::run(cmd),
+        Command::Attach(args) => attach::run(args),
     };
     ExitCode::from(code)
 }

@@ -17,6 +17,8 @@ use crate::operator::{self, OperatorConfig};
 pub enum OperatorCommand {
     /// Run the operator: reconcile Agents, Tools and AgentFS volumes.
     Run(RunArgs),
+    /// Run only the upstream connection (watch and stream to the control plane).
+    Connect(crate::cli::operator_connect::ConnectArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -63,6 +65,10 @@ pub struct RunArgs {
     /// in seconds (volumes can lag a pod's start).
     #[arg(long, default_value_t = 30, env = "EXO_VERIFY_GRACE")]
     pub verify_grace: u64,
+    /// Where the upstream connection's /health is served when
+    /// AUTONOMIC_MANAGED=true (connection state and last-event age).
+    #[arg(long, default_value = "0.0.0.0:8081", env = "EXO_UPSTREAM_HEALTH_ADDR")]
+    pub upstream_health_addr: SocketAddr,
     /// Follow only the Fleet resources in this namespace (default: all).
     #[arg(long, env = "EXO_FLEET_NAMESPACE")]
     pub fleet_namespace: Option<String>,
@@ -71,6 +77,7 @@ pub struct RunArgs {
 pub fn run(cmd: OperatorCommand) -> u8 {
     match cmd {
         OperatorCommand::Run(args) => run_operator(args),
+        OperatorCommand::Connect(args) => crate::cli::operator_connect::run(args),
     }
 }
 
@@ -139,6 +146,47 @@ fn run_operator(args: RunArgs) -> u8 {
         leader_tasks.push(std::sync::Arc::new(move |client| {
             Box::pin(crate::rollout::engine::run(client, engine.clone()))
         }));
+        // The upstream connection (AUTONOMIC_MANAGED=true): leader only.
+        match crate::upstream::UpstreamConfig::from_env() {
+            Ok(Some(mut up)) => {
+                up.namespace = args.namespace.clone();
+                let health = crate::upstream::health_handle();
+                let h = health.clone();
+                let app = axum::Router::new().route(
+                    "/health",
+                    axum::routing::get(move || {
+                        let h = h.clone();
+                        async move { axum::Json(h.report()) }
+                    }),
+                );
+                match tokio::net::TcpListener::bind(args.upstream_health_addr).await {
+                    Ok(listener) => {
+                        tokio::spawn(async move {
+                            let _ = axum::serve(listener, app).await;
+                        });
+                    }
+                    Err(e) => {
+                        error!(addr = %args.upstream_health_addr, error = %e, "cannot serve the upstream /health");
+                        return exit::UNUSABLE;
+                    }
+                }
+                leader_tasks.push(std::sync::Arc::new(move |client| {
+                    let up = up.clone();
+                    let health = health.clone();
+                    Box::pin(async move {
+                        if let Err(e) = crate::upstream::run(client, up, health, futures::future::pending::<()>()).await {
+                            error!(error = %e, "upstream connection stopped");
+                        }
+                    })
+                }));
+                info!("managed: the leader connects upstream");
+            }
+            Ok(None) => info!("unmanaged: no upstream connection (AUTONOMIC_MANAGED is not true)"),
+            Err(e) => {
+                error!(error = %e, "upstream configuration");
+                return exit::UNUSABLE;
+            }
+        }
         let cfg = OperatorConfig {
             namespace: args.namespace.clone(),
             metrics_addr: args.metrics_addr,

@@ -1,0 +1,139 @@
+//! `exo attach AGENT`: a shell in an agent's pod, through the control plane
+//! and the deployment's operator connection (never a direct kube exec from
+//! the laptop). Stdin is forwarded as it is read (line by line on a cooked
+//! terminal); output is written as it arrives.
+
+use clap::Args;
+use futures::{SinkExt, StreamExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::cli::exit;
+
+#[derive(Debug, Args)]
+pub struct AttachArgs {
+    /// The Agent to attach to.
+    pub agent: String,
+    #[arg(long, short = 'n', default_value = "default")]
+    pub namespace: String,
+    /// The deployment (cluster) the agent runs in.
+    #[arg(long, env = "EXO_DEPLOYMENT")]
+    pub deployment: String,
+    /// Base URL of the control plane.
+    #[arg(
+        long,
+        env = "EXO_CONTROL_PLANE",
+        default_value = "http://127.0.0.1:8700"
+    )]
+    pub control_plane: String,
+    /// Container in the agent's pod (default: the first).
+    #[arg(long, short = 'c')]
+    pub container: Option<String>,
+    /// Command to run instead of `sh` (words separated by spaces).
+    #[arg(long)]
+    pub command: Option<String>,
+    /// Do not allocate a terminal in the pod (for scripts and pipes).
+    #[arg(long)]
+    pub no_tty: bool,
+}
+
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+pub fn run(args: AttachArgs) -> u8 {
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("exo attach: tokio runtime: {e}");
+            return exit::UNUSABLE;
+        }
+    };
+    match rt.block_on(attach(args)) {
+        Ok(true) => exit::OK,
+        Ok(false) => exit::FINDINGS,
+        Err(e) => {
+            eprintln!("exo attach: {e}");
+            exit::UNUSABLE
+        }
+    }
+}
+
+/// `Ok(true)` when the remote command exited 0.
+async fn attach(a: AttachArgs) -> Result<bool, String> {
+    let base = a.control_plane.trim_end_matches('/');
+    let base = if let Some(r) = base.strip_prefix("https://") {
+        format!("wss://{r}")
+    } else if let Some(r) = base.strip_prefix("http://") {
+        format!("ws://{r}")
+    } else {
+        base.to_owned()
+    };
+    let mut url = format!(
+        "{base}/api/v1/deployments/{}/attach?namespace={}&agent={}&tty={}",
+        enc(&a.deployment),
+        enc(&a.namespace),
+        enc(&a.agent),
+        !a.no_tty
+    );
+    if let Some(c) = &a.container {
+        url.push_str(&format!("&container={}", enc(c)));
+    }
+    if let Some(c) = &a.command {
+        url.push_str(&format!("&command={}", enc(c)));
+    }
+    if let Ok(user) = std::env::var("USER") {
+        url.push_str(&format!("&actor={}", enc(&user)));
+    }
+    let (ws, _) = tokio_tungstenite::connect_async(url.as_str())
+        .await
+        .map_err(|e| match e {
+            tokio_tungstenite::tungstenite::Error::Http(r) => {
+                let body = r
+                    .body()
+                    .as_ref()
+                    .map(|b| String::from_utf8_lossy(b).into_owned())
+                    .unwrap_or_default();
+                format!("refused: HTTP {} {body}", r.status())
+            }
+            e => format!("connect {base}: {e}"),
+        })?;
+    let (mut sink, mut stream) = ws.split();
+    let mut stdin = tokio::io::stdin();
+    let mut stdout = tokio::io::stdout();
+    let mut buf = vec![0u8; 4096];
+    let mut stdin_open = true;
+    loop {
+        tokio::select! {
+            n = stdin.read(&mut buf), if stdin_open => match n {
+                Ok(0) | Err(_) => stdin_open = false,
+                Ok(n) => sink
+                    .send(Message::Binary(buf[..n].to_vec().into()))
+                    .await
+                    .map_err(|e| format!("send: {e}"))?,
+            },
+            m = stream.next() => match m {
+                Some(Ok(Message::Binary(b))) => {
+                    stdout.write_all(&b).await.map_err(|e| e.to_string())?;
+                    stdout.flush().await.map_err(|e| e.to_string())?;
+                }
+                Some(Ok(Message::Close(c))) => {
+                    let reason = c.map(|c| c.reason.to_string()).unwrap_or_default();
+                    eprintln!("exo attach: session ended: {reason}");
+                    return Ok(reason == "exited: 0");
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(format!("read: {e}")),
+                None => return Err("connection closed".into()),
+            },
+        }
+    }
+}

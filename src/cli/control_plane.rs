@@ -1,0 +1,248 @@
+//! `exo control-plane`: run the reference control plane and administer its
+//! deployments and tokens.
+//!
+//! A token is printed exactly once, to stdout, when it is created (by
+//! `deployment create` or `token rotate`); nothing else ever prints it.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use crate::cli::exit;
+use crate::controlplane::{self, ServeConfig, Store};
+
+#[derive(Debug, Args)]
+pub struct ControlPlaneArgs {
+    /// The SQLite database holding deployments, hashed tokens and audit.
+    #[arg(
+        long,
+        global = true,
+        env = "EXO_CP_DB",
+        default_value = "exo-control-plane.sqlite"
+    )]
+    pub db: PathBuf,
+    #[command(subcommand)]
+    pub command: ControlPlaneCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ControlPlaneCommand {
+    /// Serve the WebSocket endpoint, the HTTP API and the status page.
+    Serve(ServeArgs),
+    /// Deployments: one per cluster installation.
+    #[command(subcommand)]
+    Deployment(DeploymentCommand),
+    /// Deployment tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port (printed on stdout).
+    #[arg(long, default_value = "127.0.0.1:8700")]
+    pub listen: std::net::SocketAddr,
+    /// Silence (no frame received) after which a deployment is degraded.
+    #[arg(long, default_value = "90s", value_parser = parse_duration)]
+    pub degraded_after: Duration,
+    /// Silence after which a deployment is offline.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub offline_after: Duration,
+    /// WebSocket ping cadence (dead-socket detection).
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub ping_interval: Duration,
+    /// A socket without a pong for this long is closed.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub pong_timeout: Duration,
+    /// Time a new connection has to send `hello`.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub hello_timeout: Duration,
+    /// Heartbeat cadence asked of clients in `welcome`.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub heartbeat_interval: Duration,
+    /// How often live connections' tokens are re-checked (revocation).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub token_check_interval: Duration,
+    /// Largest accepted frame, in bytes.
+    #[arg(long, default_value_t = crate::wire::DEFAULT_MAX_FRAME_BYTES)]
+    pub max_frame_bytes: usize,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DeploymentCommand {
+    /// Create a deployment and print its first token (once, on stdout).
+    Create { name: String },
+    /// List deployments.
+    List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Issue a new token (printed once); older tokens stay valid for `--overlap`.
+    Rotate {
+        deployment: String,
+        #[arg(long, default_value = "10m", value_parser = parse_duration)]
+        overlap: Duration,
+    },
+    /// Revoke every token of a deployment, or one with `--token-id`. A live
+    /// connection on a revoked token is closed at once.
+    Revoke {
+        deployment: String,
+        #[arg(long)]
+        token_id: Option<String>,
+    },
+    /// List token ids and validity (never the tokens).
+    List { deployment: String },
+}
+
+/// Parses `250ms`, `90s`, `5m`, `1h` or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?}: use e.g. 250ms, 90s, 5m, 1h"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "" | "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n.saturating_mul(60))),
+        "h" => Ok(Duration::from_secs(n.saturating_mul(3600))),
+        _ => Err(format!("invalid duration unit in {s:?}: use ms, s, m or h")),
+    }
+}
+
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+fn fmt_ms(ms: Option<u64>) -> String {
+    ms.map(|m| m.to_string()).unwrap_or_else(|| "-".into())
+}
+
+pub fn run(args: ControlPlaneArgs) -> u8 {
+    let store = match Store::open(&args.db) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("exo control-plane: {e}");
+            return exit::UNUSABLE;
+        }
+    };
+    let result: Result<(), String> = match args.command {
+        ControlPlaneCommand::Serve(s) => serve(s, store),
+        ControlPlaneCommand::Deployment(DeploymentCommand::Create { name }) => store
+            .create_deployment(&name)
+            .map(|(info, token)| {
+                eprintln!(
+                    "created deployment {name}; token {} (shown once, store it now)",
+                    info.id
+                );
+                println!("{}", token.expose());
+            })
+            .map_err(|e| e.to_string()),
+        ControlPlaneCommand::Deployment(DeploymentCommand::List) => store
+            .list_deployments()
+            .map(|rows| {
+                for r in rows {
+                    println!("{}\t{}", r.name, r.created_ms);
+                }
+            })
+            .map_err(|e| e.to_string()),
+        ControlPlaneCommand::Token(TokenCommand::Rotate {
+            deployment,
+            overlap,
+        }) => store
+            .rotate(&deployment, overlap)
+            .map(|(info, token)| {
+                eprintln!(
+                    "issued token {} for {deployment}; older tokens expire in {}s (shown once)",
+                    info.id,
+                    overlap.as_secs()
+                );
+                println!("{}", token.expose());
+            })
+            .map_err(|e| e.to_string()),
+        ControlPlaneCommand::Token(TokenCommand::Revoke {
+            deployment,
+            token_id,
+        }) => store
+            .revoke(&deployment, token_id.as_deref())
+            .map(|n| eprintln!("revoked {n} token(s) of {deployment}"))
+            .map_err(|e| e.to_string()),
+        ControlPlaneCommand::Token(TokenCommand::List { deployment }) => store
+            .list_tokens(&deployment)
+            .map(|rows| {
+                println!("ID\tCREATED_MS\tEXPIRES_MS\tREVOKED_MS\tVALID");
+                let now = crate::wire::now_ms();
+                for t in rows {
+                    println!(
+                        "{}\t{}\t{}\t{}\t{}",
+                        t.id,
+                        t.created_ms,
+                        fmt_ms(t.expires_ms),
+                        fmt_ms(t.revoked_ms),
+                        t.is_valid_at(now)
+                    );
+                }
+            })
+            .map_err(|e| e.to_string()),
+    };
+    match result {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            eprintln!("exo control-plane: {e}");
+            exit::UNUSABLE
+        }
+    }
+}
+
+fn serve(s: ServeArgs, store: Store) -> Result<(), String> {
+    init_tracing();
+    let cfg = ServeConfig {
+        listen: s.listen,
+        degraded_after: s.degraded_after,
+        offline_after: s.offline_after,
+        ping_interval: s.ping_interval,
+        pong_timeout: s.pong_timeout,
+        hello_timeout: s.hello_timeout,
+        heartbeat_interval: s.heartbeat_interval,
+        token_check_interval: s.token_check_interval,
+        max_frame_bytes: s.max_frame_bytes,
+    };
+    let rt = tokio::runtime::Runtime::new().map_err(|e| format!("tokio runtime: {e}"))?;
+    rt.block_on(async move {
+        let listener = controlplane::bind(&cfg).await.map_err(|e| e.to_string())?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        println!("listening on http://{addr}");
+        let _ = std::io::stdout().flush();
+        let shutdown = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        controlplane::serve(listener, cfg, store, shutdown)
+            .await
+            .map_err(|e| e.to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert!(parse_duration("5d").is_err());
+        assert!(parse_duration("x").is_err());
+    }
+}

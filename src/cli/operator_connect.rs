@@ -1,0 +1,128 @@
+//! `exo operator connect`: run only the upstream connection, as the
+//! operator runtime will on its leader. Configuration comes from the
+//! environment (`AUTONOMIC_MANAGED`, `AUTONOMIC_BASE_URL`,
+//! `AUTONOMIC_AUTH_TOKEN`); flags tune timings (tests shorten them).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::cli::control_plane::{init_tracing, parse_duration};
+use crate::cli::exit;
+use crate::upstream::{self, UpstreamConfig};
+
+#[derive(Debug, Args)]
+pub struct ConnectArgs {
+    /// Watch one namespace only (default: all namespaces).
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// Serve `GET /health` (connection state as JSON) on this address.
+    #[arg(long)]
+    pub health_listen: Option<SocketAddr>,
+    #[arg(long, value_parser = parse_duration)]
+    pub heartbeat_interval: Option<Duration>,
+    #[arg(long, value_parser = parse_duration)]
+    pub snapshot_interval: Option<Duration>,
+    #[arg(long, value_parser = parse_duration)]
+    pub backoff_base: Option<Duration>,
+    #[arg(long, value_parser = parse_duration)]
+    pub backoff_max: Option<Duration>,
+    #[arg(long, value_parser = parse_duration)]
+    pub healthy_after: Option<Duration>,
+    /// Wait after a refusal that will repeat (401, revoked, version, evicted).
+    #[arg(long, value_parser = parse_duration)]
+    pub fatal_retry: Option<Duration>,
+    #[arg(long, value_parser = parse_duration)]
+    pub read_timeout: Option<Duration>,
+    /// Most resources per snapshot chunk.
+    #[arg(long)]
+    pub chunk_max_resources: Option<usize>,
+    /// Label selector of the Pods streamed.
+    #[arg(long)]
+    pub pod_selector: Option<String>,
+}
+
+fn apply(cfg: &mut UpstreamConfig, a: &ConnectArgs) {
+    cfg.namespace = a.namespace.clone();
+    let set = |d: &mut Duration, v: Option<Duration>| {
+        if let Some(v) = v {
+            *d = v;
+        }
+    };
+    set(&mut cfg.heartbeat_interval, a.heartbeat_interval);
+    set(&mut cfg.snapshot_interval, a.snapshot_interval);
+    set(&mut cfg.backoff_base, a.backoff_base);
+    set(&mut cfg.backoff_max, a.backoff_max);
+    set(&mut cfg.healthy_after, a.healthy_after);
+    set(&mut cfg.fatal_retry, a.fatal_retry);
+    set(&mut cfg.read_timeout, a.read_timeout);
+    if let Some(n) = a.chunk_max_resources {
+        cfg.chunk_max_resources = n;
+    }
+    if let Some(s) = &a.pod_selector {
+        cfg.pod_selector = s.clone();
+    }
+}
+
+pub fn run(args: ConnectArgs) -> u8 {
+    init_tracing();
+    let mut cfg = match UpstreamConfig::from_env() {
+        Ok(Some(cfg)) => cfg,
+        Ok(None) => {
+            eprintln!(
+                "exo operator connect: unmanaged (AUTONOMIC_MANAGED is not true); nothing to do"
+            );
+            return exit::OK;
+        }
+        Err(e) => {
+            eprintln!("exo operator connect: {e}");
+            return exit::UNUSABLE;
+        }
+    };
+    apply(&mut cfg, &args);
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("exo operator connect: tokio runtime: {e}");
+            return exit::UNUSABLE;
+        }
+    };
+    let result: Result<(), String> = rt.block_on(async move {
+        let client = kube::Client::try_default()
+            .await
+            .map_err(|e| format!("kube client: {e}"))?;
+        let health = upstream::health_handle();
+        if let Some(addr) = args.health_listen {
+            let h = health.clone();
+            let app = axum::Router::new().route(
+                "/health",
+                axum::routing::get(move || {
+                    let h = h.clone();
+                    async move { axum::Json(h.report()) }
+                }),
+            );
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("health listen {addr}: {e}"))?;
+            let bound = listener.local_addr().map_err(|e| e.to_string())?;
+            println!("health on http://{bound}/health");
+            tokio::spawn(async move {
+                let _ = axum::serve(listener, app).await;
+            });
+        }
+        let shutdown = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        upstream::run(client, cfg, health, shutdown)
+            .await
+            .map_err(|e| e.to_string())
+    });
+    match result {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            eprintln!("exo operator connect: {e}");
+            exit::UNUSABLE
+        }
+    }
+}

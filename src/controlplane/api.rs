@@ -1,0 +1,287 @@
+//! The HTTP JSON API and the HTML status page.
+//!
+//! Caveat: the reference control plane's API has no authentication of its
+//! own; bind it to loopback or put it behind an authenticating proxy. Only
+//! the WebSocket endpoint takes deployment tokens.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::App;
+use super::live::LiveError;
+use super::store::NewAudit;
+use super::ws::MAX_COMMAND_TIMEOUT;
+use crate::wire::{self, Command, CommandRequest, Frame, PodAction, PodControlRequest};
+
+fn error(status: StatusCode, msg: impl std::fmt::Display) -> Response {
+    (status, Json(json!({ "error": msg.to_string() }))).into_response()
+}
+
+fn unknown(app: &App, name: &str) -> Option<Response> {
+    match app.store.deployment_exists(name) {
+        Ok(true) => None,
+        Ok(false) => Some(error(
+            StatusCode::NOT_FOUND,
+            format!("deployment {name:?} does not exist"),
+        )),
+        Err(e) => Some(error(StatusCode::INTERNAL_SERVER_ERROR, e)),
+    }
+}
+
+pub async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+pub async fn list(State(app): State<Arc<App>>) -> Response {
+    match app.store.list_deployments() {
+        Ok(rows) => {
+            let views: Vec<_> = rows.iter().map(|r| app.live.view(&r.name)).collect();
+            Json(json!({ "deployments": views })).into_response()
+        }
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
+pub async fn get(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
+    if let Some(r) = unknown(&app, &name) {
+        return r;
+    }
+    Json(app.live.view(&name)).into_response()
+}
+
+pub async fn resources(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
+    if let Some(r) = unknown(&app, &name) {
+        return r;
+    }
+    Json(json!({ "resources": app.live.resources(&name) })).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+pub struct AuditQuery {
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+pub async fn audit(
+    State(app): State<Arc<App>>,
+    Path(name): Path<String>,
+    Query(q): Query<AuditQuery>,
+) -> Response {
+    if let Some(r) = unknown(&app, &name) {
+        return r;
+    }
+    match app
+        .store
+        .list_audit(&name, q.limit.unwrap_or(200).min(10_000))
+    {
+        Ok(rows) => Json(json!({ "audit": rows })).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
+pub async fn stats(State(app): State<Arc<App>>) -> Response {
+    Json(app.stats.to_json()).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandBody {
+    command: Command,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+    #[serde(default)]
+    actor: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PodControlBody {
+    action: PodAction,
+    namespace: String,
+    agent: String,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+    #[serde(default)]
+    actor: Option<String>,
+}
+
+fn timeout_of(ms: Option<u64>) -> Duration {
+    ms.map(Duration::from_millis)
+        .unwrap_or(Duration::from_secs(30))
+        .min(MAX_COMMAND_TIMEOUT)
+}
+
+pub async fn command(
+    State(app): State<Arc<App>>,
+    Path(name): Path<String>,
+    Json(body): Json<CommandBody>,
+) -> Response {
+    if let Some(r) = unknown(&app, &name) {
+        return r;
+    }
+    let timeout = timeout_of(body.timeout_ms);
+    let id = wire::random_id();
+    let actor = body.actor.unwrap_or_else(|| "api".into());
+    let target = serde_json::to_value(&body.command).unwrap_or_default();
+    let frame = Frame::Command(CommandRequest {
+        id: id.clone(),
+        deadline_ms: deadline(timeout),
+        actor: actor.clone(),
+        command: body.command,
+    });
+    dispatch(&app, &name, &id, &actor, "command", target, frame, timeout).await
+}
+
+pub async fn pod_control(
+    State(app): State<Arc<App>>,
+    Path(name): Path<String>,
+    Json(body): Json<PodControlBody>,
+) -> Response {
+    if let Some(r) = unknown(&app, &name) {
+        return r;
+    }
+    let timeout = timeout_of(body.timeout_ms);
+    let id = wire::random_id();
+    let actor = body.actor.unwrap_or_else(|| "api".into());
+    let target = json!({ "action": body.action, "namespace": body.namespace, "agent": body.agent });
+    let frame = Frame::PodControl(PodControlRequest {
+        id: id.clone(),
+        deadline_ms: deadline(timeout),
+        actor: actor.clone(),
+        action: body.action,
+        namespace: body.namespace,
+        agent: body.agent,
+    });
+    dispatch(
+        &app,
+        &name,
+        &id,
+        &actor,
+        "pod_control",
+        target,
+        frame,
+        timeout,
+    )
+    .await
+}
+
+fn deadline(timeout: Duration) -> u64 {
+    wire::now_ms().saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn dispatch(
+    app: &App,
+    name: &str,
+    id: &str,
+    actor: &str,
+    what: &str,
+    target: serde_json::Value,
+    frame: Frame,
+    timeout: Duration,
+) -> Response {
+    let audit = |outcome: &str| {
+        let _ = app.store.append_audit(&NewAudit {
+            deployment: name,
+            connection_id: None,
+            source: "server",
+            actor,
+            action: &format!("{what}.issued"),
+            target: id,
+            outcome,
+            detail: Some(target.clone()),
+        });
+    };
+    let rx = match app.live.request(name, id, frame) {
+        Ok(rx) => rx,
+        Err(e @ LiveError::Offline(_)) => {
+            audit("refused: offline");
+            return error(StatusCode::CONFLICT, e);
+        }
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    };
+    match tokio::time::timeout(timeout, rx).await {
+        Ok(Ok(res)) => {
+            audit(if res.ok { "ok" } else { "failed" });
+            let status = if res.ok {
+                StatusCode::OK
+            } else {
+                StatusCode::UNPROCESSABLE_ENTITY
+            };
+            (status, Json(json!(res))).into_response()
+        }
+        Ok(Err(_)) => {
+            app.live.forget(id);
+            audit("connection lost");
+            error(
+                StatusCode::BAD_GATEWAY,
+                "the operator connection closed before answering",
+            )
+        }
+        Err(_) => {
+            app.live.forget(id);
+            audit("timed out");
+            error(
+                StatusCode::GATEWAY_TIMEOUT,
+                format!("no result within {} ms", timeout.as_millis()),
+            )
+        }
+    }
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+pub async fn page(State(app): State<Arc<App>>) -> Response {
+    let rows = match app.store.list_deployments() {
+        Ok(r) => r,
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    };
+    let mut html = String::from(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" \
+         content=\"5\"><title>Exo control plane</title><style>body{font-family:sans-serif;\
+         margin:2em}table{border-collapse:collapse}td,th{padding:.3em .8em;border-bottom:1px \
+         solid #ddd;text-align:left}.online{color:#1a7f37}.degraded{color:#9a6700}\
+         .offline{color:#cf222e}</style></head><body><h1>Exo control plane</h1>\
+         <table><tr><th>Deployment</th><th>State</th><th>Connected</th><th>Host</th>\
+         <th>Agent version</th><th>Resources</th><th>Last frame</th><th>Evictions</th>\
+         <th>Disconnects</th></tr>",
+    );
+    for r in rows {
+        let v = app.live.view(&r.name);
+        let state = serde_json::to_value(v.state)
+            .ok()
+            .and_then(|s| s.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        html.push_str(&format!(
+            "<tr><td><a href=\"/api/v1/deployments/{n}\">{n}</a></td><td class=\"{s}\">{s}</td>\
+             <td>{c}</td><td>{h}</td><td>{av}</td><td><a href=\"/api/v1/deployments/{n}/resources\">{res}</a></td>\
+             <td>{age}</td><td>{ev}</td><td>{dc}</td></tr>",
+            n = esc(&v.name),
+            s = state,
+            c = if v.connected { "yes" } else { "no" },
+            h = esc(v.hostname.as_deref().unwrap_or("-")),
+            av = esc(v.agent_version.as_deref().unwrap_or("-")),
+            res = v.resources,
+            age = v
+                .last_frame_age_ms
+                .map(|a| format!("{:.1} s ago", a as f64 / 1000.0))
+                .unwrap_or_else(|| "never".into()),
+            ev = v.evictions,
+            dc = v.disconnects,
+        ));
+    }
+    html.push_str("</table></body></html>");
+    Html(html).into_response()
+}

@@ -1,0 +1,203 @@
+//! Shell attach: a user's WebSocket (`/api/v1/deployments/{name}/attach`)
+//! bridged to an exec session the operator opens in the agent's pod.
+//!
+//! User side of the bridge: binary messages are stdin bytes; a text message
+//! `{"resize": {"cols": C, "rows": R}}` resizes the terminal; the server
+//! sends stdout as binary messages and closes with the session's end reason.
+//! Guarantees: refused (HTTP 409) when the deployment has no live
+//! connection; a session ends when either side ends or the operator
+//! connection drops; open and close are audited.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use serde::Deserialize;
+use tokio::sync::mpsc;
+
+use super::App;
+use super::store::NewAudit;
+use crate::wire::{self, AttachClose, AttachData, AttachOpen, AttachResize, Frame};
+
+/// What the operator sent for one session.
+#[derive(Debug)]
+pub enum FromOperator {
+    Data(Vec<u8>),
+    Close(String),
+}
+
+#[derive(Debug, Default)]
+pub struct Sessions {
+    map: Mutex<HashMap<String, (String, mpsc::UnboundedSender<FromOperator>)>>,
+}
+
+impl Sessions {
+    fn insert(&self, id: &str, deployment: &str, tx: mpsc::UnboundedSender<FromOperator>) {
+        if let Ok(mut m) = self.map.lock() {
+            m.insert(id.to_owned(), (deployment.to_owned(), tx));
+        }
+    }
+
+    fn remove(&self, id: &str) {
+        if let Ok(mut m) = self.map.lock() {
+            m.remove(id);
+        }
+    }
+
+    /// Routes an operator frame to its user; only the session's deployment
+    /// may write to it.
+    pub fn deliver(&self, deployment: &str, frame: Frame) {
+        let (id, msg) = match frame {
+            Frame::AttachData(d) => match B64.decode(d.data.as_bytes()) {
+                Ok(bytes) => (d.session, FromOperator::Data(bytes)),
+                Err(e) => (
+                    d.session,
+                    FromOperator::Close(format!("bad attach data: {e}")),
+                ),
+            },
+            Frame::AttachClose(c) => (c.session, FromOperator::Close(c.reason)),
+            _ => return,
+        };
+        if let Ok(m) = self.map.lock()
+            && let Some((dep, tx)) = m.get(&id)
+            && dep == deployment
+        {
+            let _ = tx.send(msg);
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct AttachQuery {
+    namespace: String,
+    agent: String,
+    #[serde(default)]
+    container: Option<String>,
+    /// Command words separated by spaces; default `sh`.
+    #[serde(default)]
+    command: Option<String>,
+    #[serde(default)]
+    tty: Option<bool>,
+    #[serde(default)]
+    cols: Option<u16>,
+    #[serde(default)]
+    rows: Option<u16>,
+    #[serde(default)]
+    actor: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Resize {
+    resize: Size,
+}
+
+#[derive(Debug, Deserialize)]
+struct Size {
+    cols: u16,
+    rows: u16,
+}
+
+pub async fn attach(
+    State(app): State<Arc<App>>,
+    Path(name): Path<String>,
+    Query(q): Query<AttachQuery>,
+    ws: WebSocketUpgrade,
+) -> Response {
+    if !app.live.view(&name).connected {
+        return (
+            StatusCode::CONFLICT,
+            axum::Json(serde_json::json!({
+                "error": format!("deployment {name} is offline (no live connection); refused")
+            })),
+        )
+            .into_response();
+    }
+    ws.on_upgrade(move |socket| bridge(app, name, q, socket))
+}
+
+async fn bridge(app: Arc<App>, deployment: String, q: AttachQuery, mut user: WebSocket) {
+    let id = wire::random_id();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    app.attaches.insert(&id, &deployment, tx);
+    let actor = q.actor.clone().unwrap_or_else(|| "api".into());
+    let target = format!("{}/{}", q.namespace, q.agent);
+    let open = Frame::AttachOpen(AttachOpen {
+        session: id.clone(),
+        namespace: q.namespace,
+        agent: q.agent,
+        container: q.container,
+        command: q
+            .command
+            .map(|c| c.split_whitespace().map(str::to_owned).collect())
+            .unwrap_or_default(),
+        tty: q.tty.unwrap_or(true),
+        cols: q.cols.unwrap_or(80),
+        rows: q.rows.unwrap_or(24),
+        actor: actor.clone(),
+    });
+    let audit = |action: &str, outcome: &str| {
+        let _ = app.store.append_audit(&NewAudit {
+            deployment: &deployment,
+            connection_id: None,
+            source: "server",
+            actor: &actor,
+            action,
+            target: &target,
+            outcome,
+            detail: Some(serde_json::json!({ "attach_session": id })),
+        });
+    };
+    let reason = if app.live.send_frame(&deployment, open).is_err() {
+        "deployment went offline".to_owned()
+    } else {
+        audit("attach.opened", "ok");
+        loop {
+            tokio::select! {
+                m = user.recv() => {
+                    let frame = match m {
+                        None | Some(Err(_)) | Some(Ok(Message::Close(_))) => break "closed by the user".to_owned(),
+                        Some(Ok(Message::Binary(b))) => Frame::AttachData(AttachData { session: id.clone(), data: B64.encode(&b) }),
+                        Some(Ok(Message::Text(t))) => match serde_json::from_str::<Resize>(t.as_str()) {
+                            Ok(r) => Frame::AttachResize(AttachResize { session: id.clone(), cols: r.resize.cols, rows: r.resize.rows }),
+                            Err(_) => Frame::AttachData(AttachData { session: id.clone(), data: B64.encode(t.as_bytes()) }),
+                        },
+                        Some(Ok(_)) => continue,
+                    };
+                    if app.live.send_frame(&deployment, frame).is_err() {
+                        break "deployment went offline".to_owned();
+                    }
+                }
+                m = rx.recv() => match m {
+                    Some(FromOperator::Data(b)) => {
+                        if user.send(Message::Binary(b.into())).await.is_err() {
+                            break "user socket failed".to_owned();
+                        }
+                    }
+                    Some(FromOperator::Close(reason)) => break reason,
+                    None => break "session dropped".to_owned(),
+                }
+            }
+        }
+    };
+    app.attaches.remove(&id);
+    let _ = app.live.send_frame(
+        &deployment,
+        Frame::AttachClose(AttachClose {
+            session: id.clone(),
+            reason: reason.clone(),
+        }),
+    );
+    audit("attach.closed", &reason);
+    let short: String = reason.chars().take(100).collect();
+    let _ = user
+        .send(Message::Close(Some(CloseFrame {
+            code: 1000,
+            reason: Utf8Bytes::from(short),
+        })))
+        .await;
+}

@@ -1,0 +1,431 @@
+//! Live state per deployment: the registered connection, the server's own
+//! receive time of the last frame, the resource view and pending requests.
+//!
+//! Guarantees:
+//! - Registration is last-writer-wins: registering evicts the previous
+//!   connection of the deployment (its socket task is told to close with
+//!   `evicted by newer connection`).
+//! - Unregistering is compare-and-delete on the session id, so the late
+//!   cleanup of an evicted connection never removes its successor, and never
+//!   counts as a disconnect.
+//! - Online / degraded / offline is judged only from the server's receive
+//!   time of application frames (pongs do not count), against thresholds
+//!   given at start.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+
+use super::resources::ResourceView;
+use crate::wire::{CommandResult, Frame, Hello, Resource};
+
+/// What the socket task of a connection is told to do.
+#[derive(Debug)]
+pub enum ToSocket {
+    Send(Box<Frame>),
+    Close(u16, String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Health {
+    Online,
+    Degraded,
+    Offline,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Thresholds {
+    pub degraded_after: Duration,
+    pub offline_after: Duration,
+}
+
+impl Health {
+    pub fn judge(last_frame: Option<Instant>, now: Instant, t: Thresholds) -> Health {
+        match last_frame {
+            None => Health::Offline,
+            Some(at) => {
+                let silent = now.saturating_duration_since(at);
+                if silent < t.degraded_after {
+                    Health::Online
+                } else if silent < t.offline_after {
+                    Health::Degraded
+                } else {
+                    Health::Offline
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Conn {
+    session: String,
+    token_id: String,
+    hello: Hello,
+    connected_ms: u64,
+    tx: mpsc::UnboundedSender<ToSocket>,
+}
+
+#[derive(Debug, Default)]
+struct Dep {
+    conn: Option<Conn>,
+    last_frame: Option<Instant>,
+    resources: ResourceView,
+    connections: u64,
+    evictions: u64,
+    disconnects: u64,
+    last_close: Option<String>,
+    last_hello: Option<Hello>,
+}
+
+/// What `/api/v1/deployments/{name}` shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeploymentView {
+    pub name: String,
+    pub state: Health,
+    pub connected: bool,
+    pub session: Option<String>,
+    pub connection_id: Option<String>,
+    pub boot_id: Option<String>,
+    pub agent_version: Option<String>,
+    pub hostname: Option<String>,
+    pub connected_since_ms: Option<u64>,
+    pub last_frame_age_ms: Option<u64>,
+    pub resources: usize,
+    pub snapshots_completed: u64,
+    pub deltas_applied: u64,
+    pub snapshot_in_progress: bool,
+    pub connections: u64,
+    pub evictions: u64,
+    /// Times the deployment lost its connection without a successor taking
+    /// over (evictions do not count).
+    pub disconnects: u64,
+    pub last_close: Option<String>,
+}
+
+type Waiter = (String, String, oneshot::Sender<CommandResult>);
+
+#[derive(Debug)]
+pub struct Live {
+    deps: Mutex<HashMap<String, Dep>>,
+    waiters: Mutex<HashMap<String, Waiter>>,
+    pub thresholds: Thresholds,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error("deployment {0} is offline (no live connection); refused")]
+    Offline(String),
+    #[error("internal lock poisoned")]
+    Poisoned,
+}
+
+impl Live {
+    pub fn new(thresholds: Thresholds) -> Self {
+        Self {
+            deps: Mutex::new(HashMap::new()),
+            waiters: Mutex::new(HashMap::new()),
+            thresholds,
+        }
+    }
+
+    fn deps(&self) -> Result<std::sync::MutexGuard<'_, HashMap<String, Dep>>, LiveError> {
+        self.deps.lock().map_err(|_| LiveError::Poisoned)
+    }
+
+    /// Registers a connection; returns the session id of the evicted one.
+    pub fn register(
+        &self,
+        deployment: &str,
+        session: &str,
+        token_id: &str,
+        hello: Hello,
+        tx: mpsc::UnboundedSender<ToSocket>,
+    ) -> Result<Option<String>, LiveError> {
+        let mut deps = self.deps()?;
+        let dep = deps.entry(deployment.to_owned()).or_default();
+        let old = dep.conn.take();
+        let evicted = old.map(|c| {
+            let _ = c.tx.send(ToSocket::Close(
+                crate::wire::close::EVICTED,
+                crate::wire::close::EVICTED_REASON.to_owned(),
+            ));
+            dep.evictions += 1;
+            c.session
+        });
+        dep.last_hello = Some(hello.clone());
+        dep.conn = Some(Conn {
+            session: session.to_owned(),
+            token_id: token_id.to_owned(),
+            hello,
+            connected_ms: crate::wire::now_ms(),
+            tx,
+        });
+        dep.connections += 1;
+        dep.last_frame = Some(Instant::now());
+        dep.resources.new_connection();
+        Ok(evicted)
+    }
+
+    /// Compare-and-delete: removes the connection only if `session` still
+    /// holds the deployment. Returns whether it did.
+    pub fn unregister(&self, deployment: &str, session: &str, reason: &str) -> bool {
+        let Ok(mut deps) = self.deps() else {
+            return false;
+        };
+        let Some(dep) = deps.get_mut(deployment) else {
+            return false;
+        };
+        if dep.conn.as_ref().is_some_and(|c| c.session == session) {
+            dep.conn = None;
+            dep.disconnects += 1;
+            dep.last_close = Some(reason.to_owned());
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Runs `f` on the deployment's state if `session` still holds it.
+    pub fn with_session<T>(
+        &self,
+        deployment: &str,
+        session: &str,
+        f: impl FnOnce(&mut ResourceView) -> T,
+    ) -> Option<T> {
+        let mut deps = self.deps().ok()?;
+        let dep = deps.get_mut(deployment)?;
+        if dep.conn.as_ref().is_some_and(|c| c.session == session) {
+            dep.last_frame = Some(Instant::now());
+            Some(f(&mut dep.resources))
+        } else {
+            None
+        }
+    }
+
+    /// Sessions whose tokens must be re-checked: (deployment, session, token id).
+    pub fn sessions(&self) -> Vec<(String, String, String)> {
+        let Ok(deps) = self.deps() else {
+            return Vec::new();
+        };
+        deps.iter()
+            .filter_map(|(name, d)| {
+                d.conn
+                    .as_ref()
+                    .map(|c| (name.clone(), c.session.clone(), c.token_id.clone()))
+            })
+            .collect()
+    }
+
+    /// Tells a session's socket task to close (if it still holds the deployment).
+    pub fn close_session(&self, deployment: &str, session: &str, code: u16, reason: &str) {
+        if let Ok(deps) = self.deps()
+            && let Some(c) = deps.get(deployment).and_then(|d| d.conn.as_ref())
+            && c.session == session
+        {
+            let _ = c.tx.send(ToSocket::Close(code, reason.to_owned()));
+        }
+    }
+
+    pub fn view(&self, deployment: &str) -> DeploymentView {
+        let now = Instant::now();
+        let deps = self.deps().ok();
+        let dep = deps.as_ref().and_then(|d| d.get(deployment));
+        let empty = Dep::default();
+        let d = dep.unwrap_or(&empty);
+        let hello = d.conn.as_ref().map(|c| &c.hello).or(d.last_hello.as_ref());
+        DeploymentView {
+            name: deployment.to_owned(),
+            state: Health::judge(d.last_frame, now, self.thresholds),
+            connected: d.conn.is_some(),
+            session: d.conn.as_ref().map(|c| c.session.clone()),
+            connection_id: hello.map(|h| h.connection_id.clone()),
+            boot_id: hello.map(|h| h.boot_id.clone()),
+            agent_version: hello.map(|h| h.agent_version.clone()),
+            hostname: hello.map(|h| h.host.hostname.clone()),
+            connected_since_ms: d.conn.as_ref().map(|c| c.connected_ms),
+            last_frame_age_ms: d.last_frame.map(|t| {
+                u64::try_from(now.saturating_duration_since(t).as_millis()).unwrap_or(u64::MAX)
+            }),
+            resources: d.resources.len(),
+            snapshots_completed: d.resources.snapshots_completed,
+            deltas_applied: d.resources.deltas_applied,
+            snapshot_in_progress: d.resources.snapshot_in_progress(),
+            connections: d.connections,
+            evictions: d.evictions,
+            disconnects: d.disconnects,
+            last_close: d.last_close.clone(),
+        }
+    }
+
+    pub fn resources(&self, deployment: &str) -> Vec<Resource> {
+        self.deps()
+            .ok()
+            .and_then(|d| {
+                d.get(deployment)
+                    .map(|d| d.resources.resources().cloned().collect())
+            })
+            .unwrap_or_default()
+    }
+
+    /// Sends a request frame to the deployment's live connection and returns
+    /// a receiver for its result. Refused when there is no live connection.
+    pub fn request(
+        &self,
+        deployment: &str,
+        id: &str,
+        frame: Frame,
+    ) -> Result<oneshot::Receiver<CommandResult>, LiveError> {
+        let deps = self.deps()?;
+        let conn = deps
+            .get(deployment)
+            .and_then(|d| d.conn.as_ref())
+            .ok_or_else(|| LiveError::Offline(deployment.to_owned()))?;
+        let (tx, rx) = oneshot::channel();
+        self.waiters
+            .lock()
+            .map_err(|_| LiveError::Poisoned)?
+            .insert(
+                id.to_owned(),
+                (deployment.to_owned(), conn.session.clone(), tx),
+            );
+        conn.tx
+            .send(ToSocket::Send(Box::new(frame)))
+            .map_err(|_| LiveError::Offline(deployment.to_owned()))?;
+        Ok(rx)
+    }
+
+    /// Sends a frame (no answer expected) to the deployment's live connection.
+    pub fn send_frame(&self, deployment: &str, frame: Frame) -> Result<(), LiveError> {
+        let deps = self.deps()?;
+        let conn = deps
+            .get(deployment)
+            .and_then(|d| d.conn.as_ref())
+            .ok_or_else(|| LiveError::Offline(deployment.to_owned()))?;
+        conn.tx
+            .send(ToSocket::Send(Box::new(frame)))
+            .map_err(|_| LiveError::Offline(deployment.to_owned()))
+    }
+
+    /// Delivers a result; only the session the request was sent on may answer it.
+    pub fn complete(&self, deployment: &str, session: &str, result: CommandResult) -> bool {
+        let Ok(mut w) = self.waiters.lock() else {
+            return false;
+        };
+        let matches = w
+            .get(&result.id)
+            .is_some_and(|(d, s, _)| d == deployment && s == session);
+        if !matches {
+            return false;
+        }
+        match w.remove(&result.id) {
+            Some((_, _, tx)) => tx.send(result).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Forgets a request (timed out or its connection went away).
+    pub fn forget(&self, id: &str) {
+        if let Ok(mut w) = self.waiters.lock() {
+            w.remove(id);
+        }
+    }
+
+    /// Drops the waiters of a closed session, so callers see it at once.
+    pub fn fail_session(&self, session: &str) {
+        if let Ok(mut w) = self.waiters.lock() {
+            w.retain(|_, (_, s, _)| s != session);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::HostMeta;
+
+    fn hello(id: &str) -> Hello {
+        Hello {
+            protocol: 1,
+            agent_version: "t".into(),
+            boot_id: "b".into(),
+            connection_id: id.into(),
+            host: HostMeta::default(),
+        }
+    }
+
+    const T: Thresholds = Thresholds {
+        degraded_after: Duration::from_secs(90),
+        offline_after: Duration::from_secs(300),
+    };
+
+    #[test]
+    fn judge_uses_the_receive_time() {
+        let now = Instant::now();
+        assert_eq!(Health::judge(None, now, T), Health::Offline);
+        assert_eq!(Health::judge(Some(now), now, T), Health::Online);
+        let later = now + Duration::from_secs(91);
+        assert_eq!(Health::judge(Some(now), later, T), Health::Degraded);
+        let much_later = now + Duration::from_secs(300);
+        assert_eq!(Health::judge(Some(now), much_later, T), Health::Offline);
+    }
+
+    #[test]
+    fn newer_connection_evicts_and_stale_cleanup_is_ignored() {
+        let live = Live::new(T);
+        let (tx1, mut rx1) = mpsc::unbounded_channel();
+        let (tx2, _rx2) = mpsc::unbounded_channel();
+        assert_eq!(
+            live.register("d", "s1", "t", hello("c1"), tx1).unwrap(),
+            None
+        );
+        assert_eq!(
+            live.register("d", "s2", "t", hello("c2"), tx2).unwrap(),
+            Some("s1".into())
+        );
+        match rx1.try_recv().unwrap() {
+            ToSocket::Close(code, reason) => {
+                assert_eq!(code, crate::wire::close::EVICTED);
+                assert_eq!(reason, "evicted by newer connection");
+            }
+            other => panic!("{other:?}"),
+        }
+        // The evicted socket's cleanup runs late: it must not unregister s2.
+        assert!(!live.unregister("d", "s1", "evicted"));
+        let v = live.view("d");
+        assert!(v.connected);
+        assert_eq!(v.connection_id.as_deref(), Some("c2"));
+        assert_eq!((v.disconnects, v.evictions), (0, 1));
+        assert!(live.unregister("d", "s2", "bye"));
+        assert_eq!(live.view("d").disconnects, 1);
+    }
+
+    #[test]
+    fn requests_are_refused_offline_and_answered_only_by_their_session() {
+        let live = Live::new(T);
+        let frame = Frame::Heartbeat(crate::wire::Heartbeat {
+            sent_at_ms: 0,
+            resources: 0,
+        });
+        assert!(matches!(
+            live.request("d", "r1", frame.clone()),
+            Err(LiveError::Offline(_))
+        ));
+        let (tx, _rx) = mpsc::unbounded_channel();
+        live.register("d", "s1", "t", hello("c"), tx).unwrap();
+        let mut rx = live.request("d", "r1", frame).unwrap();
+        let res = CommandResult {
+            id: "r1".into(),
+            ok: true,
+            result: serde_json::Value::Null,
+            error: None,
+        };
+        assert!(!live.complete("d", "other", res.clone()));
+        assert!(live.complete("d", "s1", res));
+        assert!(rx.try_recv().unwrap().ok);
+    }
+}

@@ -1,0 +1,167 @@
+//! The reference control plane: the server side of the upstream protocol
+//! (`docs/protocol.md`), deployment and token administration, live state
+//! per deployment, an HTTP JSON API and a status page.
+//!
+//! One module per concern: `token` (generation, hashing, redaction), `store`
+//! (SQLite: deployments, hashed tokens, audit), `resources` (snapshot/delta
+//! view, pure), `live` (registration, eviction, health), `ws` (the socket
+//! endpoint) and `api` (HTTP).
+
+pub mod api;
+pub mod attach;
+pub mod live;
+pub mod resources;
+pub mod store;
+pub mod token;
+pub mod ws;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::{get, post};
+
+pub use live::{Health, Live, Thresholds};
+pub use store::Store;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlPlaneError {
+    #[error("listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("serve: {0}")]
+    Serve(#[source] std::io::Error),
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+}
+
+/// Server settings; the defaults are the product's (90 s degraded, 5 min
+/// offline), tests shorten them.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub listen: SocketAddr,
+    pub degraded_after: Duration,
+    pub offline_after: Duration,
+    /// WebSocket pings detect a dead socket well before `degraded_after`.
+    pub ping_interval: Duration,
+    pub pong_timeout: Duration,
+    pub hello_timeout: Duration,
+    /// Told to clients in `welcome`.
+    pub heartbeat_interval: Duration,
+    pub token_check_interval: Duration,
+    pub max_frame_bytes: usize,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8700)),
+            degraded_after: Duration::from_secs(90),
+            offline_after: Duration::from_secs(300),
+            ping_interval: Duration::from_secs(15),
+            pong_timeout: Duration::from_secs(30),
+            hello_timeout: Duration::from_secs(10),
+            heartbeat_interval: Duration::from_secs(15),
+            token_check_interval: Duration::from_secs(1),
+            max_frame_bytes: crate::wire::DEFAULT_MAX_FRAME_BYTES,
+        }
+    }
+}
+
+/// Counters shown at `/api/v1/stats`.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub auth_rejected: AtomicU64,
+    pub connections_accepted: AtomicU64,
+    pub frames_rejected: AtomicU64,
+    pub closed_by_server: AtomicU64,
+}
+
+impl Stats {
+    pub fn to_json(&self) -> serde_json::Value {
+        let g = |a: &AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        serde_json::json!({
+            "auth_rejected": g(&self.auth_rejected),
+            "connections_accepted": g(&self.connections_accepted),
+            "frames_rejected": g(&self.frames_rejected),
+            "closed_by_server": g(&self.closed_by_server),
+        })
+    }
+}
+
+/// Shared server state.
+#[derive(Debug)]
+pub struct App {
+    pub cfg: ServeConfig,
+    pub store: Store,
+    pub live: Live,
+    pub stats: Stats,
+    pub attaches: attach::Sessions,
+    /// Flips to true when the server shuts down; sockets close with 1001.
+    pub shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/", get(api::page))
+        .route("/healthz", get(api::healthz))
+        .route(crate::wire::CONNECT_PATH, get(ws::connect))
+        .route("/api/v1/stats", get(api::stats))
+        .route("/api/v1/deployments", get(api::list))
+        .route("/api/v1/deployments/{name}", get(api::get))
+        .route("/api/v1/deployments/{name}/resources", get(api::resources))
+        .route("/api/v1/deployments/{name}/audit", get(api::audit))
+        .route("/api/v1/deployments/{name}/commands", post(api::command))
+        .route("/api/v1/deployments/{name}/attach", get(attach::attach))
+        .route(
+            "/api/v1/deployments/{name}/pod-control",
+            post(api::pod_control),
+        )
+        .with_state(app)
+}
+
+/// Binds the listener; `serve` runs it. Split so a caller can print the
+/// bound address (port 0) before serving.
+pub async fn bind(cfg: &ServeConfig) -> Result<tokio::net::TcpListener, ControlPlaneError> {
+    tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|source| ControlPlaneError::Listen {
+            addr: cfg.listen,
+            source,
+        })
+}
+
+/// Serves until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    cfg: ServeConfig,
+    store: Store,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), ControlPlaneError> {
+    let app = Arc::new(App {
+        live: Live::new(Thresholds {
+            degraded_after: cfg.degraded_after,
+            offline_after: cfg.offline_after,
+        }),
+        cfg,
+        store,
+        stats: Stats::default(),
+        attaches: attach::Sessions::default(),
+        shutdown: tokio::sync::watch::Sender::new(false),
+    });
+    let app2 = app.clone();
+    let shutdown = async move {
+        shutdown.await;
+        // Upgraded sockets outlive graceful shutdown unless told to close.
+        app2.shutdown.send_replace(true);
+    };
+    axum::serve(listener, router(app))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(ControlPlaneError::Serve)
+}

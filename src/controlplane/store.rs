@@ -1,0 +1,528 @@
+//! Durable control-plane state in embedded SQLite: deployments, hashed
+//! tokens and the session audit log.
+//!
+//! Guarantees: token clear text never reaches the database (only
+//! `sha256:<hex>`); every write is one transaction; the database runs in WAL
+//! mode with a busy timeout so the admin CLI and a running server can share
+//! it (the server re-checks live tokens, so a revocation from the CLI reaches
+//! it). Caveat: calls are synchronous and short; the server makes them from
+//! async code under a mutex, fine for a reference control plane.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+
+use super::token::{SecretToken, TokenError, hash_token};
+use crate::wire::now_ms;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database {path}: {source}")]
+    Open {
+        path: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("database: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("deployment {0:?} already exists")]
+    Exists(String),
+    #[error("deployment {0:?} does not exist")]
+    NoDeployment(String),
+    #[error("invalid deployment name {0:?}: use 1-63 characters a-z, 0-9 and '-'")]
+    BadName(String),
+    #[error("token {0:?} does not exist in deployment {1:?}")]
+    NoToken(String, String),
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    #[error("the database lock was poisoned by a panic")]
+    Poisoned,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct DeploymentRow {
+    pub name: String,
+    pub created_ms: u64,
+}
+
+/// A token's metadata; never its clear text nor its hash.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TokenInfo {
+    pub id: String,
+    pub deployment: String,
+    pub created_ms: u64,
+    pub expires_ms: Option<u64>,
+    pub revoked_ms: Option<u64>,
+}
+
+impl TokenInfo {
+    pub fn is_valid_at(&self, now: u64) -> bool {
+        self.revoked_ms.is_none() && self.expires_ms.is_none_or(|e| now < e)
+    }
+}
+
+/// Who a valid token authenticates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Authenticated {
+    pub deployment: String,
+    pub token_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct AuditRow {
+    pub id: i64,
+    pub deployment: String,
+    pub connection_id: Option<String>,
+    pub at_ms: u64,
+    /// `server` for records the control plane writes, `operator` for records
+    /// the operator sent in `audit` frames.
+    pub source: String,
+    pub actor: String,
+    pub action: String,
+    pub target: String,
+    pub outcome: String,
+    pub detail: serde_json::Value,
+}
+
+/// A new audit record.
+#[derive(Debug, Clone, Default)]
+pub struct NewAudit<'a> {
+    pub deployment: &'a str,
+    pub connection_id: Option<&'a str>,
+    pub source: &'a str,
+    pub actor: &'a str,
+    pub action: &'a str,
+    pub target: &'a str,
+    pub outcome: &'a str,
+    pub detail: Option<serde_json::Value>,
+}
+
+#[derive(Clone)]
+pub struct Store {
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Store")
+    }
+}
+
+const SCHEMA: &str = "
+PRAGMA journal_mode = WAL;
+CREATE TABLE IF NOT EXISTS deployments (
+    name TEXT PRIMARY KEY,
+    created_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tokens (
+    id TEXT PRIMARY KEY,
+    deployment TEXT NOT NULL REFERENCES deployments(name),
+    hash TEXT NOT NULL UNIQUE,
+    created_ms INTEGER NOT NULL,
+    expires_ms INTEGER,
+    revoked_ms INTEGER
+);
+CREATE TABLE IF NOT EXISTS audit (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    deployment TEXT NOT NULL,
+    connection_id TEXT,
+    at_ms INTEGER NOT NULL,
+    source TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    action TEXT NOT NULL,
+    target TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    detail TEXT
+);
+CREATE INDEX IF NOT EXISTS audit_by_deployment ON audit(deployment, id);
+";
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn to_u64(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+}
+
+impl Store {
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let conn = Connection::open(path).map_err(|source| StoreError::Open {
+            path: path.display().to_string(),
+            source,
+        })?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut guard = self.conn.lock().map_err(|_| StoreError::Poisoned)?;
+        f(&mut guard)
+    }
+
+    /// Creates a deployment and its first token. The token is returned in
+    /// clear exactly once; only its hash is kept.
+    pub fn create_deployment(&self, name: &str) -> Result<(TokenInfo, SecretToken), StoreError> {
+        if !valid_name(name) {
+            return Err(StoreError::BadName(name.to_owned()));
+        }
+        self.with(|c| {
+            let tx = c.transaction()?;
+            let exists: Option<String> = tx
+                .query_row(
+                    "SELECT name FROM deployments WHERE name = ?1",
+                    [name],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if exists.is_some() {
+                return Err(StoreError::Exists(name.to_owned()));
+            }
+            tx.execute(
+                "INSERT INTO deployments (name, created_ms) VALUES (?1, ?2)",
+                params![name, to_i64(now_ms())],
+            )?;
+            let issued = insert_token(&tx, name)?;
+            tx.commit()?;
+            Ok(issued)
+        })
+    }
+
+    pub fn list_deployments(&self) -> Result<Vec<DeploymentRow>, StoreError> {
+        self.with(|c| {
+            let mut st = c.prepare("SELECT name, created_ms FROM deployments ORDER BY name")?;
+            let rows = st
+                .query_map([], |r| {
+                    Ok(DeploymentRow {
+                        name: r.get(0)?,
+                        created_ms: to_u64(r.get(1)?),
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+    }
+
+    pub fn deployment_exists(&self, name: &str) -> Result<bool, StoreError> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT count(*) FROM deployments WHERE name = ?1",
+                [name],
+                |r| r.get::<_, i64>(0),
+            )? > 0)
+        })
+    }
+
+    /// Issues a new token and lets every other still-valid token of the
+    /// deployment expire after `overlap`, so a running operator can switch
+    /// without a gap. An `overlap` of zero ends them at once.
+    pub fn rotate(
+        &self,
+        deployment: &str,
+        overlap: std::time::Duration,
+    ) -> Result<(TokenInfo, SecretToken), StoreError> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            ensure_deployment(&tx, deployment)?;
+            let until = now_ms().saturating_add(u64::try_from(overlap.as_millis()).unwrap_or(0));
+            tx.execute(
+                "UPDATE tokens SET expires_ms = ?2 WHERE deployment = ?1 AND revoked_ms IS NULL
+                 AND (expires_ms IS NULL OR expires_ms > ?2)",
+                params![deployment, to_i64(until)],
+            )?;
+            let issued = insert_token(&tx, deployment)?;
+            tx.commit()?;
+            Ok(issued)
+        })
+    }
+
+    /// Revokes one token, or every token of the deployment when `token_id`
+    /// is `None`. Returns how many were revoked.
+    pub fn revoke(&self, deployment: &str, token_id: Option<&str>) -> Result<usize, StoreError> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            ensure_deployment(&tx, deployment)?;
+            let n = match token_id {
+                Some(id) => {
+                    let n = tx.execute(
+                        "UPDATE tokens SET revoked_ms = ?3 WHERE deployment = ?1 AND id = ?2
+                         AND revoked_ms IS NULL",
+                        params![deployment, id, to_i64(now_ms())],
+                    )?;
+                    let known: i64 = tx.query_row(
+                        "SELECT count(*) FROM tokens WHERE deployment = ?1 AND id = ?2",
+                        params![deployment, id],
+                        |r| r.get(0),
+                    )?;
+                    if known == 0 {
+                        return Err(StoreError::NoToken(id.to_owned(), deployment.to_owned()));
+                    }
+                    n
+                }
+                None => tx.execute(
+                    "UPDATE tokens SET revoked_ms = ?2 WHERE deployment = ?1 AND revoked_ms IS NULL",
+                    params![deployment, to_i64(now_ms())],
+                )?,
+            };
+            tx.commit()?;
+            Ok(n)
+        })
+    }
+
+    pub fn list_tokens(&self, deployment: &str) -> Result<Vec<TokenInfo>, StoreError> {
+        self.with(|c| {
+            ensure_deployment(c, deployment)?;
+            let mut st = c.prepare(
+                "SELECT id, deployment, created_ms, expires_ms, revoked_ms FROM tokens
+                 WHERE deployment = ?1 ORDER BY created_ms, id",
+            )?;
+            let rows = st
+                .query_map([deployment], row_to_token)?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// Looks a presented token up by its hash; `None` when unknown, revoked
+    /// or expired.
+    pub fn authenticate(&self, token: &SecretToken) -> Result<Option<Authenticated>, StoreError> {
+        let hash = token.hash();
+        self.with(|c| {
+            let row = c
+                .query_row(
+                    "SELECT id, deployment, created_ms, expires_ms, revoked_ms FROM tokens
+                     WHERE hash = ?1",
+                    [hash],
+                    row_to_token,
+                )
+                .optional()?;
+            Ok(row
+                .filter(|t| t.is_valid_at(now_ms()))
+                .map(|t| Authenticated {
+                    deployment: t.deployment,
+                    token_id: t.id,
+                }))
+        })
+    }
+
+    /// Whether a token (by id) is still valid now.
+    pub fn token_valid(&self, token_id: &str) -> Result<bool, StoreError> {
+        self.with(|c| {
+            let row = c
+                .query_row(
+                    "SELECT id, deployment, created_ms, expires_ms, revoked_ms FROM tokens
+                     WHERE id = ?1",
+                    [token_id],
+                    row_to_token,
+                )
+                .optional()?;
+            Ok(row.is_some_and(|t| t.is_valid_at(now_ms())))
+        })
+    }
+
+    pub fn append_audit(&self, a: &NewAudit<'_>) -> Result<(), StoreError> {
+        self.append_audit_at(a, now_ms())
+    }
+
+    pub fn append_audit_at(&self, a: &NewAudit<'_>, at_ms: u64) -> Result<(), StoreError> {
+        let detail = a.detail.as_ref().map(|d| d.to_string());
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO audit (deployment, connection_id, at_ms, source, actor, action,
+                 target, outcome, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![
+                    a.deployment,
+                    a.connection_id,
+                    to_i64(at_ms),
+                    a.source,
+                    a.actor,
+                    a.action,
+                    a.target,
+                    a.outcome,
+                    detail
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The newest `limit` audit records of a deployment, oldest first.
+    pub fn list_audit(&self, deployment: &str, limit: usize) -> Result<Vec<AuditRow>, StoreError> {
+        self.with(|c| {
+            let mut st = c.prepare(
+                "SELECT id, deployment, connection_id, at_ms, source, actor, action, target,
+                 outcome, detail FROM audit WHERE deployment = ?1 ORDER BY id DESC LIMIT ?2",
+            )?;
+            let mut rows = st
+                .query_map(
+                    params![deployment, i64::try_from(limit).unwrap_or(i64::MAX)],
+                    |r| {
+                        let detail: Option<String> = r.get(9)?;
+                        Ok(AuditRow {
+                            id: r.get(0)?,
+                            deployment: r.get(1)?,
+                            connection_id: r.get(2)?,
+                            at_ms: to_u64(r.get(3)?),
+                            source: r.get(4)?,
+                            actor: r.get(5)?,
+                            action: r.get(6)?,
+                            target: r.get(7)?,
+                            outcome: r.get(8)?,
+                            detail: detail
+                                .and_then(|d| serde_json::from_str(&d).ok())
+                                .unwrap_or(serde_json::Value::Null),
+                        })
+                    },
+                )?
+                .collect::<Result<Vec<_>, _>>()?;
+            rows.reverse();
+            Ok(rows)
+        })
+    }
+}
+
+fn row_to_token(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenInfo> {
+    Ok(TokenInfo {
+        id: r.get(0)?,
+        deployment: r.get(1)?,
+        created_ms: to_u64(r.get(2)?),
+        expires_ms: r.get::<_, Option<i64>>(3)?.map(to_u64),
+        revoked_ms: r.get::<_, Option<i64>>(4)?.map(to_u64),
+    })
+}
+
+fn ensure_deployment(c: &Connection, name: &str) -> Result<(), StoreError> {
+    let n: i64 = c.query_row(
+        "SELECT count(*) FROM deployments WHERE name = ?1",
+        [name],
+        |r| r.get(0),
+    )?;
+    if n == 0 {
+        return Err(StoreError::NoDeployment(name.to_owned()));
+    }
+    Ok(())
+}
+
+fn insert_token(c: &Connection, deployment: &str) -> Result<(TokenInfo, SecretToken), StoreError> {
+    let secret = SecretToken::generate()?;
+    let info = TokenInfo {
+        id: format!("tok_{}", &crate::wire::random_id()[..12]),
+        deployment: deployment.to_owned(),
+        created_ms: now_ms(),
+        expires_ms: None,
+        revoked_ms: None,
+    };
+    c.execute(
+        "INSERT INTO tokens (id, deployment, hash, created_ms) VALUES (?1, ?2, ?3, ?4)",
+        params![
+            info.id,
+            deployment,
+            hash_token(secret.expose()),
+            to_i64(info.created_ms)
+        ],
+    )?;
+    Ok((info, secret))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("cp.sqlite")).unwrap();
+        (dir, s)
+    }
+
+    #[test]
+    fn tokens_are_stored_hashed_and_authenticate() {
+        let (dir, s) = store();
+        let (info, tok) = s.create_deployment("prod-eu").unwrap();
+        let auth = s.authenticate(&tok).unwrap().unwrap();
+        assert_eq!(auth.deployment, "prod-eu");
+        assert_eq!(auth.token_id, info.id);
+        assert!(
+            s.authenticate(&SecretToken::new("exo_dt_wrong"))
+                .unwrap()
+                .is_none()
+        );
+        drop(s);
+        let raw = std::fs::read(dir.path().join("cp.sqlite")).unwrap();
+        let wal = std::fs::read(dir.path().join("cp.sqlite-wal")).unwrap_or_default();
+        let needle = tok.expose().as_bytes();
+        for bytes in [raw, wal] {
+            assert!(!bytes.windows(needle.len()).any(|w| w == needle));
+        }
+    }
+
+    #[test]
+    fn rotate_keeps_both_valid_during_overlap_then_revoke_ends_all() {
+        let (_d, s) = store();
+        let (_, old) = s.create_deployment("a").unwrap();
+        let (_, new) = s.rotate("a", std::time::Duration::from_secs(3600)).unwrap();
+        assert!(s.authenticate(&old).unwrap().is_some());
+        assert!(s.authenticate(&new).unwrap().is_some());
+        let (_, newest) = s.rotate("a", std::time::Duration::ZERO).unwrap();
+        assert!(s.authenticate(&old).unwrap().is_none());
+        assert!(s.authenticate(&new).unwrap().is_none());
+        assert!(s.authenticate(&newest).unwrap().is_some());
+        assert_eq!(s.revoke("a", None).unwrap(), 3);
+        assert!(s.authenticate(&newest).unwrap().is_none());
+        assert_eq!(s.list_tokens("a").unwrap().len(), 3);
+    }
+
+    #[test]
+    fn names_are_checked_and_unique() {
+        let (_d, s) = store();
+        assert!(matches!(
+            s.create_deployment("Bad Name"),
+            Err(StoreError::BadName(_))
+        ));
+        s.create_deployment("x").unwrap();
+        assert!(matches!(
+            s.create_deployment("x"),
+            Err(StoreError::Exists(_))
+        ));
+        assert!(matches!(
+            s.rotate("nope", std::time::Duration::ZERO),
+            Err(StoreError::NoDeployment(_))
+        ));
+    }
+
+    #[test]
+    fn audit_is_durable_and_ordered() {
+        let (dir, s) = store();
+        s.create_deployment("a").unwrap();
+        for action in ["connection.opened", "command.issued"] {
+            s.append_audit(&NewAudit {
+                deployment: "a",
+                source: "server",
+                action,
+                ..NewAudit::default()
+            })
+            .unwrap();
+        }
+        drop(s);
+        let s = Store::open(&dir.path().join("cp.sqlite")).unwrap();
+        let rows = s.list_audit("a", 10).unwrap();
+        let actions: Vec<_> = rows.iter().map(|r| r.action.as_str()).collect();
+        assert_eq!(actions, ["connection.opened", "command.issued"]);
+    }
+}

@@ -1,0 +1,79 @@
+//! Deployment tokens: generation, hashing and a redacting wrapper.
+//!
+//! Guarantees: a token is 32 bytes from the OS random source; only its
+//! SHA-256 is stored; [`SecretToken`]'s `Debug`/`Display` never show it, so a
+//! stray `{:?}` in a log line cannot leak it. 256 random bits make a slow
+//! password hash unnecessary: the stored digest cannot be brute-forced.
+
+use sha2::{Digest, Sha256};
+
+/// Prefix that makes a leaked token easy to recognise by secret scanners.
+pub const TOKEN_PREFIX: &str = "exo_dt_";
+
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("the operating system random source failed: {0}")]
+    Random(String),
+}
+
+/// A bearer token in clear. Only [`SecretToken::expose`] shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretToken(String);
+
+impl SecretToken {
+    /// A fresh random token.
+    pub fn generate() -> Result<Self, TokenError> {
+        let mut b = [0u8; 32];
+        getrandom::fill(&mut b).map_err(|e| TokenError::Random(e.to_string()))?;
+        Ok(Self(format!("{TOKEN_PREFIX}{}", hex::encode(b))))
+    }
+
+    /// Wraps a token received from a client or read from the environment.
+    pub fn new(s: impl Into<String>) -> Self {
+        Self(s.into())
+    }
+
+    /// The clear text, for the one place that must print or send it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// The digest stored in the database: `sha256:<hex>`.
+    pub fn hash(&self) -> String {
+        hash_token(&self.0)
+    }
+}
+
+impl std::fmt::Debug for SecretToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretToken(<redacted>)")
+    }
+}
+
+impl std::fmt::Display for SecretToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+pub fn hash_token(token: &str) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(token.as_bytes())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_random_prefixed_and_redacted() {
+        let a = SecretToken::generate().unwrap();
+        let b = SecretToken::generate().unwrap();
+        assert_ne!(a, b);
+        assert!(a.expose().starts_with(TOKEN_PREFIX));
+        assert_eq!(a.expose().len(), TOKEN_PREFIX.len() + 64);
+        let shown = format!("{a:?} {a}");
+        assert!(!shown.contains(&a.expose()[TOKEN_PREFIX.len()..]));
+        assert!(a.hash().starts_with("sha256:"));
+        assert_ne!(a.hash(), b.hash());
+    }
+}

@@ -1,0 +1,417 @@
+//! The WebSocket endpoint: authenticate at upgrade, then one task per
+//! connection that reads frames, writes requests, pings, and re-checks the
+//! token.
+//!
+//! Guarantees: a missing or unknown token gets HTTP 401 before any upgrade,
+//! and the deployment comes from the token, never from the client. A
+//! malformed, binary or oversized frame closes only that connection, with a
+//! close code and a reason that names the problem. A socket that stops
+//! answering pings is closed after the pong timeout. A revoked or expired
+//! token closes its live connection within one token-check interval.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+use super::App;
+use super::live::ToSocket;
+use super::store::{Authenticated, NewAudit};
+use super::token::SecretToken;
+use crate::wire::{self, Frame, PROTOCOL_VERSION, Welcome, close};
+
+/// Close reasons are limited to 123 bytes by RFC 6455.
+fn clip(reason: &str) -> String {
+    let mut s = String::new();
+    for ch in reason.chars() {
+        if s.len() + ch.len_utf8() > 120 {
+            break;
+        }
+        s.push(ch);
+    }
+    s
+}
+
+pub fn bearer(headers: &HeaderMap) -> Option<SecretToken> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let t = v.strip_prefix("Bearer ")?.trim();
+    (!t.is_empty()).then(|| SecretToken::new(t))
+}
+
+pub async fn connect(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let auth = match bearer(&headers).map(|t| app.store.authenticate(&t)) {
+        Some(Ok(Some(auth))) => auth,
+        Some(Err(e)) => {
+            warn!(error = %e, "token lookup failed");
+            return (StatusCode::SERVICE_UNAVAILABLE, "token lookup failed\n").into_response();
+        }
+        _ => {
+            app.stats.auth_rejected.fetch_add(1, ORD);
+            return (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "missing, unknown, revoked or expired deployment token\n",
+            )
+                .into_response();
+        }
+    };
+    let max = app.cfg.max_frame_bytes;
+    ws.max_message_size(max)
+        .max_frame_size(max)
+        .on_upgrade(move |socket| async move {
+            Session::run(app, auth, socket).await;
+        })
+}
+
+const ORD: std::sync::atomic::Ordering = std::sync::atomic::Ordering::Relaxed;
+
+struct Session {
+    app: Arc<App>,
+    auth: Authenticated,
+    session: String,
+    connection_id: Option<String>,
+}
+
+enum Outcome {
+    /// Close the socket with this code and reason.
+    Close(u16, String),
+    /// The peer closed or the socket broke.
+    Gone(String),
+}
+
+impl Session {
+    async fn run(app: Arc<App>, auth: Authenticated, mut socket: WebSocket) {
+        app.stats.connections_accepted.fetch_add(1, ORD);
+        let mut s = Session {
+            app,
+            auth,
+            session: wire::random_id(),
+            connection_id: None,
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let outcome = match s.handshake(&mut socket, tx).await {
+            Ok(()) => s.serve(&mut socket, rx).await,
+            Err(o) => o,
+        };
+        let reason = match outcome {
+            Outcome::Close(code, reason) => {
+                let reason = clip(&reason);
+                if code != close::EVICTED {
+                    s.app.stats.closed_by_server.fetch_add(1, ORD);
+                }
+                let _ = socket
+                    .send(Message::Close(Some(CloseFrame {
+                        code,
+                        reason: Utf8Bytes::from(reason.clone()),
+                    })))
+                    .await;
+                format!("{code} {reason}")
+            }
+            Outcome::Gone(r) => r,
+        };
+        let dep = s.auth.deployment.clone();
+        let was_live = s.app.live.unregister(&dep, &s.session, &reason);
+        s.app.live.fail_session(&s.session);
+        info!(deployment = %dep, session = %s.session, %reason, was_live, "connection closed");
+        s.audit("connection.closed", &reason, None);
+    }
+
+    fn audit(&self, action: &str, outcome: &str, detail: Option<serde_json::Value>) {
+        let r = self.app.store.append_audit(&NewAudit {
+            deployment: &self.auth.deployment,
+            connection_id: self.connection_id.as_deref(),
+            source: "server",
+            actor: "control-plane",
+            action,
+            target: &self.session,
+            outcome,
+            detail,
+        });
+        if let Err(e) = r {
+            warn!(error = %e, action, "audit write failed");
+        }
+    }
+
+    async fn handshake(
+        &mut self,
+        socket: &mut WebSocket,
+        tx: mpsc::UnboundedSender<ToSocket>,
+    ) -> Result<(), Outcome> {
+        let first = tokio::time::timeout(self.app.cfg.hello_timeout, socket.recv()).await;
+        let msg = match first {
+            Err(_) => {
+                return Err(Outcome::Close(
+                    close::HELLO_TIMEOUT,
+                    close::HELLO_TIMEOUT_REASON.into(),
+                ));
+            }
+            Ok(None) => return Err(Outcome::Gone("closed before hello".into())),
+            Ok(Some(Err(e))) => return Err(self.read_error(&e)),
+            Ok(Some(Ok(m))) => m,
+        };
+        let frame = self.decode(msg)?;
+        let Some(frame) = frame else {
+            return Err(Outcome::Close(
+                close::PROTOCOL_ERROR,
+                "expected hello as the first frame".into(),
+            ));
+        };
+        let Frame::Hello(hello) = frame else {
+            return Err(Outcome::Close(
+                close::PROTOCOL_ERROR,
+                format!("expected hello as the first frame, got {}", frame.kind()),
+            ));
+        };
+        if hello.protocol != PROTOCOL_VERSION {
+            self.app.stats.frames_rejected.fetch_add(1, ORD);
+            return Err(Outcome::Close(
+                close::UNSUPPORTED_VERSION,
+                format!(
+                    "unsupported protocol version {}; this server speaks {PROTOCOL_VERSION}",
+                    hello.protocol
+                ),
+            ));
+        }
+        self.connection_id = Some(hello.connection_id.clone());
+        let dep = self.auth.deployment.clone();
+        let detail = serde_json::json!({
+            "boot_id": hello.boot_id, "agent_version": hello.agent_version,
+            "hostname": hello.host.hostname, "token_id": self.auth.token_id,
+        });
+        let welcome = Frame::Welcome(Welcome {
+            protocol: PROTOCOL_VERSION,
+            deployment: dep.clone(),
+            connection_id: hello.connection_id.clone(),
+            heartbeat_interval_ms: u64::try_from(self.app.cfg.heartbeat_interval.as_millis())
+                .unwrap_or(u64::MAX),
+        });
+        let evicted = self
+            .app
+            .live
+            .register(&dep, &self.session, &self.auth.token_id, hello, tx)
+            .map_err(|e| Outcome::Close(close::GOING_AWAY, e.to_string()))?;
+        info!(deployment = %dep, session = %self.session, evicted = ?evicted, "connection registered");
+        self.audit("connection.opened", "registered", Some(detail));
+        if let Some(old) = evicted {
+            self.audit(
+                "connection.evicted",
+                close::EVICTED_REASON,
+                Some(serde_json::json!({ "evicted_session": old })),
+            );
+        }
+        self.send(socket, &welcome).await
+    }
+
+    async fn send(&self, socket: &mut WebSocket, frame: &Frame) -> Result<(), Outcome> {
+        let text = frame
+            .to_json()
+            .map_err(|e| Outcome::Close(close::GOING_AWAY, format!("encode: {e}")))?;
+        socket
+            .send(Message::Text(Utf8Bytes::from(text)))
+            .await
+            .map_err(|e| Outcome::Gone(format!("send failed: {e}")))
+    }
+
+    fn read_error(&self, e: &axum::Error) -> Outcome {
+        let text = e.to_string();
+        // tungstenite reports its size limits as capacity errors.
+        if text.contains("Space limit exceeded")
+            || text.contains("too long")
+            || text.contains("too big")
+        {
+            self.app.stats.frames_rejected.fetch_add(1, ORD);
+            Outcome::Close(
+                close::TOO_BIG,
+                format!(
+                    "frame exceeds the limit of {} bytes",
+                    self.app.cfg.max_frame_bytes
+                ),
+            )
+        } else {
+            Outcome::Gone(format!("read failed: {text}"))
+        }
+    }
+
+    /// `Ok(None)` for control messages that carry no frame.
+    fn decode(&self, msg: Message) -> Result<Option<Frame>, Outcome> {
+        match msg {
+            Message::Text(t) => match Frame::from_json(t.as_str()) {
+                Ok(f) => Ok(Some(f)),
+                Err(e) => {
+                    self.app.stats.frames_rejected.fetch_add(1, ORD);
+                    Err(Outcome::Close(
+                        close::PROTOCOL_ERROR,
+                        format!("malformed frame: {e}"),
+                    ))
+                }
+            },
+            Message::Binary(_) => {
+                self.app.stats.frames_rejected.fetch_add(1, ORD);
+                Err(Outcome::Close(
+                    close::UNSUPPORTED_DATA,
+                    "binary messages are not supported; send JSON text frames".into(),
+                ))
+            }
+            Message::Close(c) => Err(Outcome::Gone(match c {
+                Some(c) => format!("closed by peer: {} {}", c.code, c.reason.as_str()),
+                None => "closed by peer".into(),
+            })),
+            Message::Ping(_) | Message::Pong(_) => Ok(None),
+        }
+    }
+
+    async fn serve(
+        &mut self,
+        socket: &mut WebSocket,
+        mut rx: mpsc::UnboundedReceiver<ToSocket>,
+    ) -> Outcome {
+        let cfg = self.app.cfg.clone();
+        let mut ping = tokio::time::interval(cfg.ping_interval);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut token_check = tokio::time::interval(cfg.token_check_interval);
+        token_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut awaiting_pong: Option<Instant> = None;
+        let mut shutdown = self.app.shutdown.subscribe();
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => {
+                    return Outcome::Close(close::GOING_AWAY, "control plane shutting down".into());
+                }
+                msg = socket.recv() => {
+                    let msg = match msg {
+                        None => return Outcome::Gone("socket ended".into()),
+                        Some(Err(e)) => return self.read_error(&e),
+                        Some(Ok(m)) => m,
+                    };
+                    if matches!(msg, Message::Pong(_)) {
+                        awaiting_pong = None;
+                        continue;
+                    }
+                    match self.decode(msg) {
+                        Err(o) => return o,
+                        Ok(None) => {}
+                        Ok(Some(frame)) => {
+                            if let Err(o) = self.on_frame(frame) {
+                                return o;
+                            }
+                        }
+                    }
+                }
+                cmd = rx.recv() => match cmd {
+                    None => return Outcome::Gone("registry dropped the connection".into()),
+                    Some(ToSocket::Close(code, reason)) => return Outcome::Close(code, reason),
+                    Some(ToSocket::Send(frame)) => {
+                        if let Err(o) = self.send(socket, &frame).await {
+                            return o;
+                        }
+                    }
+                },
+                _ = ping.tick() => {
+                    if let Some(since) = awaiting_pong
+                        && since.elapsed() >= cfg.pong_timeout
+                    {
+                        return Outcome::Close(close::PING_TIMEOUT, close::PING_TIMEOUT_REASON.into());
+                    }
+                    if awaiting_pong.is_none() {
+                        awaiting_pong = Some(Instant::now());
+                    }
+                    if socket.send(Message::Ping(Default::default())).await.is_err() {
+                        return Outcome::Gone("ping send failed".into());
+                    }
+                }
+                _ = token_check.tick() => {
+                    match self.app.store.token_valid(&self.auth.token_id) {
+                        Ok(true) => {}
+                        Ok(false) => return Outcome::Close(close::TOKEN_REVOKED, close::TOKEN_REVOKED_REASON.into()),
+                        Err(e) => warn!(error = %e, "token re-check failed"),
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_frame(&mut self, frame: Frame) -> Result<(), Outcome> {
+        let dep = self.auth.deployment.clone();
+        let kind = frame.kind();
+        let applied = match frame {
+            Frame::Snapshot(chunk) => self
+                .app
+                .live
+                .with_session(&dep, &self.session, |v| v.apply_chunk(chunk))
+                .map(|r| r.map_err(|e| e.to_string())),
+            Frame::Delta(d) => self
+                .app
+                .live
+                .with_session(&dep, &self.session, |v| v.apply_delta(d))
+                .map(|r| r.map_err(|e| e.to_string())),
+            Frame::Heartbeat(_) | Frame::CommandAck(_) => {
+                self.app.live.with_session(&dep, &self.session, |_| Ok(()))
+            }
+            Frame::CommandResult(r) => {
+                if !self.app.live.complete(&dep, &self.session, r) {
+                    tracing::debug!("late or unknown command result");
+                }
+                self.app.live.with_session(&dep, &self.session, |_| Ok(()))
+            }
+            Frame::Audit(a) => {
+                let r = self.app.store.append_audit_at(
+                    &NewAudit {
+                        deployment: &dep,
+                        connection_id: self.connection_id.as_deref(),
+                        source: "operator",
+                        actor: &a.actor,
+                        action: &a.action,
+                        target: &a.target,
+                        outcome: &a.outcome,
+                        detail: (!a.detail.is_null()).then_some(a.detail.clone()),
+                    },
+                    a.at_ms,
+                );
+                if let Err(e) = r {
+                    warn!(error = %e, "audit write failed");
+                }
+                self.app.live.with_session(&dep, &self.session, |_| Ok(()))
+            }
+            f @ (Frame::AttachData(_) | Frame::AttachClose(_)) => {
+                self.app.attaches.deliver(&dep, f);
+                self.app.live.with_session(&dep, &self.session, |_| Ok(()))
+            }
+            Frame::Hello(_)
+            | Frame::Welcome(_)
+            | Frame::Command(_)
+            | Frame::PodControl(_)
+            | Frame::AttachOpen(_)
+            | Frame::AttachResize(_) => {
+                self.app.stats.frames_rejected.fetch_add(1, ORD);
+                return Err(Outcome::Close(
+                    close::PROTOCOL_ERROR,
+                    format!("unexpected {kind} frame from a client after hello"),
+                ));
+            }
+        };
+        match applied {
+            // Evicted meanwhile: the close is already queued.
+            None => Ok(()),
+            Some(Ok(())) => Ok(()),
+            Some(Err(e)) => {
+                self.app.stats.frames_rejected.fetch_add(1, ORD);
+                Err(Outcome::Close(
+                    close::PROTOCOL_ERROR,
+                    format!("bad {kind}: {e}"),
+                ))
+            }
+        }
+    }
+}
+
+/// How long the HTTP API waits at most for a command result.
+pub const MAX_COMMAND_TIMEOUT: Duration = Duration::from_secs(300);

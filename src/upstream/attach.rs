@@ -1,0 +1,165 @@
+//! The operator side of shell attach: an exec session (PTY by default) in
+//! the pod of an agent (`status.podName`), its bytes carried as
+//! `attach_data` frames. The session ends when the process exits, when the
+//! control plane sends `attach_close`, or when the connection drops.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use futures::SinkExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, AttachParams, TerminalSize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+
+use super::actions::ActionError;
+use crate::crd::Agent;
+use crate::wire::{AttachClose, AttachData, AttachOpen, Frame};
+
+/// Handles the connection loop keeps per open session.
+#[derive(Debug)]
+pub struct AttachHandle {
+    pub stdin: mpsc::Sender<Vec<u8>>,
+    pub resize: mpsc::Sender<(u16, u16)>,
+}
+
+/// Starts a session; frames for the control plane go to `out`.
+pub fn spawn<F>(
+    tasks: &mut tokio::task::JoinSet<()>,
+    client: kube::Client,
+    open: AttachOpen,
+    out: F,
+) -> AttachHandle
+where
+    F: Fn(Frame) -> futures::future::BoxFuture<'static, ()> + Send + Sync + 'static,
+{
+    let (stdin_tx, stdin_rx) = mpsc::channel(64);
+    let (resize_tx, resize_rx) = mpsc::channel(8);
+    tasks.spawn(async move {
+        let session = open.session.clone();
+        let reason = match run(client, open, stdin_rx, resize_rx, &out).await {
+            Ok(r) => r,
+            Err(e) => e.to_string(),
+        };
+        out(Frame::AttachClose(AttachClose { session, reason })).await;
+    });
+    AttachHandle {
+        stdin: stdin_tx,
+        resize: resize_tx,
+    }
+}
+
+async fn run<F>(
+    client: kube::Client,
+    open: AttachOpen,
+    mut stdin_rx: mpsc::Receiver<Vec<u8>>,
+    mut resize_rx: mpsc::Receiver<(u16, u16)>,
+    out: &F,
+) -> Result<String, ActionError>
+where
+    F: Fn(Frame) -> futures::future::BoxFuture<'static, ()>,
+{
+    let ns = &open.namespace;
+    let kerr = |what: String| move |source| ActionError::Kube { what, source };
+    let agent = Api::<Agent>::namespaced(client.clone(), ns)
+        .get(&open.agent)
+        .await
+        .map_err(kerr(format!("get Agent {ns}/{}", open.agent)))?;
+    let pod = agent
+        .status
+        .and_then(|s| s.pod_name)
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| {
+            ActionError::Invalid(format!(
+                "Agent {ns}/{} has no pod (status.podName is empty)",
+                open.agent
+            ))
+        })?;
+    let mut ap = AttachParams::default()
+        .stdin(true)
+        .stdout(true)
+        .stderr(!open.tty)
+        .tty(open.tty);
+    if let Some(c) = &open.container {
+        ap = ap.container(c);
+    }
+    let cmd = if open.command.is_empty() {
+        vec!["sh".to_owned()]
+    } else {
+        open.command.clone()
+    };
+    let mut proc = Api::<Pod>::namespaced(client, ns)
+        .exec(&pod, cmd, &ap)
+        .await
+        .map_err(kerr(format!("exec in Pod {ns}/{pod}")))?;
+    let missing = |s: &str| ActionError::Invalid(format!("exec gave no {s} stream"));
+    let mut stdin = proc.stdin().ok_or_else(|| missing("stdin"))?;
+    let mut stdout = proc.stdout().ok_or_else(|| missing("stdout"))?;
+    let mut stderr = proc.stderr();
+    let mut term = if open.tty { proc.terminal_size() } else { None };
+    if let Some(t) = term.as_mut()
+        && open.cols > 0
+        && open.rows > 0
+    {
+        let _ = t
+            .send(TerminalSize {
+                width: open.cols,
+                height: open.rows,
+            })
+            .await;
+    }
+    let status = proc.take_status();
+    let data = |bytes: &[u8]| {
+        Frame::AttachData(AttachData {
+            session: open.session.clone(),
+            data: B64.encode(bytes),
+        })
+    };
+    let mut buf = vec![0u8; 8192];
+    let mut ebuf = vec![0u8; 8192];
+    let mut stdin_open = true;
+    loop {
+        tokio::select! {
+            n = stdout.read(&mut buf) => match n {
+                Ok(0) | Err(_) => break,
+                Ok(n) => out(data(&buf[..n])).await,
+            },
+            n = async {
+                match stderr.as_mut() {
+                    Some(e) => e.read(&mut ebuf).await,
+                    None => std::future::pending().await,
+                }
+            } => match n {
+                Ok(0) | Err(_) => stderr = None,
+                Ok(n) => out(data(&ebuf[..n])).await,
+            },
+            b = stdin_rx.recv(), if stdin_open => match b {
+                Some(b) => {
+                    if stdin.write_all(&b).await.is_err() || stdin.flush().await.is_err() {
+                        stdin_open = false;
+                    }
+                }
+                None => return Ok("closed by the control plane".into()),
+            },
+            r = resize_rx.recv() => {
+                if let (Some((cols, rows)), Some(t)) = (r, term.as_mut()) {
+                    let _ = t.send(TerminalSize { width: cols, height: rows }).await;
+                }
+            }
+        }
+    }
+    let st = match status {
+        Some(s) => tokio::time::timeout(std::time::Duration::from_secs(5), s)
+            .await
+            .ok()
+            .flatten(),
+        None => None,
+    };
+    Ok(match st {
+        Some(s) if s.status.as_deref() == Some("Success") => "exited: 0".to_owned(),
+        Some(s) => format!(
+            "exited: {}",
+            s.message.or(s.reason).unwrap_or_else(|| "failure".into())
+        ),
+        None => "exited".to_owned(),
+    })
+}

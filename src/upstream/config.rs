@@ -1,0 +1,173 @@
+//! Upstream settings. The operator reads them from the environment:
+//! `AUTONOMIC_MANAGED=true` turns the connection on and then requires
+//! `AUTONOMIC_BASE_URL` and `AUTONOMIC_AUTH_TOKEN`; anything else means
+//! unmanaged (no connection). `Debug` never shows the token.
+
+use std::time::Duration;
+
+use crate::controlplane::token::SecretToken;
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ConfigError {
+    #[error("AUTONOMIC_MANAGED=true but {0} is not set")]
+    Missing(&'static str),
+    #[error("AUTONOMIC_BASE_URL {0:?} must start with http://, https://, ws:// or wss://")]
+    BadUrl(String),
+    #[error("AUTONOMIC_MANAGED must be true or false, not {0:?}")]
+    BadManaged(String),
+}
+
+#[derive(Clone)]
+pub struct UpstreamConfig {
+    /// `http(s)://host:port[/prefix]` of the control plane.
+    pub base_url: String,
+    pub token: SecretToken,
+    /// Watch one namespace only; `None` watches all.
+    pub namespace: Option<String>,
+    /// Label selector for the Pods streamed as the fourth wire kind.
+    pub pod_selector: String,
+    pub heartbeat_interval: Duration,
+    /// Backstop full snapshot cadence.
+    pub snapshot_interval: Duration,
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+    /// A connection that lived this long resets the backoff.
+    pub healthy_after: Duration,
+    /// Delay before redialling after a refusal that will repeat (401,
+    /// revoked token, unsupported protocol, eviction): no hot loop.
+    pub fatal_retry: Duration,
+    /// Nothing received (the server pings) for this long: the socket is dead.
+    pub read_timeout: Duration,
+    pub dial_timeout: Duration,
+    pub chunk_max_resources: usize,
+    pub chunk_max_bytes: usize,
+    pub max_frame_bytes: usize,
+    pub agent_version: String,
+}
+
+impl std::fmt::Debug for UpstreamConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamConfig")
+            .field("base_url", &self.base_url)
+            .field("token", &"<redacted>")
+            .field("namespace", &self.namespace)
+            .field("heartbeat_interval", &self.heartbeat_interval)
+            .field("snapshot_interval", &self.snapshot_interval)
+            .field("backoff_base", &self.backoff_base)
+            .field("backoff_max", &self.backoff_max)
+            .field("fatal_retry", &self.fatal_retry)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The default label selector for streamed Pods.
+pub const DEFAULT_POD_SELECTOR: &str = "app.kubernetes.io/managed-by=exo";
+
+impl UpstreamConfig {
+    /// Product defaults for a base URL and token.
+    pub fn new(base_url: impl Into<String>, token: SecretToken) -> Self {
+        Self {
+            base_url: base_url.into(),
+            token,
+            namespace: None,
+            pod_selector: DEFAULT_POD_SELECTOR.into(),
+            heartbeat_interval: Duration::from_secs(15),
+            snapshot_interval: Duration::from_secs(300),
+            backoff_base: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(60),
+            healthy_after: Duration::from_secs(30),
+            fatal_retry: Duration::from_secs(300),
+            read_timeout: Duration::from_secs(60),
+            dial_timeout: Duration::from_secs(10),
+            chunk_max_resources: 200,
+            chunk_max_bytes: 256 * 1024,
+            max_frame_bytes: crate::wire::DEFAULT_MAX_FRAME_BYTES,
+            agent_version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+
+    /// Reads the process environment; `Ok(None)` means unmanaged.
+    pub fn from_env() -> Result<Option<Self>, ConfigError> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, ConfigError> {
+        match get("AUTONOMIC_MANAGED").as_deref().map(str::trim) {
+            None | Some("") | Some("false") => return Ok(None),
+            Some("true") => {}
+            Some(other) => return Err(ConfigError::BadManaged(other.to_owned())),
+        }
+        let url = get("AUTONOMIC_BASE_URL")
+            .filter(|v| !v.trim().is_empty())
+            .ok_or(ConfigError::Missing("AUTONOMIC_BASE_URL"))?;
+        let token = get("AUTONOMIC_AUTH_TOKEN")
+            .filter(|v| !v.trim().is_empty())
+            .ok_or(ConfigError::Missing("AUTONOMIC_AUTH_TOKEN"))?;
+        let cfg = Self::new(url.trim(), SecretToken::new(token.trim()));
+        cfg.ws_url()?;
+        Ok(Some(cfg))
+    }
+
+    /// The WebSocket URL: the base URL with its scheme mapped to ws/wss and
+    /// the connect path appended.
+    pub fn ws_url(&self) -> Result<String, ConfigError> {
+        let base = self.base_url.trim_end_matches('/');
+        let rest = if let Some(r) = base.strip_prefix("https://") {
+            format!("wss://{r}")
+        } else if let Some(r) = base.strip_prefix("http://") {
+            format!("ws://{r}")
+        } else if base.starts_with("ws://") || base.starts_with("wss://") {
+            base.to_owned()
+        } else {
+            return Err(ConfigError::BadUrl(self.base_url.clone()));
+        };
+        Ok(format!("{rest}{}", crate::wire::CONNECT_PATH))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookup<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn unmanaged_unless_true() {
+        assert!(UpstreamConfig::from_lookup(lookup(&[])).unwrap().is_none());
+        assert!(
+            UpstreamConfig::from_lookup(lookup(&[("AUTONOMIC_MANAGED", "false")]))
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(
+            UpstreamConfig::from_lookup(lookup(&[("AUTONOMIC_MANAGED", "yes")])).unwrap_err(),
+            ConfigError::BadManaged("yes".into())
+        );
+    }
+
+    #[test]
+    fn managed_needs_url_and_token_and_hides_the_token() {
+        assert_eq!(
+            UpstreamConfig::from_lookup(lookup(&[("AUTONOMIC_MANAGED", "true")])).unwrap_err(),
+            ConfigError::Missing("AUTONOMIC_BASE_URL")
+        );
+        let cfg = UpstreamConfig::from_lookup(lookup(&[
+            ("AUTONOMIC_MANAGED", "true"),
+            ("AUTONOMIC_BASE_URL", "https://cp.example/"),
+            ("AUTONOMIC_AUTH_TOKEN", "exo_dt_sekrit"),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(cfg.ws_url().unwrap(), "wss://cp.example/api/v1/connect");
+        assert!(!format!("{cfg:?}").contains("sekrit"));
+        let bad = UpstreamConfig::new("ftp://x", SecretToken::new("t"));
+        assert!(bad.ws_url().is_err());
+    }
+}

@@ -1,0 +1,34 @@
+//! The operator side of the upstream connection (`docs/protocol.md`): one
+//! outbound WebSocket to the control plane carrying discovery (snapshot and
+//! deltas of Agent, Tool, AgentFS and exo-managed Pods), heartbeats,
+//! tunnelled commands, pod control and audit.
+//!
+//! Entry point: [`run`], called by the operator runtime on the leader only,
+//! with a [`HealthHandle`] its `/health` endpoint reads
+//! ([`HealthHandle::report`]). [`UpstreamConfig::from_env`] returns `None`
+//! when the installation is unmanaged.
+//!
+//! Modules: `config` (env), `tracker` (watch events -> deltas, pure),
+//! `outbox` (frame ordering and chunking, pure), `backoff` (pure), `health`,
+//! `actions` (commands and pod control through the CRDs), `conn` (the loop).
+
+pub mod actions;
+pub mod attach;
+pub mod backoff;
+pub mod config;
+pub mod conn;
+pub mod health;
+pub mod outbox;
+pub mod tracker;
+
+pub use config::{ConfigError, UpstreamConfig};
+pub use conn::{WIRE_KINDS, health_handle, run};
+pub use health::{ConnState, HealthHandle, HealthReport};
+
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("every watch stream ended")]
+    WatchesEnded,
+}

@@ -1,0 +1,251 @@
+//! What the operator has seen of the watched kinds, and the deltas each
+//! watch event implies. Pure: it takes watch events and returns changes.
+//!
+//! Guarantees: an event that does not change an object's resourceVersion
+//! produces no delta; a re-list (`Init` .. `InitDone`) produces `remove`s for
+//! objects that vanished meanwhile and `upsert`s for new or changed ones, so
+//! the control plane's view converges without a full snapshot. A kind is
+//! "ready" after its first complete list; the first snapshot waits for all.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::wire::{DeltaOp, Resource, ResourceKey, ResourceKind};
+
+/// A watch event reduced to what the tracker needs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WatchEvent {
+    Init,
+    InitApply(Resource),
+    InitDone,
+    Apply(Resource),
+    Delete(Resource),
+}
+
+#[derive(Debug, Default)]
+pub struct Tracker {
+    objects: BTreeMap<ResourceKey, Resource>,
+    relisting: BTreeMap<ResourceKind, BTreeMap<ResourceKey, Resource>>,
+    ready: BTreeSet<ResourceKind>,
+    kinds: BTreeSet<ResourceKind>,
+}
+
+pub type Change = (DeltaOp, Resource);
+
+impl Tracker {
+    pub fn new(kinds: impl IntoIterator<Item = ResourceKind>) -> Self {
+        Self {
+            kinds: kinds.into_iter().collect(),
+            ..Self::default()
+        }
+    }
+
+    /// Every kind has been listed once.
+    pub fn ready(&self) -> bool {
+        self.kinds.iter().all(|k| self.ready.contains(k))
+    }
+
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// The current content, for a snapshot.
+    pub fn all(&self) -> Vec<Resource> {
+        self.objects.values().cloned().collect()
+    }
+
+    pub fn on_event(&mut self, kind: ResourceKind, ev: WatchEvent) -> Vec<Change> {
+        match ev {
+            WatchEvent::Init => {
+                self.relisting.insert(kind, BTreeMap::new());
+                Vec::new()
+            }
+            WatchEvent::InitApply(r) => {
+                self.relisting
+                    .entry(kind)
+                    .or_default()
+                    .insert(r.key.clone(), r);
+                Vec::new()
+            }
+            WatchEvent::InitDone => {
+                let listed = self.relisting.remove(&kind).unwrap_or_default();
+                self.ready.insert(kind);
+                let mut changes = Vec::new();
+                let gone: Vec<ResourceKey> = self
+                    .objects
+                    .keys()
+                    .filter(|k| k.kind == kind && !listed.contains_key(*k))
+                    .cloned()
+                    .collect();
+                for k in gone {
+                    if let Some(r) = self.objects.remove(&k) {
+                        changes.push((DeltaOp::Remove, r));
+                    }
+                }
+                for (_, r) in listed {
+                    changes.extend(self.upsert(r));
+                }
+                changes
+            }
+            WatchEvent::Apply(r) => self.upsert(r).into_iter().collect(),
+            WatchEvent::Delete(r) => match self.objects.remove(&r.key) {
+                Some(_) => vec![(DeltaOp::Remove, r)],
+                None => Vec::new(),
+            },
+        }
+    }
+
+    fn upsert(&mut self, r: Resource) -> Option<Change> {
+        match self.objects.get(&r.key) {
+            Some(old) if old.resource_version == r.resource_version => None,
+            _ => {
+                self.objects.insert(r.key.clone(), r.clone());
+                Some((DeltaOp::Upsert, r))
+            }
+        }
+    }
+}
+
+/// Converts a typed object to its wire form: identity, resourceVersion,
+/// labels, `status.phase`, and `spec`/`status` (for Pods only `nodeName`
+/// of the spec, to keep frames small).
+pub fn to_wire<K: kube::Resource + Serialize>(
+    kind: ResourceKind,
+    obj: &K,
+) -> Result<Resource, serde_json::Error> {
+    let meta = obj.meta();
+    let mut v = serde_json::to_value(obj)?;
+    let status = v
+        .get_mut("status")
+        .map(serde_json::Value::take)
+        .unwrap_or_default();
+    let mut spec = v
+        .get_mut("spec")
+        .map(serde_json::Value::take)
+        .unwrap_or_default();
+    if kind == ResourceKind::Pod {
+        spec = serde_json::json!({ "nodeName": spec.get("nodeName") });
+    }
+    Ok(Resource {
+        key: ResourceKey {
+            kind,
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+        },
+        uid: meta.uid.clone().unwrap_or_default(),
+        resource_version: meta.resource_version.clone().unwrap_or_default(),
+        phase: status
+            .get("phase")
+            .and_then(|p| p.as_str())
+            .map(str::to_owned),
+        labels: meta.labels.clone().unwrap_or_default(),
+        spec,
+        status,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(kind: ResourceKind, name: &str, rv: &str) -> Resource {
+        Resource {
+            key: ResourceKey {
+                kind,
+                namespace: "ns".into(),
+                name: name.into(),
+            },
+            uid: String::new(),
+            resource_version: rv.into(),
+            phase: None,
+            labels: BTreeMap::new(),
+            spec: serde_json::Value::Null,
+            status: serde_json::Value::Null,
+        }
+    }
+
+    fn ops(c: &[Change]) -> Vec<(DeltaOp, String, String)> {
+        c.iter()
+            .map(|(op, r)| (*op, r.key.name.clone(), r.resource_version.clone()))
+            .collect()
+    }
+
+    use ResourceKind::{Agent, Tool};
+
+    #[test]
+    fn ready_after_every_kind_listed() {
+        let mut t = Tracker::new([Agent, Tool]);
+        assert!(!t.ready());
+        t.on_event(Agent, WatchEvent::Init);
+        t.on_event(Agent, WatchEvent::InitApply(r(Agent, "a", "1")));
+        let c = t.on_event(Agent, WatchEvent::InitDone);
+        assert_eq!(ops(&c), [(DeltaOp::Upsert, "a".into(), "1".into())]);
+        assert!(!t.ready());
+        t.on_event(Tool, WatchEvent::Init);
+        t.on_event(Tool, WatchEvent::InitDone);
+        assert!(t.ready());
+        assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn unchanged_resource_version_is_not_a_delta() {
+        let mut t = Tracker::new([Agent]);
+        assert_eq!(
+            t.on_event(Agent, WatchEvent::Apply(r(Agent, "a", "1")))
+                .len(),
+            1
+        );
+        assert!(
+            t.on_event(Agent, WatchEvent::Apply(r(Agent, "a", "1")))
+                .is_empty()
+        );
+        let c = t.on_event(Agent, WatchEvent::Delete(r(Agent, "a", "2")));
+        assert_eq!(ops(&c), [(DeltaOp::Remove, "a".into(), "2".into())]);
+        assert!(
+            t.on_event(Agent, WatchEvent::Delete(r(Agent, "a", "2")))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn relist_removes_vanished_and_keeps_other_kinds() {
+        let mut t = Tracker::new([Agent, Tool]);
+        t.on_event(Agent, WatchEvent::Apply(r(Agent, "gone", "1")));
+        t.on_event(Agent, WatchEvent::Apply(r(Agent, "kept", "1")));
+        t.on_event(Tool, WatchEvent::Apply(r(Tool, "tool", "1")));
+        t.on_event(Agent, WatchEvent::Init);
+        t.on_event(Agent, WatchEvent::InitApply(r(Agent, "kept", "1")));
+        t.on_event(Agent, WatchEvent::InitApply(r(Agent, "new", "3")));
+        let c = t.on_event(Agent, WatchEvent::InitDone);
+        assert_eq!(
+            ops(&c),
+            [
+                (DeltaOp::Remove, "gone".into(), "1".into()),
+                (DeltaOp::Upsert, "new".into(), "3".into())
+            ]
+        );
+        let names: Vec<_> = t.all().into_iter().map(|r| r.key.name).collect();
+        assert_eq!(names, ["kept", "new", "tool"]);
+    }
+
+    #[test]
+    fn wire_form_of_an_agent_carries_phase_and_identity() {
+        let mut a = crate::crd::Agent::new("a1", crate::crd::AgentSpec::default());
+        a.metadata.namespace = Some("ns".into());
+        a.metadata.resource_version = Some("42".into());
+        a.status = Some(crate::crd::AgentStatus {
+            phase: Some(crate::crd::AgentPhase::Active),
+            ..Default::default()
+        });
+        let w = to_wire(Agent, &a).unwrap();
+        assert_eq!(w.key.name, "a1");
+        assert_eq!(w.resource_version, "42");
+        assert_eq!(w.phase.as_deref(), Some("Active"));
+        assert!(w.spec.get("runtime").is_some());
+    }
+}

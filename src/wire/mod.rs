@@ -1,0 +1,443 @@
+//! The upstream wire protocol shared by the operator (client) and the
+//! control plane (server). `docs/protocol.md` is the normative description;
+//! this module is its Rust form.
+//!
+//! Guarantees: one frame is one WebSocket text message holding one JSON
+//! object with a `type` field; unknown fields are ignored (forward
+//! compatibility inside a protocol version), unknown `type`s are a protocol
+//! violation. The protocol version is an integer carried in `hello`; a server
+//! that does not speak it closes with [`close::UNSUPPORTED_VERSION`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The protocol version this build speaks.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// The path of the WebSocket endpoint, relative to the control plane's base URL.
+pub const CONNECT_PATH: &str = "/api/v1/connect";
+/// Default maximum size of one frame (one WebSocket message), in bytes.
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 1024 * 1024;
+
+/// WebSocket close codes and their exact reasons.
+pub mod close {
+    /// Normal close (operator shutting down).
+    pub const NORMAL: u16 = 1000;
+    /// Server shutting down.
+    pub const GOING_AWAY: u16 = 1001;
+    /// Binary message or a frame that is not valid JSON of a known type.
+    pub const UNSUPPORTED_DATA: u16 = 1003;
+    /// A frame larger than the server's limit.
+    pub const TOO_BIG: u16 = 1009;
+    /// Another connection registered with the same deployment.
+    pub const EVICTED: u16 = 4000;
+    pub const EVICTED_REASON: &str = "evicted by newer connection";
+    /// The `hello` named a protocol version the server does not speak.
+    pub const UNSUPPORTED_VERSION: u16 = 4001;
+    /// The connection's token was revoked or expired.
+    pub const TOKEN_REVOKED: u16 = 4002;
+    pub const TOKEN_REVOKED_REASON: &str = "token revoked";
+    /// A frame broke the protocol (wrong order, bad JSON, unknown type).
+    pub const PROTOCOL_ERROR: u16 = 4003;
+    /// No `hello` within the server's handshake timeout.
+    pub const HELLO_TIMEOUT: u16 = 4004;
+    pub const HELLO_TIMEOUT_REASON: &str = "no hello within the handshake timeout";
+    /// No pong to the server's WebSocket pings: the socket is considered dead.
+    pub const PING_TIMEOUT: u16 = 4005;
+    pub const PING_TIMEOUT_REASON: &str = "no pong within the ping timeout";
+
+    /// Close codes after which a client must not redial quickly: the same
+    /// credentials or the same build will be refused again.
+    pub fn is_fatal(code: u16) -> bool {
+        matches!(code, UNSUPPORTED_VERSION | TOKEN_REVOKED | EVICTED)
+    }
+}
+
+/// One wire frame. Serialized as `{"type": "<snake_case name>", ...fields}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Frame {
+    // ------------------------------------------------ client -> server
+    Hello(Hello),
+    Snapshot(SnapshotChunk),
+    Delta(Delta),
+    Heartbeat(Heartbeat),
+    CommandAck(CommandAck),
+    CommandResult(CommandResult),
+    Audit(AuditRecord),
+    // ------------------------------------------------ server -> client
+    Welcome(Welcome),
+    Command(CommandRequest),
+    PodControl(PodControlRequest),
+    AttachOpen(AttachOpen),
+    AttachResize(AttachResize),
+    // ------------------------------------------------ both directions
+    AttachData(AttachData),
+    AttachClose(AttachClose),
+}
+
+impl Frame {
+    /// The frame's `type`, for logs and metrics (bounded set).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Frame::Hello(_) => "hello",
+            Frame::Snapshot(_) => "snapshot",
+            Frame::Delta(_) => "delta",
+            Frame::Heartbeat(_) => "heartbeat",
+            Frame::CommandAck(_) => "command_ack",
+            Frame::CommandResult(_) => "command_result",
+            Frame::Audit(_) => "audit",
+            Frame::Welcome(_) => "welcome",
+            Frame::Command(_) => "command",
+            Frame::PodControl(_) => "pod_control",
+            Frame::AttachOpen(_) => "attach_open",
+            Frame::AttachResize(_) => "attach_resize",
+            Frame::AttachData(_) => "attach_data",
+            Frame::AttachClose(_) => "attach_close",
+        }
+    }
+
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(self)
+    }
+
+    pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+}
+
+/// First frame of every connection, client -> server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    pub protocol: u32,
+    /// The operator build, e.g. `0.1.0`.
+    pub agent_version: String,
+    /// Random id of this operator process; changes on every restart.
+    pub boot_id: String,
+    /// Random id of this dial; changes on every reconnect.
+    pub connection_id: String,
+    #[serde(default)]
+    pub host: HostMeta,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct HostMeta {
+    #[serde(default)]
+    pub hostname: String,
+    #[serde(default)]
+    pub os: String,
+    #[serde(default)]
+    pub arch: String,
+    /// The namespace the operator watches, empty for all namespaces.
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub kubernetes_version: String,
+}
+
+/// Server -> client answer to a valid `hello`: the connection is registered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Welcome {
+    pub protocol: u32,
+    /// The deployment the token belongs to (derived by the server).
+    pub deployment: String,
+    pub connection_id: String,
+    /// Client heartbeats should be at least this frequent.
+    pub heartbeat_interval_ms: u64,
+}
+
+/// The kinds of resources on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ResourceKind {
+    Agent,
+    Tool,
+    AgentFS,
+    Pod,
+}
+
+impl ResourceKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResourceKind::Agent => "Agent",
+            ResourceKind::Tool => "Tool",
+            ResourceKind::AgentFS => "AgentFS",
+            ResourceKind::Pod => "Pod",
+        }
+    }
+}
+
+/// Identity of a resource on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ResourceKey {
+    pub kind: ResourceKind,
+    pub namespace: String,
+    pub name: String,
+}
+
+/// The wire form of a watched object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Resource {
+    #[serde(flatten)]
+    pub key: ResourceKey,
+    #[serde(default)]
+    pub uid: String,
+    #[serde(rename = "resourceVersion")]
+    pub resource_version: String,
+    /// `status.phase` when the object has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// `spec` (for Pods only `nodeName`) and `status`, as the apiserver has them.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub spec: serde_json::Value,
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub status: serde_json::Value,
+}
+
+/// One chunk of a snapshot. Chunks of one snapshot share `snapshot_id`, are
+/// numbered from 0 and the last one has `last: true`; the receiver swaps its
+/// state for the snapshot's content only then.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotChunk {
+    pub snapshot_id: String,
+    pub chunk: u32,
+    pub last: bool,
+    pub resources: Vec<Resource>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeltaOp {
+    Upsert,
+    Remove,
+}
+
+/// One change. `resource` is the full object for `upsert`; for `remove` only
+/// its key and last `resourceVersion` are meaningful.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Delta {
+    /// Monotonic per connection, starting at 1.
+    pub seq: u64,
+    pub op: DeltaOp,
+    pub resource: Resource,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    /// Sender's wall clock, Unix milliseconds (informational only).
+    pub sent_at_ms: u64,
+    /// How many resources the sender holds.
+    #[serde(default)]
+    pub resources: u64,
+}
+
+/// A tunnelled command, server -> client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandRequest {
+    pub id: String,
+    /// Unix milliseconds after which the result is no longer wanted.
+    pub deadline_ms: u64,
+    /// Who asked, for audit.
+    #[serde(default)]
+    pub actor: String,
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "name", rename_all = "snake_case")]
+pub enum Command {
+    /// Create an AgentFS volume.
+    AgentfsCreate {
+        namespace: String,
+        fs_name: String,
+        size: String,
+        max_size: String,
+        #[serde(default)]
+        retain: bool,
+    },
+    /// List AgentFS volumes, in one namespace or all.
+    AgentfsList {
+        #[serde(default)]
+        namespace: Option<String>,
+    },
+}
+
+/// Pod control, server -> client. Carried out through the Agent resource,
+/// never by editing pods.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PodControlRequest {
+    pub id: String,
+    pub deadline_ms: u64,
+    #[serde(default)]
+    pub actor: String,
+    pub action: PodAction,
+    pub namespace: String,
+    pub agent: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PodAction {
+    Restart,
+    Pause,
+    Resume,
+}
+
+impl PodAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PodAction::Restart => "restart",
+            PodAction::Pause => "pause",
+            PodAction::Resume => "resume",
+        }
+    }
+}
+
+/// Client -> server: the request `id` was received and will be carried out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandAck {
+    pub id: String,
+}
+
+/// Client -> server: outcome of a command or pod-control request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandResult {
+    pub id: String,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub result: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Client -> server: an audit record the control plane stores durably.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    pub at_ms: u64,
+    pub actor: String,
+    pub action: String,
+    pub target: String,
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub detail: serde_json::Value,
+}
+
+/// Server -> client: open an exec session (a shell by default) in an
+/// agent's pod and stream its I/O as `attach_data` frames.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttachOpen {
+    /// Chosen by the server; names the session in every attach frame.
+    pub session: String,
+    pub namespace: String,
+    pub agent: String,
+    /// Container in the agent's pod; default: the pod's first container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// Command to run; default `["sh"]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Allocate a terminal (PTY).
+    #[serde(default)]
+    pub tty: bool,
+    #[serde(default)]
+    pub cols: u16,
+    #[serde(default)]
+    pub rows: u16,
+    #[serde(default)]
+    pub actor: String,
+}
+
+/// Server -> client: the user's terminal changed size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttachResize {
+    pub session: String,
+    pub cols: u16,
+    pub rows: u16,
+}
+
+/// Bytes of an attach session, base64 (standard alphabet, padded): stdin
+/// server -> client, stdout (and, without a TTY, stderr) client -> server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttachData {
+    pub session: String,
+    pub data: String,
+}
+
+/// Either side ends an attach session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttachClose {
+    pub session: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// Wall clock in Unix milliseconds (0 if the clock is before 1970).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// A random id: 16 bytes from the OS as 32 hex characters.
+pub fn random_id() -> String {
+    let mut b = [0u8; 16];
+    // getrandom only fails when the OS has no entropy source at all; fall
+    // back to time and a counter so ids stay unique (they are not secrets).
+    if getrandom::fill(&mut b).is_err() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let t = now_ms().to_le_bytes();
+        let n = N.fetch_add(1, Ordering::Relaxed).to_le_bytes();
+        b[..8].copy_from_slice(&t);
+        b[8..].copy_from_slice(&n);
+    }
+    hex::encode(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_tagged_snake_case_json() {
+        let f = Frame::Heartbeat(Heartbeat {
+            sent_at_ms: 5,
+            resources: 2,
+        });
+        let v: serde_json::Value = serde_json::from_str(&f.to_json().unwrap()).unwrap();
+        assert_eq!(v["type"], "heartbeat");
+        assert_eq!(v["sent_at_ms"], 5);
+    }
+
+    #[test]
+    fn resource_key_is_flattened_and_unknown_fields_ignored() {
+        let text = r#"{"type":"delta","seq":1,"op":"remove","future":true,
+            "resource":{"kind":"Agent","namespace":"a","name":"b","resourceVersion":"7"}}"#;
+        let Frame::Delta(d) = Frame::from_json(text).unwrap() else {
+            panic!("not a delta")
+        };
+        assert_eq!(d.op, DeltaOp::Remove);
+        assert_eq!(d.resource.key.kind, ResourceKind::Agent);
+        assert_eq!(d.resource.resource_version, "7");
+    }
+
+    #[test]
+    fn unknown_type_is_an_error() {
+        assert!(Frame::from_json(r#"{"type":"nope"}"#).is_err());
+    }
+
+    #[test]
+    fn commands_round_trip() {
+        let c = Frame::Command(CommandRequest {
+            id: "1".into(),
+            deadline_ms: 9,
+            actor: "me".into(),
+            command: Command::AgentfsList { namespace: None },
+        });
+        let text = c.to_json().unwrap();
+        assert!(text.contains(r#""name":"agentfs_list""#), "{text}");
+        assert_eq!(Frame::from_json(&text).unwrap(), c);
+    }
+}

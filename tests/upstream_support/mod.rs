@@ -1,0 +1,330 @@
+#![allow(clippy::expect_used, clippy::unwrap_used, dead_code)] // test code
+//! Real processes for the upstream tests: `exo control-plane serve` and
+//! `exo operator connect` (the binary under test), plus a tiny HTTP client
+//! for their JSON endpoints. Children are killed when dropped.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+pub fn exo() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_exo"))
+}
+
+/// Reads the first stdout line of a child and returns what follows `prefix`.
+fn first_line(child: &mut Child, prefix: &str, log: &Path) -> String {
+    let out = child.stdout.take().expect("piped stdout");
+    let mut line = String::new();
+    BufReader::new(out)
+        .read_line(&mut line)
+        .expect("read stdout");
+    line.trim()
+        .strip_prefix(prefix)
+        .unwrap_or_else(|| {
+            panic!(
+                "expected {prefix:?} on stdout, got {line:?}; stderr:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            )
+        })
+        .to_owned()
+}
+
+pub struct ControlPlane {
+    pub dir: tempfile::TempDir,
+    pub base: String,
+    pub addr: String,
+    args: Vec<String>,
+    child: Option<Child>,
+    starts: u32,
+}
+
+impl ControlPlane {
+    pub fn db(&self) -> PathBuf {
+        self.dir.path().join("cp.sqlite")
+    }
+
+    /// Starts a control plane on a free port with `extra` flags.
+    pub fn start(extra: &[&str]) -> Self {
+        let mut cp = ControlPlane {
+            dir: tempfile::tempdir().unwrap(),
+            base: String::new(),
+            addr: "127.0.0.1:0".into(),
+            args: extra.iter().map(|s| s.to_string()).collect(),
+            child: None,
+            starts: 0,
+        };
+        cp.spawn();
+        cp
+    }
+
+    fn spawn(&mut self) {
+        self.starts += 1;
+        let log = self.dir.path().join(format!("cp-{}.log", self.starts));
+        let mut child = exo()
+            .arg("control-plane")
+            .arg("--db")
+            .arg(self.db())
+            .args(["serve", "--listen", &self.addr])
+            .args(&self.args)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("spawn control plane");
+        self.base = first_line(&mut child, "listening on ", &log);
+        self.addr = self.base.trim_start_matches("http://").to_owned();
+        self.child = Some(child);
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Kills and starts again on the same address and database.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    pub fn admin(&self, args: &[&str]) -> std::process::Output {
+        exo()
+            .arg("control-plane")
+            .arg("--db")
+            .arg(self.db())
+            .args(args)
+            .output()
+            .expect("run exo control-plane")
+    }
+
+    /// Creates a deployment and returns its token (printed once on stdout).
+    pub fn create_deployment(&self, name: &str) -> String {
+        let out = self.admin(&["deployment", "create", name]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        assert!(token.starts_with("exo_dt_"), "token line: {token}");
+        token
+    }
+
+    pub fn get(&self, path: &str) -> (u16, Value) {
+        http(&self.addr, "GET", path, None)
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        http(&self.addr, "POST", path, Some(body))
+    }
+
+    pub fn deployment(&self, name: &str) -> Value {
+        let (status, v) = self.get(&format!("/api/v1/deployments/{name}"));
+        assert_eq!(status, 200, "{v}");
+        v
+    }
+
+    /// `(name, resourceVersion)` of a kind, sorted.
+    pub fn resources(&self, name: &str, kind: &str) -> Vec<(String, String)> {
+        let (_, v) = self.get(&format!("/api/v1/deployments/{name}/resources"));
+        let mut out: Vec<(String, String)> = v["resources"]
+            .as_array()
+            .map(|a| a.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .filter(|r| r["kind"] == kind)
+            .map(|r| {
+                (
+                    r["name"].as_str().unwrap_or_default().to_owned(),
+                    r["resourceVersion"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    pub fn stats(&self) -> Value {
+        self.get("/api/v1/stats").1
+    }
+
+    pub fn log(&self) -> String {
+        (1..=self.starts)
+            .map(|i| {
+                std::fs::read_to_string(self.dir.path().join(format!("cp-{i}.log")))
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A minimal HTTP/1.1 client (one request per connection) for JSON APIs.
+pub fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    let status: u16 = resp
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("bad response {resp:?}"));
+    let text = resp.split_once("\r\n\r\n").map(|x| x.1).unwrap_or("");
+    let v = serde_json::from_str(text).unwrap_or(Value::String(text.to_owned()));
+    (status, v)
+}
+
+/// `exo operator connect` against a control plane, watching one namespace.
+pub struct Connector {
+    child: Child,
+    pub health_addr: String,
+    pub log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Connector {
+    pub fn start(base: &str, token: &str, namespace: &str, extra: &[&str]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("connector.log");
+        let mut child = exo()
+            .args([
+                "operator",
+                "connect",
+                "--namespace",
+                namespace,
+                "--health-listen",
+                "127.0.0.1:0",
+            ])
+            .args(extra)
+            .env("KUBECONFIG", &crate::support::env().kubeconfig)
+            .env("AUTONOMIC_MANAGED", "true")
+            .env("AUTONOMIC_BASE_URL", base)
+            .env("AUTONOMIC_AUTH_TOKEN", token)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("spawn connector");
+        let url = first_line(&mut child, "health on ", &log);
+        let health_addr = url
+            .trim_start_matches("http://")
+            .trim_end_matches("/health")
+            .to_owned();
+        Connector {
+            child,
+            health_addr,
+            log,
+            _dir: dir,
+        }
+    }
+
+    pub fn health(&self) -> Value {
+        http(&self.health_addr, "GET", "/health", None).1
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Connector {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The Python interpreter of `.venv-test/` (made by `scripts/py-deps`).
+pub fn python() -> PathBuf {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    ONCE.call_once(|| {
+        let st = Command::new(root.join("scripts/py-deps"))
+            .status()
+            .expect("run scripts/py-deps");
+        assert!(st.success(), "scripts/py-deps failed");
+    });
+    root.join(".venv-test/bin/python")
+}
+
+pub fn python_client(base: &str, token: &str, mode: &str) -> Command {
+    let mut c = Command::new(python());
+    c.arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/client.py"))
+        .args([base, mode])
+        .env("EXO_TOKEN", token);
+    c
+}
+
+/// Installs the CRDs with server-side apply and waits until they are served.
+pub async fn install_crds(client: &kube::Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Api, Patch, PatchParams};
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in exo::crd::all() {
+        let name = crd.metadata.name.clone().unwrap();
+        api.patch(
+            &name,
+            &PatchParams::apply("exo-tests").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .expect("apply CRD");
+        crate::support::eventually("the CRD to be established", Duration::from_secs(30), || {
+            let api = api.clone();
+            let name = name.clone();
+            async move {
+                let c = api.get(&name).await.ok()?;
+                c.status?
+                    .conditions?
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+                    .then_some(())
+            }
+        })
+        .await;
+    }
+}
+
+/// An AgentFS object.
+pub fn agentfs(name: &str, size: &str) -> exo::crd::AgentFS {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "autonomic.sh/v1alpha1", "kind": "AgentFS",
+        "metadata": { "name": name },
+        "spec": { "size": size, "maxSize": "10Gi" }
+    }))
+    .unwrap()
+}
+
+/// Polls the connector's /health until `pred` holds.
+pub async fn connector_until(c: &Connector, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    crate::support::eventually(what, Duration::from_secs(30), || {
+        let h = c.health();
+        let ok = pred(&h);
+        async move { ok.then_some(h) }
+    })
+    .await
+}
