@@ -201,15 +201,20 @@ async fn repoint_one(ctx: &StepCtx<'_>, w: &Workload) -> Outcome {
                     "metadata": owned_meta(&a.metadata, ctx.namespace), "spec": a.spec,
                 });
                 let api: Api<Agent> = Api::namespaced(ctx.client.clone(), ctx.namespace);
-                api.patch(&name, &params, &Patch::Apply(&body))
-                    .await
-                    .map(|live| {
-                        live.spec.runtime.image == a.spec.runtime.image
-                            && live.spec.agentlet.image == a.spec.agentlet.image
-                            && live.spec.baseline == a.spec.baseline
-                            && live.status.as_ref().and_then(|s| s.observed_generation)
-                                == live.metadata.generation
-                    })
+                // Apply only when the spec differs: re-applying while waiting
+                // for the reconciler would race its own writes.
+                let live = match api.get_opt(&name).await {
+                    Ok(Some(l)) if l.spec == a.spec => Ok(l),
+                    Ok(_) => api.patch(&name, &params, &Patch::Apply(&body)).await,
+                    Err(e) => Err(e),
+                };
+                live.map(|live| {
+                    live.spec.runtime.image == a.spec.runtime.image
+                        && live.spec.agentlet.image == a.spec.agentlet.image
+                        && live.spec.baseline == a.spec.baseline
+                        && live.status.as_ref().and_then(|s| s.observed_generation)
+                            == live.metadata.generation
+                })
             }
             Workload::Tool(t) => {
                 let body = serde_json::json!({
@@ -217,13 +222,16 @@ async fn repoint_one(ctx: &StepCtx<'_>, w: &Workload) -> Outcome {
                     "metadata": owned_meta(&t.metadata, ctx.namespace), "spec": t.spec,
                 });
                 let api: Api<Tool> = Api::namespaced(ctx.client.clone(), ctx.namespace);
-                api.patch(&name, &params, &Patch::Apply(&body))
-                    .await
-                    .map(|live| {
-                        live.spec.container.image == t.spec.container.image
-                            && live.status.as_ref().and_then(|s| s.observed_generation)
-                                == live.metadata.generation
-                    })
+                let live = match api.get_opt(&name).await {
+                    Ok(Some(l)) if l.spec == t.spec => Ok(l),
+                    Ok(_) => api.patch(&name, &params, &Patch::Apply(&body)).await,
+                    Err(e) => Err(e),
+                };
+                live.map(|live| {
+                    live.spec.container.image == t.spec.container.image
+                        && live.status.as_ref().and_then(|s| s.observed_generation)
+                            == live.metadata.generation
+                })
             }
         };
         match result {
