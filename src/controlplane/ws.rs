@@ -65,8 +65,11 @@ pub async fn connect(
         }
     };
     let max = app.cfg.max_frame_bytes;
+    // tungstenite reads into a 128 KiB buffer by default; most frames are
+    // small, so 8 KiB cuts the memory of an idle connection (BENCHMARKS.md).
     ws.max_message_size(max)
         .max_frame_size(max)
+        .read_buffer_size(8 * 1024)
         .on_upgrade(move |socket| async move {
             Session::run(app, auth, socket).await;
         })
