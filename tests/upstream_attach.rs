@@ -149,18 +149,32 @@ async fn attach_allocates_a_terminal_by_default() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"tty\nexit 0\n")
-        .unwrap();
+    // Interactive: type `tty`, wait for its answer, then exit. (Typing
+    // `exit` at once can lose the last output in kwok's PTY copy.)
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = std::io::Read::read(&mut stdout, &mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    stdin.write_all(b"tty\n").unwrap();
+    let mut seen = String::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !seen.contains("/dev/pts/") {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(b) => seen.push_str(&String::from_utf8_lossy(&b)),
+            Err(e) => panic!("no terminal name ({e}); output so far: {seen:?}"),
+        }
+    }
+    stdin.write_all(b"exit 0\n").unwrap();
+    drop(stdin);
     let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stdout.contains("/dev/pts/"),
-        "no terminal: {stdout:?} {stderr:?}"
-    );
     assert!(out.status.success(), "{stderr}");
 }

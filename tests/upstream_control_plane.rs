@@ -258,3 +258,49 @@ async fn revoked_token_disconnects_at_once() {
     assert!(!cp.log().contains(&token[7..]), "token in the server log");
     assert!(!c.log().contains(&token[7..]), "token in the connector log");
 }
+
+#[tokio::test]
+async fn rotation_keeps_the_old_token_during_the_overlap_only() {
+    let cp = ControlPlane::start(&["--token-check-interval", "200ms"]);
+    let old = cp.create_deployment("rot");
+    let ns = TestNamespace::new("up-rotate").await;
+    install_crds(&ns.client).await;
+    let c = Connector::start(&cp.base, &old, &ns.name, &["--fatal-retry", "1h"]);
+    connector_until(&c, "connected on the old token", |h| {
+        h["state"] == "connected"
+    })
+    .await;
+
+    let out = cp.admin(&["token", "rotate", "rot", "--overlap", "10s"]);
+    assert!(out.status.success());
+    let new = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert!(new.starts_with("exo_dt_") && new != old);
+    // Right after the rotation both tokens are valid.
+    let listing = cp.admin(&["token", "list", "rot"]);
+    let text = String::from_utf8(listing.stdout).unwrap();
+    assert_eq!(text.matches("\ttrue").count(), 2, "{text}");
+    assert!(
+        !text.contains(&old[7..]) && !text.contains(&new[7..]),
+        "{text}"
+    );
+    assert_eq!(c.health()["state"], "connected");
+
+    // After the overlap the old token's connection is closed.
+    let h = connector_until(&c, "the old token to expire", |h| {
+        h["state"] == "unauthorized"
+    })
+    .await;
+    assert!(
+        h["last_close"]
+            .as_str()
+            .unwrap()
+            .contains("4002 token revoked"),
+        "{h}"
+    );
+    let c2 = Connector::start(&cp.base, &new, &ns.name, &[]);
+    connector_until(&c2, "connected on the new token", |h| {
+        h["state"] == "connected"
+    })
+    .await;
+    assert_eq!(cp.deployment("rot")["connected"], true);
+}

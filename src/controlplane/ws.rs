@@ -64,12 +64,24 @@ pub async fn connect(
                 .into_response();
         }
     };
-    let max = app.cfg.max_frame_bytes;
-    ws.max_message_size(max)
-        .max_frame_size(max)
+    // The frame limit is checked on whole messages, so the peer has finished
+    // writing and reliably receives the 1009 close. tungstenite's own limit is
+    // a hard cap above it that bounds memory: a message beyond that is cut
+    // off mid-read, and its close may be lost to a TCP reset.
+    let hard_cap = hard_cap(app.cfg.max_frame_bytes);
+    // tungstenite reads into a 128 KiB buffer by default; most frames are
+    // small, so 8 KiB cuts the memory of an idle connection (BENCHMARKS.md).
+    ws.max_message_size(hard_cap)
+        .max_frame_size(hard_cap)
+        .read_buffer_size(8 * 1024)
         .on_upgrade(move |socket| async move {
             Session::run(app, auth, socket).await;
         })
+}
+
+/// The memory bound per message: four times the frame limit, at least 4 MiB.
+pub fn hard_cap(max_frame_bytes: usize) -> usize {
+    max_frame_bytes.saturating_mul(4).max(4 << 20)
 }
 
 const ORD: std::sync::atomic::Ordering = std::sync::atomic::Ordering::Relaxed;
@@ -244,6 +256,16 @@ impl Session {
     /// `Ok(None)` for control messages that carry no frame.
     fn decode(&self, msg: Message) -> Result<Option<Frame>, Outcome> {
         match msg {
+            Message::Text(t) if t.len() > self.app.cfg.max_frame_bytes => {
+                self.app.stats.frames_rejected.fetch_add(1, ORD);
+                Err(Outcome::Close(
+                    close::TOO_BIG,
+                    format!(
+                        "frame exceeds the limit of {} bytes",
+                        self.app.cfg.max_frame_bytes
+                    ),
+                ))
+            }
             Message::Text(t) => match Frame::from_json(t.as_str()) {
                 Ok(f) => Ok(Some(f)),
                 Err(e) => {

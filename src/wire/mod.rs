@@ -429,6 +429,21 @@ mod tests {
     }
 
     #[test]
+    fn attach_frames_round_trip_with_defaults() {
+        let text = r#"{"type":"attach_open","session":"s","namespace":"n","agent":"a"}"#;
+        let Frame::AttachOpen(o) = Frame::from_json(text).unwrap() else {
+            panic!("not attach_open")
+        };
+        assert!(o.command.is_empty() && !o.tty && o.container.is_none());
+        let d = Frame::AttachData(AttachData {
+            session: "s".into(),
+            data: "aGk=".into(),
+        });
+        assert_eq!(Frame::from_json(&d.to_json().unwrap()).unwrap(), d);
+        assert_eq!(d.kind(), "attach_data");
+    }
+
+    #[test]
     fn commands_round_trip() {
         let c = Frame::Command(CommandRequest {
             id: "1".into(),
