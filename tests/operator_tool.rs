@@ -43,7 +43,10 @@ async fn tool_phases_follow_enabled_and_its_pod() {
     )
     .await
     .unwrap();
-    wait_for(&tools, "search", "Pending", |t| phase(t) == Some(ToolPhase::Pending)).await;
+    wait_for(&tools, "search", "Pending", |t| {
+        phase(t) == Some(ToolPhase::Pending)
+    })
+    .await;
 
     // A broken container: Error.
     pods.patch_status(
