@@ -97,28 +97,33 @@ async fn create_ns(c: &Client, name: &str) {
 }
 
 async fn delete_ns(c: &Client, name: &str) {
-    // Drop the operator's finalizers first: no operator runs any more.
-    for kind in ["agents", "agentfs"] {
-        let _ = Command::new("kubectl")
-            .args([
-                "-n",
-                name,
-                "patch",
-                kind,
-                "--all",
-                "--type",
-                "merge",
-                "-p",
-                r#"{"metadata":{"finalizers":null}}"#,
-            ])
-            .env("KUBECONFIG", kubeconfig())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    }
     let _ = Api::<Namespace>::all(c.clone())
         .delete(name, &DeleteParams::background())
         .await;
+    // No operator runs any more: drop its finalizers so the namespace can go.
+    release::<Agent>(c, name).await;
+    release::<exo::crd::AgentFS>(c, name).await;
+}
+
+async fn release<K>(c: &Client, ns: &str)
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(c.clone(), ns);
+    let Ok(list) = api.list_metadata(&ListParams::default()).await else {
+        return;
+    };
+    let patch = kube::api::Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
+    for o in list.items {
+        if let Some(n) = o.metadata.name {
+            let _ = api
+                .patch_metadata(&n, &kube::api::PatchParams::default(), &patch)
+                .await;
+        }
+    }
 }
 
 async fn create_all<K>(api: &Api<K>, objs: Vec<K>) -> Vec<K>

@@ -95,6 +95,11 @@ async fn agent_gets_a_restricted_pod_service_and_secret_and_rolls_on_changes() {
     // Service and Secret, owned and labelled; a non-empty token.
     let svc = ns.api::<Service>().get("agent-writer").await.unwrap();
     assert_eq!(svc.metadata.owner_references.unwrap()[0].name, "writer");
+    assert_eq!(
+        svc.spec.unwrap().cluster_ip.as_deref(),
+        Some("None"),
+        "headless"
+    );
     let secret = ns.api::<Secret>().get("agent-token-writer").await.unwrap();
     assert_eq!(
         secret.metadata.labels.unwrap()["app.kubernetes.io/managed-by"],

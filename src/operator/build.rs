@@ -353,6 +353,9 @@ pub fn agent_pod(owner: &Owner, spec: &AgentSpec, mounts: &[FilesystemMount]) ->
     stamp(pod, |p| &mut p.metadata)
 }
 
+/// The agent's Service: headless (`clusterIP: None`), because it fronts
+/// exactly one pod, and a fleet of thousands of agents must not use up
+/// the cluster's Service IP range.
 pub fn agent_service(owner: &Owner) -> Result<Service> {
     let svc = Service {
         metadata: meta(
@@ -361,6 +364,7 @@ pub fn agent_service(owner: &Owner) -> Result<Service> {
             agent_labels(&owner.name),
         ),
         spec: Some(ServiceSpec {
+            cluster_ip: Some("None".to_owned()),
             selector: Some(agent_labels(&owner.name)),
             ports: Some(vec![ServicePort {
                 name: Some("agentlet".to_owned()),

@@ -199,3 +199,9 @@ fn secret_holds_the_token_under_its_key() {
     assert_eq!(s.data.unwrap()[TOKEN_KEY].0, b"t0k3n");
     assert_eq!(s.metadata.name.as_deref(), Some("agent-token-writer"));
 }
+
+#[test]
+fn agent_service_is_headless() {
+    let svc = agent_service(&owner()).unwrap();
+    assert_eq!(svc.spec.unwrap().cluster_ip.as_deref(), Some("None"));
+}
