@@ -182,4 +182,12 @@ async fn graceful_stop_releases_the_lease() {
         .spec
         .unwrap();
     assert_eq!(lease.holder_identity, None, "the lease was released");
+    // `--log-format json`: every line is one JSON object with a level.
+    let log = one.log();
+    assert!(log.contains("released the lease"), "{log}");
+    for line in log.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(v["level"].is_string(), "{line}");
+    }
 }
