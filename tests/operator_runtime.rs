@@ -182,4 +182,27 @@ async fn graceful_stop_releases_the_lease() {
         .spec
         .unwrap();
     assert_eq!(lease.holder_identity, None, "the lease was released");
+    // `--log-format json`: every line is one JSON object with a level.
+    let log = one.log();
+    assert!(log.contains("released the lease"), "{log}");
+    for line in log.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(v["level"].is_string(), "{line}");
+    }
+
+    // Stopped right after it starts (watches maybe not synced yet): it
+    // still exits, cleanly.
+    for i in 0..3 {
+        let mut early =
+            OperatorProcess::start_with(&ns.name, &format!("early{i}"), &["--lease-name", "early"]);
+        eventually(
+            "the http endpoint",
+            std::time::Duration::from_secs(30),
+            || async { early.get("/healthz").map(|_| ()) },
+        )
+        .await;
+        let status = early.terminate();
+        assert!(status.success(), "exit status {status:?}\n{}", early.log());
+    }
 }

@@ -35,6 +35,9 @@ use super::metrics::Metrics;
 use super::{CONTROLLER_NAME, LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY, agent, agentfs, tool};
 use crate::crd::{Agent, AgentFS, Tool};
 
+/// How long in-flight reconciles get to finish after a shutdown request.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
 /// A background task that runs only while this replica leads: started on
 /// gaining the Lease, aborted on losing it. The upstream connector
 /// (`src/upstream/`) is meant to be one of these.
@@ -253,18 +256,33 @@ pub async fn run(
         shutdown.clone(),
     ));
 
-    tokio::join!(
-        agents
-            .run(agent::reconcile, agent::error_policy, ctx.clone())
-            .for_each(log),
-        tools
-            .run(tool::reconcile, tool::error_policy, ctx.clone())
-            .for_each(log),
-        filesystems
-            .run(agentfs::reconcile, agentfs::error_policy, ctx.clone())
-            .for_each(log),
-    );
-    info!("controllers stopped; releasing the lease");
+    let controllers = async {
+        tokio::join!(
+            agents
+                .run(agent::reconcile, agent::error_policy, ctx.clone())
+                .for_each(log),
+            tools
+                .run(tool::reconcile, tool::error_policy, ctx.clone())
+                .for_each(log),
+            filesystems
+                .run(agentfs::reconcile, agentfs::error_policy, ctx.clone())
+                .for_each(log),
+        )
+    };
+    // A controller asked to stop before its first list completed can wait
+    // for a store that is no longer fed; never let that hold up exiting.
+    let grace = {
+        let mut s = shutdown.clone();
+        async move {
+            let _ = s.wait_for(|v| *v).await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        }
+    };
+    tokio::select! {
+        _ = controllers => {}
+        _ = grace => warn!(grace = ?SHUTDOWN_GRACE, "controllers did not stop in time; exiting anyway"),
+    }
+    info!("controllers stopped");
     if let Err(e) = election.await {
         warn!(error = %e, "election task ended abnormally");
     }
