@@ -264,24 +264,35 @@ fn expects_pod(w: &Workload) -> bool {
 }
 
 async fn pods_rolled(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
-    each(
+    // One list per look, not one read per pod: a saga polls this step while
+    // pods roll, and a tenant can have hundreds of them.
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ctx.namespace);
+    let pods = match api
+        .list(&ListParams::default().labels(&format!("{LABEL_MANAGED_BY}=exo")))
+        .await
+    {
+        Ok(l) => l.items,
+        Err(e) => return blocked("list pods", &e),
+    };
+    let by_name: BTreeMap<String, &Pod> = pods
+        .iter()
+        .filter_map(|p| p.metadata.name.clone().map(|n| (n, p)))
+        .collect();
+    super::saga::combine(
         workloads
             .iter()
             .filter(|w| expects_pod(w))
-            .map(|w| pod_rolled(ctx, w))
-            .collect(),
+            .map(|w| pod_rolled(w, by_name.get(&pod_name(w)).copied())),
     )
-    .await
 }
 
-async fn pod_rolled(ctx: &StepCtx<'_>, w: &Workload) -> Outcome {
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ctx.namespace);
+/// Whether `pod` is `w`'s pod rolled to the release: the new spec, Ready,
+/// and every container's imageID carrying the pinned digest.
+fn pod_rolled(w: &Workload, pod: Option<&Pod>) -> Outcome {
+    let name = pod_name(w);
     {
-        let name = pod_name(w);
-        let pod = match api.get_opt(&name).await {
-            Ok(Some(p)) => p,
-            Ok(None) => return Outcome::Pending(format!("pod {name} does not exist yet")),
-            Err(e) => return blocked(&format!("read pod {name}"), &e),
+        let Some(pod) = pod else {
+            return Outcome::Pending(format!("pod {name} does not exist yet"));
         };
         if pod.metadata.deletion_timestamp.is_some() {
             return Outcome::Pending(format!("pod {name} is terminating"));
