@@ -20,6 +20,10 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 set -a; eval "$(scripts/testenv env)"; set +a
 TENANTS=${TENANTS:-10}; AGENTS=${AGENTS:-100}; RUNS=${RUNS:-3}
+# Fresh tenant names each invocation: re-creating namespaces of the same names
+# while the garbage collector still tracks the old objects makes it delete
+# the new pods.
+P=b$(date +%s | tail -c 6)
 OUT=${OUT:-$repo/target/bench}; mkdir -p "$OUT"
 cargo build --release --quiet
 EXO=$repo/target/release/exo
@@ -27,25 +31,25 @@ work=$(mktemp -d)
 op_pid=
 cleanup() {
   [ -n "$op_pid" ] && kill "$op_pid" 2>/dev/null || true
-  kubectl delete ns exo-bench $(seq -f 'bench-%02g' 0 $((TENANTS - 1))) --wait=false >/dev/null 2>&1 || true
+  kubectl delete ns exo-bench $(seq -f "$P-%02g" 0 $((TENANTS - 1))) --wait=false >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 log "generating $TENANTS tenants x $AGENTS agents"
-python3 - "$repo" "$work/fleet" "$TENANTS" "$AGENTS" "$EXO_TEST_REGISTRY" <<'PY'
+python3 - "$repo" "$work/fleet" "$TENANTS" "$AGENTS" "$EXO_TEST_REGISTRY" "$P" <<'PY'
 import os, re, shutil, sys
-repo, dst, tenants, agents, registry = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+repo, dst, tenants, agents, registry, p = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
 shutil.copytree(f"{repo}/configmaps", f"{dst}/configmaps")
 os.makedirs(f"{dst}/releases")
 for f in os.listdir(f"{repo}/releases"):
     text = open(f"{repo}/releases/{f}").read()
-    text = text.replace("[platform]", "[bench-00]").replace("[acme]", "[bench-01]")
+    text = text.replace("[platform]", f"[{p}-00]").replace("[acme]", f"[{p}-01]")
     open(f"{dst}/releases/{f}", "w").write(text.replace("127.0.0.1:25000/", f"{registry}/"))
 template = open(f"{repo}/manifests/acme/assistant.yaml").read().replace("127.0.0.1:25000/", f"{registry}/")
 for t in range(tenants):
-    d = f"{dst}/manifests/bench-{t:02d}"
+    d = f"{dst}/manifests/{p}-{t:02d}"
     os.makedirs(d)
     for a in range(agents):
         open(f"{d}/agent-{a:03d}.yaml", "w").write(template.replace("name: assistant", f"name: agent-{a:03d}"))
@@ -73,7 +77,7 @@ YAML
 op_pid=$!
 
 all_verified() { # release
-  [ "$(kubectl get ro -A --no-headers 2>/dev/null | awk -v r="$1" '$1 ~ /^bench-/ && $4 == r && $5 == "Verified"' | wc -l)" -eq "$TENANTS" ]
+  [ "$(kubectl get ro -A --no-headers 2>/dev/null | awk -v r="$1" -v p="$P-" 'index($1, p) == 1 && $4 == r && $5 == "Verified"' | wc -l)" -eq "$TENANTS" ]
 }
 t0=$(date +%s.%N)
 log "cold deploy of 2026.11.0 through the operator"
@@ -99,7 +103,7 @@ print("---\n".join(docs))
 PY
 }
 runtime_of() { grep -A3 'name: agent-runtime' "$work/fleet/releases/$1.yaml" | sed -n 's/.*image: //p' | head -1; }
-waves() { echo "bench-00"; echo "bench-01"; seq -f 'bench-%02g' 2 $((TENANTS - 1)) | tr '\n' ' '; echo; }
+waves() { echo "$P-00"; echo "$P-01"; seq -f "$P-%02g" 2 $((TENANTS - 1)) | tr '\n' ' '; echo; }
 
 by_hand() { # release: the change with kubectl, wave by wave; prints seconds
   local release=$1 image start

@@ -25,7 +25,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tokio::sync::RwLock;
-use tracing::{info, warn};
+use tracing::{Instrument, info, warn};
 
 use super::actuate::{LABEL_TENANT, StepCtx, execute};
 use super::saga::{self, Outcome, StepKind};
@@ -491,10 +491,9 @@ async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, D
             continue;
         };
         let span = tracing::info_span!("saga_step", tenant = %ro.spec.tenant, step = %kind.name());
-        let outcome = {
-            let _g = span.enter();
-            execute(&kind, &step_ctx).await
-        };
+        // Instrument, never enter, across an await: an entered span would
+        // leak onto whatever else runs on this thread.
+        let outcome = execute(&kind, &step_ctx).instrument(span).await;
         let changed = saga::record(&mut status, i, &outcome, &now());
         if changed {
             write_status(&ctx.client, &ro, &status).await?;
