@@ -74,6 +74,25 @@ fn runtime() -> Result<tokio::runtime::Runtime, u8> {
         })
 }
 
+/// Runs `f` with a kube client from the kubeconfig on a fresh runtime; an
+/// unusable runtime or cluster ends the verb with a message.
+fn with_client<F, Fut>(f: F) -> u8
+where
+    F: FnOnce(kube::Client) -> Fut,
+    Fut: std::future::Future<Output = u8>,
+{
+    let rt = match runtime() {
+        Ok(r) => r,
+        Err(c) => return c,
+    };
+    rt.block_on(async {
+        match client().await {
+            Ok(c) => f(c).await,
+            Err(code) => code,
+        }
+    })
+}
+
 async fn client() -> Result<kube::Client, u8> {
     kube::Client::try_default().await.map_err(|e| {
         eprintln!("exo release: cannot reach the cluster (set KUBECONFIG): {e}");
@@ -209,15 +228,7 @@ pub fn run_promote(args: &PromoteArgs) -> u8 {
         Ok(f) => f,
         Err(c) => return c,
     };
-    let rt = match runtime() {
-        Ok(r) => r,
-        Err(c) => return c,
-    };
-    rt.block_on(async {
-        let client = match client().await {
-            Ok(c) => c,
-            Err(code) => return code,
-        };
+    with_client(|client| async move {
         match promote(&fleet, &client, &args.release, args.wave, !args.no_push).await {
             Ok(()) => exit::OK,
             Err(code) => code,
@@ -234,33 +245,34 @@ pub fn run_rollback(args: &RollbackArgs) -> u8 {
         eprintln!("exo release rollback: releases/{WAVES_FILE} is missing");
         return exit::UNUSABLE;
     };
-    let rt = match runtime() {
-        Ok(r) => r,
-        Err(c) => return c,
-    };
-    rt.block_on(async {
-        let client = match client().await {
-            Ok(c) => c,
-            Err(code) => return code,
-        };
+    with_client(|client| async move {
         let all = match fleet_rollouts(&client, &fleet).await {
             Ok(r) => r,
             Err(code) => return code,
         };
         let wave = args.wave;
-        let in_wave: Vec<&Rollout> = all.iter().filter(|r| r.spec.wave == wave.as_str()).collect();
+        let in_wave: Vec<&Rollout> = all
+            .iter()
+            .filter(|r| r.spec.wave == wave.as_str())
+            .collect();
         let current = pointers.value.spec.get(wave).clone();
         // The newest earlier release every tenant of the wave verified.
         let target = current.history.iter().find(|h| {
             !in_wave.is_empty()
-                && in_wave
-                    .iter()
-                    .all(|r| r.status.as_ref().is_some_and(|s| s.verified_releases.contains(h)))
+                && in_wave.iter().all(|r| {
+                    r.status
+                        .as_ref()
+                        .is_some_and(|s| s.verified_releases.contains(h))
+                })
         });
         let Some(target) = target.cloned() else {
             eprintln!(
                 "exo release rollback: wave {wave} has no earlier release that all its tenants verified (history: {})",
-                if current.history.is_empty() { "empty".to_owned() } else { current.history.join(", ") }
+                if current.history.is_empty() {
+                    "empty".to_owned()
+                } else {
+                    current.history.join(", ")
+                }
             );
             return exit::FINDINGS;
         };
@@ -272,18 +284,36 @@ pub fn run_rollback(args: &RollbackArgs) -> u8 {
                 return exit::UNUSABLE;
             }
         };
-        let edited = match waves_edit::set_pointer(&pointers.path, &text, &pointers.value, wave, &next) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("exo release rollback: {e}");
-                return exit::UNUSABLE;
-            }
+        let edited =
+            match waves_edit::set_pointer(&pointers.path, &text, &pointers.value, wave, &next) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("exo release rollback: {e}");
+                    return exit::UNUSABLE;
+                }
+            };
+        let root = if fleet.root.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            fleet.root.clone()
         };
-        let root = if fleet.root.as_os_str().is_empty() { PathBuf::from(".") } else { fleet.root.clone() };
-        let message = format!("roll back the {wave} wave to {target}\n\nFrom: {}", current.release);
-        match crate::fleetrepo::commit_file(&root, &format!("releases/{WAVES_FILE}"), &edited, &message, !args.no_push) {
+        let message = format!(
+            "roll back the {wave} wave to {target}\n\nFrom: {}",
+            current.release
+        );
+        match crate::fleetrepo::commit_file(
+            &root,
+            &format!("releases/{WAVES_FILE}"),
+            &edited,
+            &message,
+            !args.no_push,
+        ) {
             Ok(id) => {
-                println!("rolled back {wave} from {} to {target} (commit {})", current.release, &id[..id.len().min(12)]);
+                println!(
+                    "rolled back {wave} from {} to {target} (commit {})",
+                    current.release,
+                    &id[..id.len().min(12)]
+                );
                 request_sync(&client).await;
                 exit::OK
             }
@@ -385,15 +415,7 @@ pub fn render_status(rows: &[TenantStatus]) -> String {
 }
 
 pub fn run_status(args: &StatusArgs) -> u8 {
-    let rt = match runtime() {
-        Ok(r) => r,
-        Err(c) => return c,
-    };
-    rt.block_on(async {
-        let client = match client().await {
-            Ok(c) => c,
-            Err(code) => return code,
-        };
+    with_client(|client| async move {
         let all = match rollouts(&client).await {
             Ok(r) => r,
             Err(code) => return code,
@@ -459,15 +481,7 @@ pub fn run_rollout(args: &RolloutArgs) -> u8 {
             return exit::UNUSABLE;
         }
     };
-    let rt = match runtime() {
-        Ok(r) => r,
-        Err(c) => return c,
-    };
-    rt.block_on(async {
-        let client = match client().await {
-            Ok(c) => c,
-            Err(code) => return code,
-        };
+    with_client(|client| async move {
         let mp = MultiProgress::new();
         let say = |line: String| {
             if mp.is_hidden() {
