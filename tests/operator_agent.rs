@@ -9,7 +9,8 @@ use exo::crd::{Agent, AgentPhase, RestartPolicy};
 use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use support::operator::{
-    OperatorProcess, agent, create, image, restricted_namespace, wait_for, wait_gone,
+    OperatorProcess, agent, create, image, pod_name, pods_of, restricted_namespace, the_pod,
+    wait_for, wait_gone, wait_no_pod, wait_pod,
 };
 
 fn phase(a: &Agent) -> Option<AgentPhase> {
@@ -56,7 +57,11 @@ async fn agent_gets_a_restricted_pod_service_and_secret_and_rolls_on_changes() {
     })
     .await;
     let status = a.status.unwrap();
-    assert_eq!(status.pod_name.as_deref(), Some("agent-writer"));
+    // The pod's name carries its template hash; the status names it.
+    let pod = the_pod(&pods, "agent", "writer").await;
+    let first = pod.metadata.name.clone().unwrap();
+    assert!(first.starts_with("agent-writer-"), "{first}");
+    assert_eq!(status.pod_name.as_deref(), Some(first.as_str()));
     assert_eq!(status.observed_generation, a.metadata.generation);
     let ready = status
         .conditions
@@ -66,7 +71,6 @@ async fn agent_gets_a_restricted_pod_service_and_secret_and_rolls_on_changes() {
     assert_eq!(ready.status, "True");
 
     // The pod: both containers, baseline read-only in both, labels, owner.
-    let pod = pods.get("agent-writer").await.unwrap();
     let spec = pod.spec.clone().unwrap();
     let names: Vec<_> = spec.containers.iter().map(|c| c.name.clone()).collect();
     assert_eq!(names, ["agentlet", "runtime"]);
@@ -118,7 +122,7 @@ async fn agent_gets_a_restricted_pod_service_and_secret_and_rolls_on_changes() {
         serde_json::json!({"spec": {"runtime": {"image": image("runtime", 2)}}}),
     )
     .await;
-    let rolled = wait_for(&pods, "agent-writer", "a pod with the new digest", |p| {
+    let rolled = wait_pod(&pods, "agent", "writer", "a pod with the new digest", |p| {
         p.metadata.uid.as_deref() != Some(&uid0)
             && p.spec.as_ref().unwrap().containers[1].image.as_deref()
                 == Some(image("runtime", 2).as_str())
@@ -132,17 +136,42 @@ async fn agent_gets_a_restricted_pod_service_and_secret_and_rolls_on_changes() {
         serde_json::json!({"spec": {"baseline": {"configMap": "persona-0002"}}}),
     )
     .await;
-    wait_for(&pods, "agent-writer", "a pod with the new baseline", |p| {
-        p.metadata.uid.as_deref() != Some(&uid1)
-            && p.spec
-                .as_ref()
-                .unwrap()
-                .volumes
-                .iter()
-                .flatten()
-                .any(|v| v.config_map.as_ref().map(|c| c.name.as_str()) == Some("persona-0002"))
+    wait_pod(
+        &pods,
+        "agent",
+        "writer",
+        "a pod with the new baseline",
+        |p| {
+            p.metadata.uid.as_deref() != Some(&uid1)
+                && p.spec
+                    .as_ref()
+                    .unwrap()
+                    .volumes
+                    .iter()
+                    .flatten()
+                    .any(|v| v.config_map.as_ref().map(|c| c.name.as_str()) == Some("persona-0002"))
+        },
+    )
+    .await;
+    // A restart request (what `exo` pod control stamps) rolls it too, under
+    // a new name: a rolled pod never reuses its predecessor's name.
+    let before = the_pod(&pods, "agent", "writer").await;
+    merge(
+        &agents,
+        "writer",
+        serde_json::json!({"metadata": {"annotations": {
+            "autonomic.sh/restart-requested-at": "2026-11-29T10:00:00Z"}}}),
+    )
+    .await;
+    let restarted = wait_pod(&pods, "agent", "writer", "a restarted pod", |p| {
+        p.metadata.uid != before.metadata.uid
     })
     .await;
+    assert_ne!(restarted.metadata.name, before.metadata.name);
+    assert_eq!(
+        restarted.metadata.annotations.unwrap()["autonomic.sh/restart-requested-at"],
+        "2026-11-29T10:00:00Z"
+    );
     let a = wait_for(&agents, "writer", "Active after rolls", |a| {
         phase(a) == Some(AgentPhase::Active)
             && a.status.as_ref().unwrap().observed_generation == a.metadata.generation
@@ -161,7 +190,7 @@ async fn agent_gets_a_restricted_pod_service_and_secret_and_rolls_on_changes() {
         phase(a) == Some(AgentPhase::Paused)
     })
     .await;
-    wait_gone(&pods, "agent-writer", "the paused agent's pod to go").await;
+    wait_no_pod(&pods, "agent", "writer", "the paused agent's pod to go").await;
     let a = agents.get("writer").await.unwrap();
     assert_eq!(a.status.unwrap().pod_name, None);
     merge(
@@ -178,7 +207,7 @@ async fn agent_gets_a_restricted_pod_service_and_secret_and_rolls_on_changes() {
     // A crash-looping container: Error, and Ready=False.
     set_pod_status(
         &pods,
-        "agent-writer",
+        &pod_name(&pods, "agent", "writer").await,
         serde_json::json!({"phase": "Running", "containerStatuses": [{
             "name": "runtime", "image": image("runtime", 2), "imageID": "", "ready": false, "restartCount": 4,
             "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off"}}}]}),
@@ -203,9 +232,10 @@ async fn agent_gets_a_restricted_pod_service_and_secret_and_rolls_on_changes() {
     );
 
     // Deletion passes through Terminating while the pod is still there.
+    let last = pod_name(&pods, "agent", "writer").await;
     merge(
         &pods,
-        "agent-writer",
+        &last,
         serde_json::json!({"metadata": {"finalizers": ["exo.test/hold"]}}),
     )
     .await;
@@ -219,12 +249,12 @@ async fn agent_gets_a_restricted_pod_service_and_secret_and_rolls_on_changes() {
     .await;
     merge(
         &pods,
-        "agent-writer",
+        &last,
         serde_json::json!({"metadata": {"finalizers": null}}),
     )
     .await;
     wait_gone(&agents, "writer", "the agent to be deleted").await;
-    wait_gone(&pods, "agent-writer", "the pod to be deleted").await;
+    wait_no_pod(&pods, "agent", "writer", "the pod to be deleted").await;
 }
 
 #[tokio::test]
@@ -246,10 +276,15 @@ async fn runs_complete_or_fail_by_restart_policy() {
         })
         .await;
     }
-    set_pod_status(&pods, "agent-ok", serde_json::json!({"phase": "Succeeded"})).await;
     set_pod_status(
         &pods,
-        "agent-bad",
+        &pod_name(&pods, "agent", "ok").await,
+        serde_json::json!({"phase": "Succeeded"}),
+    )
+    .await;
+    set_pod_status(
+        &pods,
+        &pod_name(&pods, "agent", "bad").await,
         serde_json::json!({"phase": "Failed", "reason": "Error"}),
     )
     .await;
@@ -269,18 +304,18 @@ async fn runs_complete_or_fail_by_restart_policy() {
             .contains("restartPolicy is Never")
     );
     // A completed or failed run is not restarted.
-    let p = pods.get("agent-ok").await.unwrap();
+    let p = the_pod(&pods, "agent", "ok").await;
     assert_eq!(p.status.unwrap().phase.as_deref(), Some("Succeeded"));
 
     // A restartable pod that fails is reported as Error and recreated.
-    let uid = pods.get("agent-retry").await.unwrap().metadata.uid.unwrap();
+    let uid = the_pod(&pods, "agent", "retry").await.metadata.uid.unwrap();
     set_pod_status(
         &pods,
-        "agent-retry",
+        &pod_name(&pods, "agent", "retry").await,
         serde_json::json!({"phase": "Failed", "reason": "Evicted"}),
     )
     .await;
-    wait_for(&pods, "agent-retry", "a recreated pod", |p| {
+    wait_pod(&pods, "agent", "retry", "a recreated pod", |p| {
         p.metadata.uid.as_deref() != Some(&uid)
     })
     .await;
@@ -329,13 +364,7 @@ async fn bad_input_is_refused_or_reported_and_never_crashes_the_operator() {
         "{}",
         ready.message
     );
-    assert!(
-        ns.api::<Pod>()
-            .get_opt("agent-clash")
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(pods_of(&ns.api::<Pod>(), "agent", "clash").await.is_empty());
 
     // A mount of an AgentFS that does not exist: Pending with the reason.
     let mut missing = agent("missing");

@@ -13,7 +13,8 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use support::eventually;
 use support::operator::{
-    OperatorProcess, agent, agentfs, create, mount, restricted_namespace, wait_for, wait_gone,
+    OperatorProcess, agent, agentfs, create, mount, restricted_namespace, the_pod, wait_for,
+    wait_gone, wait_pod,
 };
 
 fn fs_phase(f: &AgentFS) -> Option<AgentFSPhase> {
@@ -201,7 +202,7 @@ async fn agentfs_document_example_mounts_delete_refusal_and_retain() {
             ("reference-data", "/mnt/fs/reference-data", true)
         ]
     );
-    let pod = pods.get("agent-writer").await.unwrap();
+    let pod = the_pod(&pods, "agent", "writer").await;
     let uid0 = pod.metadata.uid.clone().unwrap();
     let runtime = pod
         .spec
@@ -277,9 +278,8 @@ async fn agentfs_document_example_mounts_delete_refusal_and_retain() {
     assert!(a.spec.filesystems.is_none());
     assert_eq!(a.status.unwrap().filesystems.len(), 2);
     assert_eq!(
-        pods.get("agent-writer")
+        the_pod(&pods, "agent", "writer")
             .await
-            .unwrap()
             .metadata
             .uid
             .unwrap(),
@@ -310,7 +310,7 @@ async fn agentfs_document_example_mounts_delete_refusal_and_retain() {
         "shared-workspace"
     );
     event(&ns, "shared-workspace", "VolumeRetained").await;
-    let pod = wait_for(&pods, "agent-writer", "the rolled pod", |p| {
+    let pod = wait_pod(&pods, "agent", "writer", "the rolled pod", |p| {
         p.metadata.uid.as_deref() != Some(&uid0)
     })
     .await;

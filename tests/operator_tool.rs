@@ -6,7 +6,9 @@ mod support;
 use exo::crd::{Tool, ToolPhase};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Patch, PatchParams};
-use support::operator::{OperatorProcess, create, restricted_namespace, tool, wait_for, wait_gone};
+use support::operator::{
+    OperatorProcess, create, pod_name, pods_of, restricted_namespace, tool, wait_for, wait_no_pod,
+};
 
 fn phase(t: &Tool) -> Option<ToolPhase> {
     t.status.as_ref()?.phase
@@ -25,18 +27,20 @@ async fn tool_phases_follow_enabled_and_its_pod() {
         phase(t) == Some(ToolPhase::Ready)
     })
     .await;
-    assert_eq!(t.status.unwrap().pod_name.as_deref(), Some("tool-search"));
+    let pod = pod_name(&pods, "tool", "search").await;
+    assert!(pod.starts_with("tool-search-"), "{pod}");
+    assert_eq!(t.status.unwrap().pod_name.as_deref(), Some(pod.as_str()));
     let svc = ns.api::<Service>().get("tool-search").await.unwrap();
     assert_eq!(svc.spec.unwrap().ports.unwrap()[0].port, 9000);
     wait_for(&tools, "idle", "Disabled", |t| {
         phase(t) == Some(ToolPhase::Disabled)
     })
     .await;
-    assert!(pods.get_opt("tool-idle").await.unwrap().is_none());
+    assert!(pods_of(&pods, "tool", "idle").await.is_empty());
 
     // Running but not ready: Pending.
     pods.patch_status(
-        "tool-search",
+        &pod_name(&pods, "tool", "search").await,
         &PatchParams::default(),
         &Patch::Merge(serde_json::json!({"status": {"phase": "Running",
             "conditions": [{"type": "Ready", "status": "False"}]}})),
@@ -50,7 +54,7 @@ async fn tool_phases_follow_enabled_and_its_pod() {
 
     // A broken container: Error.
     pods.patch_status(
-        "tool-search",
+        &pod_name(&pods, "tool", "search").await,
         &PatchParams::default(),
         &Patch::Merge(
             serde_json::json!({"status": {"phase": "Running", "containerStatuses": [{
@@ -79,7 +83,7 @@ async fn tool_phases_follow_enabled_and_its_pod() {
         phase(t) == Some(ToolPhase::Disabled)
     })
     .await;
-    wait_gone(&pods, "tool-search", "the disabled tool's pod to go").await;
+    wait_no_pod(&pods, "tool", "search", "the disabled tool's pod to go").await;
     tools
         .patch("idle", &PatchParams::default(), &Patch::Merge(toggle(true)))
         .await

@@ -18,15 +18,16 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use tracing::{info, instrument, warn};
 
-use super::FINALIZER_AGENT;
 use super::apply::{Ctx, with_finalizer};
-use super::build::{self, Owner, agent_pod_name, agent_secret_name, agent_service_name, hash_of};
+use super::build::{self, Owner, agent_secret_name, agent_service_name, hash_of};
 use super::conditions::{Cond, merge};
 use super::error::{Error, Result};
 use super::events::Reason;
 use super::fs::{effective_mounts, validate_mounts};
 use super::metrics::Controller;
 use super::phase::{PodState, agent_phase, pod_state};
+use super::pods::PodSet;
+use super::{ANNOTATION_RESTART_REQUESTED, FINALIZER_AGENT};
 use crate::crd::{Agent, AgentFS, AgentPhase, AgentStatus, FilesystemMount, RestartPolicy};
 
 const C: Controller = Controller::Agent;
@@ -66,16 +67,13 @@ pub fn error_policy(agent: Arc<Agent>, err: &Error, ctx: Arc<Ctx>) -> Action {
 async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
     let owner = Owner::of(agent)?;
     let ns = owner.namespace.as_str();
-    let pods: Api<Pod> = ctx.api(ns);
-    let pod_name = agent_pod_name(&owner.name);
-    let pod = pods
-        .get_opt(&pod_name)
-        .await
-        .map_err(|e| Error::kube("get agent pod", e))?;
+    let pods = ctx
+        .owned_pods(ns, &build::agent_labels(&owner.name), &owner.owner_ref.uid)
+        .await?;
     let finalizers = agent.metadata.finalizers.clone().unwrap_or_default();
 
     if agent.metadata.deletion_timestamp.is_some() {
-        return finalize(agent, ctx, &owner, pod, &finalizers).await;
+        return finalize(agent, ctx, &owner, &pods, &finalizers).await;
     }
     if let Some(list) = with_finalizer(&finalizers, FINALIZER_AGENT, true) {
         ctx.patch_metadata::<Agent>(
@@ -104,7 +102,7 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
                 generation,
                 Timestamp::now(),
             ),
-            pod_name: pod.as_ref().and_then(|p| p.metadata.name.clone()),
+            pod_name: pods.first().and_then(|p| p.metadata.name.clone()),
             filesystems: old.filesystems.clone(),
             message: Some(message.clone()),
         };
@@ -120,64 +118,72 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
     ensure_secret(ctx, &owner).await?;
     ensure_service(ctx, &owner).await?;
 
-    let mut state = pod_state(pod.as_ref());
-    let mut has_pod = pod.is_some();
-    let mut requeue = None;
-    if agent.spec.paused {
-        if let Some(p) = &pod
-            && state != PodState::Deleting
-        {
-            ctx.delete::<Pod>(C, ns, &pod_name, p.metadata.uid.clone())
-                .await?;
-            ctx.event(
-                agent,
-                EventType::Normal,
-                Reason::PodRemoved,
-                "spec.paused is set: the pod was deleted".into(),
-            )
-            .await;
-            info!("paused: pod deleted");
+    let desired = if agent.spec.paused || !missing.is_empty() {
+        None
+    } else {
+        let restart = agent
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_RESTART_REQUESTED));
+        Some(build::agent_pod_restarted(
+            &owner,
+            &agent.spec,
+            &mounts,
+            restart.map(String::as_str),
+        )?)
+    };
+    // With file systems missing nothing is rolled: the pod stays as it is.
+    let set = if missing.is_empty() || agent.spec.paused {
+        PodSet::split(&pods, desired.as_ref())
+    } else {
+        PodSet {
+            current: pods.first(),
+            stale: Vec::new(),
         }
-    } else if missing.is_empty() {
-        let desired = build::agent_pod(&owner, &agent.spec, &mounts)?;
-        match &pod {
+    };
+    let mut requeue = None;
+    let mut shown = set.shown().and_then(|p| p.metadata.name.clone());
+    let mut state = pod_state(set.shown());
+    if ctx
+        .retire_pods(C, agent, ns, &set, desired.as_ref(), "spec.paused is set")
+        .await?
+    {
+        state = PodState::Deleting;
+    }
+    if let Some(desired) = &desired {
+        let name = desired.metadata.name.clone().unwrap_or_default();
+        match set.current {
+            // Recreate order: the new pod starts once every old one is gone.
+            _ if !set.stale.is_empty() => {
+                state = PodState::Deleting;
+                requeue = Some(Duration::from_secs(2));
+            }
             None => {
-                has_pod = true;
-                if ctx.create(C, &desired).await? {
+                if ctx.create(C, desired).await? {
                     ctx.event(
                         agent,
                         EventType::Normal,
                         Reason::PodCreated,
-                        format!("created pod {pod_name}"),
+                        format!("created pod {name}"),
                     )
                     .await;
-                    info!(pod = %pod_name, "pod created");
+                    info!(pod = %name, "pod created");
                 }
+                shown = Some(name);
+                state = PodState::Missing;
             }
             Some(_) if state == PodState::Deleting => requeue = Some(Duration::from_secs(2)),
-            Some(p) if hash_of(&p.metadata) != hash_of(&desired.metadata) => {
-                ctx.delete::<Pod>(C, ns, &pod_name, p.metadata.uid.clone())
-                    .await?;
-                ctx.event(
-                    agent,
-                    EventType::Normal,
-                    Reason::PodRolled,
-                    format!("the pod template changed; pod {pod_name} is recreated"),
-                )
-                .await;
-                info!(pod = %pod_name, "pod template changed: rolling");
-                state = PodState::Deleting;
-            }
             Some(p) => {
                 let restartable = agent.spec.restart_policy != Some(RestartPolicy::Never);
                 if matches!(state, PodState::Failed { .. }) && restartable {
-                    ctx.delete::<Pod>(C, ns, &pod_name, p.metadata.uid.clone())
+                    ctx.delete::<Pod>(C, ns, &name, p.metadata.uid.clone())
                         .await?;
                     ctx.event(
                         agent,
                         EventType::Warning,
                         Reason::PodRestarted,
-                        format!("pod {pod_name} failed; recreating"),
+                        format!("pod {name} failed; recreating"),
                     )
                     .await;
                 }
@@ -223,7 +229,7 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
             generation,
             Timestamp::now(),
         ),
-        pod_name: (!agent.spec.paused && has_pod).then(|| pod_name.clone()),
+        pod_name: if agent.spec.paused { None } else { shown },
         filesystems: mounts,
         message: Some(report.message.clone()),
     };
@@ -248,7 +254,7 @@ async fn finalize(
     agent: &Agent,
     ctx: &Ctx,
     owner: &Owner,
-    pod: Option<Pod>,
+    pods: &[Pod],
     finalizers: &[String],
 ) -> Result<Action> {
     if !finalizers.iter().any(|f| f == FINALIZER_AGENT) {
@@ -256,7 +262,7 @@ async fn finalize(
     }
     let ns = owner.namespace.as_str();
     let old = agent.status.clone().unwrap_or_default();
-    let report = agent_phase(true, false, None, &pod_state(pod.as_ref()));
+    let report = agent_phase(true, false, None, &pod_state(pods.first()));
     let status = AgentStatus {
         phase: Some(report.phase),
         observed_generation: agent.metadata.generation,
@@ -275,9 +281,10 @@ async fn finalize(
         ..old.clone()
     };
     write_status(ctx, owner, &old, &status).await?;
-    if let Some(p) = pod {
-        if p.metadata.deletion_timestamp.is_none() {
-            ctx.delete::<Pod>(C, ns, &agent_pod_name(&owner.name), p.metadata.uid.clone())
+    if !pods.is_empty() {
+        for p in PodSet::split(pods, None).to_delete() {
+            let name = p.metadata.name.as_deref().unwrap_or_default();
+            ctx.delete::<Pod>(C, ns, name, p.metadata.uid.clone())
                 .await?;
         }
         // The pod's deletion triggers the next reconcile; requeue as backstop.

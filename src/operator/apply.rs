@@ -3,22 +3,25 @@
 //! apply, Events — each write counted in the metrics, and none made by a
 //! replica that does not hold the Lease.
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::Arc;
 
 use k8s_openapi::NamespaceResourceScope;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::FIELD_MANAGER;
 use super::error::{Error, Result, is_not_found};
 use super::events::Reason;
 use super::metrics::{Controller, Metrics, Verb};
+use super::pods::PodSet;
 
 /// What every reconcile gets.
 pub struct Ctx {
@@ -52,6 +55,37 @@ impl Ctx {
         K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
     {
         Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// The pods in `ns` carrying `labels` and controlled by `owner_uid`
+    /// (a label alone could be forged by any pod in the namespace).
+    pub async fn owned_pods(
+        &self,
+        ns: &str,
+        labels: &BTreeMap<String, String>,
+        owner_uid: &str,
+    ) -> Result<Vec<Pod>> {
+        let selector = labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let api: Api<Pod> = self.api(ns);
+        let list = api
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|e| Error::kube(format!("list pods in {ns} ({selector})"), e))?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter(|p| {
+                p.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.uid == owner_uid && o.controller == Some(true))
+            })
+            .collect())
     }
 
     /// Server-side apply of `obj` (forced: the operator owns these fields).
@@ -224,6 +258,48 @@ impl Ctx {
 
     /// Publishes an Event about `obj`. Failing to publish is logged, never
     /// fatal: Events are best effort.
+    /// Deletes the stale pods in `set` that are not yet going away, with
+    /// one Event on `owner`: a roll towards `desired`, or a removal
+    /// (`removed_because`) when there is no desired pod. Returns whether
+    /// it deleted anything.
+    pub async fn retire_pods<K: Resource<DynamicType = ()>>(
+        &self,
+        c: Controller,
+        owner: &K,
+        ns: &str,
+        set: &PodSet<'_>,
+        desired: Option<&Pod>,
+        removed_because: &str,
+    ) -> Result<bool> {
+        let mut deleted = Vec::new();
+        for p in set.to_delete() {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            self.delete::<Pod>(c, ns, &name, p.metadata.uid.clone())
+                .await?;
+            deleted.push(name);
+        }
+        if deleted.is_empty() {
+            return Ok(false);
+        }
+        let pods = deleted.join(", ");
+        let (reason, note) = match desired {
+            None => (
+                Reason::PodRemoved,
+                format!("{removed_because}: pod {pods} deleted"),
+            ),
+            Some(d) => (
+                Reason::PodRolled,
+                format!(
+                    "the pod template changed: pod {pods} is replaced by {}",
+                    d.metadata.name.as_deref().unwrap_or_default()
+                ),
+            ),
+        };
+        self.event(owner, EventType::Normal, reason, note).await;
+        info!(pods = %pods, "old pods deleted");
+        Ok(true)
+    }
+
     pub async fn event<K: Resource<DynamicType = ()>>(
         &self,
         obj: &K,

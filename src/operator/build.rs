@@ -20,8 +20,8 @@ use sha2::{Digest, Sha256};
 
 use super::error::{Error, Result};
 use super::{
-    ANNOTATION_SPEC_HASH, LABEL_AGENT, LABEL_AGENTFS, LABEL_COMPONENT, LABEL_MANAGED_BY,
-    LABEL_TOOL, MANAGED_BY,
+    ANNOTATION_RESTART_REQUESTED, ANNOTATION_SPEC_HASH, LABEL_AGENT, LABEL_AGENTFS,
+    LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_TOOL, MANAGED_BY,
 };
 use crate::crd::{AgentFS, AgentSpec, Container, FilesystemMount, RestartPolicy, ToolSpec};
 
@@ -119,8 +119,34 @@ pub fn spec_hash<T: serde::Serialize>(value: &T) -> Result<String> {
     Ok(hex::encode(Sha256::digest(bytes))[..16].to_owned())
 }
 
-pub fn agent_pod_name(agent: &str) -> String {
-    child_name("agent", agent)
+/// Length of the template-hash suffix of a pod name.
+const POD_HASH_LEN: usize = 8;
+
+/// A pod name that changes with the pod template: `prefix-name-<hash8>`,
+/// like a ReplicaSet's pods. A rolled pod never reuses its predecessor's
+/// name, so nothing aimed at the old pod by name (a kubelet's or kwok's
+/// queued delete, a stale exec) can land on the new one.
+pub fn pod_name(prefix: &str, name: &str, template_hash: &str) -> String {
+    let hash = &template_hash[..template_hash.len().min(POD_HASH_LEN)];
+    let plain = format!("{prefix}-{name}-{hash}");
+    if is_dns_label(&plain) {
+        return plain;
+    }
+    let base = child_name(prefix, name);
+    let keep = 63 - POD_HASH_LEN - 1;
+    if base.len() <= keep {
+        return format!("{base}-{hash}");
+    }
+    // `base` ends in the name's hash; keep that, shorten the text before.
+    let (text, name_hash) = base.split_at(base.len() - 8);
+    let mut text = text.trim_end_matches('-').to_owned();
+    text.truncate(keep - 8 - 1);
+    let text = text.trim_end_matches('-');
+    format!("{text}-{name_hash}-{hash}")
+}
+
+pub fn agent_pod_name(agent: &str, template_hash: &str) -> String {
+    pod_name("agent", agent, template_hash)
 }
 pub fn agent_service_name(agent: &str) -> String {
     child_name("agent", agent)
@@ -128,7 +154,10 @@ pub fn agent_service_name(agent: &str) -> String {
 pub fn agent_secret_name(agent: &str) -> String {
     child_name("agent-token", agent)
 }
-pub fn tool_pod_name(tool: &str) -> String {
+pub fn tool_pod_name(tool: &str, template_hash: &str) -> String {
+    pod_name("tool", tool, template_hash)
+}
+pub fn tool_service_name(tool: &str) -> String {
     child_name("tool", tool)
 }
 pub fn pvc_name(fs: &str) -> String {
@@ -262,6 +291,18 @@ fn restart_policy(p: Option<RestartPolicy>) -> &'static str {
 /// ConfigMap read-only in both, the AgentFS `mounts` (already resolved, see
 /// [`super::fs::effective_mounts`]), the token for the agentlet only.
 pub fn agent_pod(owner: &Owner, spec: &AgentSpec, mounts: &[FilesystemMount]) -> Result<Pod> {
+    agent_pod_restarted(owner, spec, mounts, None)
+}
+
+/// The agent pod; `restart_requested_at` (the Agent's restart annotation)
+/// is carried into the pod's annotations, so a new request changes the
+/// template hash and rolls the pod.
+pub fn agent_pod_restarted(
+    owner: &Owner,
+    spec: &AgentSpec,
+    mounts: &[FilesystemMount],
+    restart_requested_at: Option<&str>,
+) -> Result<Pod> {
     let mut volumes = vec![Volume {
         name: TMP_VOLUME.to_owned(),
         empty_dir: Some(EmptyDirVolumeSource::default()),
@@ -336,7 +377,7 @@ pub fn agent_pod(owner: &Owner, spec: &AgentSpec, mounts: &[FilesystemMount]) ->
     let pod = Pod {
         metadata: meta(
             owner,
-            agent_pod_name(&owner.name),
+            child_name("agent", &owner.name),
             agent_labels(&owner.name),
         ),
         spec: Some(PodSpec {
@@ -350,7 +391,24 @@ pub fn agent_pod(owner: &Owner, spec: &AgentSpec, mounts: &[FilesystemMount]) ->
         }),
         status: None,
     };
-    stamp(pod, |p| &mut p.metadata)
+    let mut pod = pod;
+    if let Some(at) = restart_requested_at {
+        pod.metadata.annotations = Some(BTreeMap::from([(
+            ANNOTATION_RESTART_REQUESTED.to_owned(),
+            at.to_owned(),
+        )]));
+    }
+    named_by_hash(stamp(pod, |p| &mut p.metadata)?, "agent", &owner.name)
+}
+
+/// Renames a stamped pod to its template-hash name (the hash was taken
+/// over the pod with its plain name, so it does not depend on itself).
+fn named_by_hash(mut pod: Pod, prefix: &str, owner: &str) -> Result<Pod> {
+    let hash = hash_of(&pod.metadata)
+        .ok_or(Error::MissingField("metadata.annotations[spec-hash]"))?
+        .to_owned();
+    pod.metadata.name = Some(pod_name(prefix, owner, &hash));
+    Ok(pod)
 }
 
 /// The agent's Service: headless (`clusterIP: None`), because it fronts
@@ -416,7 +474,11 @@ pub fn tool_pod(owner: &Owner, spec: &ToolSpec) -> Result<Pod> {
         }]);
     }
     let pod = Pod {
-        metadata: meta(owner, tool_pod_name(&owner.name), tool_labels(&owner.name)),
+        metadata: meta(
+            owner,
+            child_name("tool", &owner.name),
+            tool_labels(&owner.name),
+        ),
         spec: Some(PodSpec {
             containers: vec![c],
             volumes: Some(vec![Volume {
@@ -432,12 +494,16 @@ pub fn tool_pod(owner: &Owner, spec: &ToolSpec) -> Result<Pod> {
         }),
         status: None,
     };
-    stamp(pod, |p| &mut p.metadata)
+    named_by_hash(stamp(pod, |p| &mut p.metadata)?, "tool", &owner.name)
 }
 
 pub fn tool_service(owner: &Owner, port: i32) -> Result<Service> {
     let svc = Service {
-        metadata: meta(owner, tool_pod_name(&owner.name), tool_labels(&owner.name)),
+        metadata: meta(
+            owner,
+            tool_service_name(&owner.name),
+            tool_labels(&owner.name),
+        ),
         spec: Some(ServiceSpec {
             selector: Some(tool_labels(&owner.name)),
             ports: Some(vec![ServicePort {

@@ -25,6 +25,7 @@ pub mod http;
 pub mod leader;
 pub mod metrics;
 pub mod phase;
+pub mod pods;
 pub mod quantity;
 pub mod runtime;
 pub mod tool;
@@ -51,6 +52,9 @@ pub const LABEL_AGENTFS: &str = "autonomic.sh/agentfs";
 /// Hash of the desired object; a child whose annotation matches is not
 /// written again, a pod whose annotation differs is rolled.
 pub const ANNOTATION_SPEC_HASH: &str = "autonomic.sh/spec-hash";
+/// Set on an Agent (by `exo` pod control or by hand) to roll its pod: the
+/// value is carried into the pod template, so each new value restarts it.
+pub const ANNOTATION_RESTART_REQUESTED: &str = "autonomic.sh/restart-requested-at";
 /// Set on a PVC that outlived its AgentFS because of `retain: true`.
 pub const ANNOTATION_RETAINED: &str = "autonomic.sh/retained-from";
 /// Capabilities the operator advertises (Lease annotation, `/healthz`).

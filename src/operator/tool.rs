@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -13,12 +13,13 @@ use kube::runtime::events::EventType;
 use tracing::{info, instrument, warn};
 
 use super::apply::Ctx;
-use super::build::{self, Owner, hash_of, tool_pod_name};
+use super::build::{self, Owner, hash_of, tool_service_name};
 use super::conditions::{Cond, merge};
 use super::error::{Error, Result};
 use super::events::Reason;
 use super::metrics::Controller;
 use super::phase::{PodState, pod_state, tool_phase};
+use super::pods::PodSet;
 use crate::crd::{Tool, ToolPhase, ToolStatus};
 
 const C: Controller = Controller::Tool;
@@ -61,71 +62,57 @@ async fn reconcile_inner(tool: &Tool, ctx: &Ctx) -> Result<Action> {
     }
     let owner = Owner::of(tool)?;
     let ns = owner.namespace.as_str();
-    let pod_name = tool_pod_name(&owner.name);
-    let pods: Api<Pod> = ctx.api(ns);
-    let pod = pods
-        .get_opt(&pod_name)
-        .await
-        .map_err(|e| Error::kube("get tool pod", e))?;
-    let mut state = pod_state(pod.as_ref());
-    let mut requeue = None;
-    let mut has_pod = pod.is_some();
-
-    if !tool.spec.enabled {
-        if let Some(p) = &pod
-            && state != PodState::Deleting
-        {
-            ctx.delete::<Pod>(C, ns, &pod_name, p.metadata.uid.clone())
-                .await?;
-            ctx.event(
-                tool,
-                EventType::Normal,
-                Reason::PodRemoved,
-                "the tool is disabled: its pod was deleted".into(),
-            )
-            .await;
-        }
-        has_pod = false;
+    let pods = ctx
+        .owned_pods(ns, &build::tool_labels(&owner.name), &owner.owner_ref.uid)
+        .await?;
+    let desired = if tool.spec.enabled {
+        Some(build::tool_pod(&owner, &tool.spec)?)
     } else {
+        None
+    };
+    let set = PodSet::split(&pods, desired.as_ref());
+    let mut requeue = None;
+    let mut shown = set.shown().and_then(|p| p.metadata.name.clone());
+    let mut state = pod_state(set.shown());
+    if ctx
+        .retire_pods(C, tool, ns, &set, desired.as_ref(), "the tool is disabled")
+        .await?
+    {
+        state = PodState::Deleting;
+    }
+    if let Some(desired) = &desired {
         if let Some(port) = tool.spec.port {
-            let desired = build::tool_service(&owner, port)?;
+            let svc = build::tool_service(&owner, port)?;
             let services: Api<Service> = ctx.api(ns);
             let live = services
-                .get_metadata_opt(&pod_name)
+                .get_metadata_opt(&tool_service_name(&owner.name))
                 .await
                 .map_err(|e| Error::kube("get tool service", e))?;
-            if live.as_ref().and_then(|m| hash_of(&m.metadata)) != hash_of(&desired.metadata) {
-                ctx.apply(C, &desired).await?;
+            if live.as_ref().and_then(|m| hash_of(&m.metadata)) != hash_of(&svc.metadata) {
+                ctx.apply(C, &svc).await?;
             }
         }
-        let desired = build::tool_pod(&owner, &tool.spec)?;
-        match &pod {
+        let name = desired.metadata.name.clone().unwrap_or_default();
+        match set.current {
+            _ if !set.stale.is_empty() => {
+                state = PodState::Deleting;
+                requeue = Some(Duration::from_secs(2));
+            }
             None => {
-                has_pod = true;
-                if ctx.create(C, &desired).await? {
+                if ctx.create(C, desired).await? {
                     ctx.event(
                         tool,
                         EventType::Normal,
                         Reason::PodCreated,
-                        format!("created pod {pod_name}"),
+                        format!("created pod {name}"),
                     )
                     .await;
-                    info!(pod = %pod_name, "tool pod created");
+                    info!(pod = %name, "tool pod created");
                 }
+                shown = Some(name);
+                state = PodState::Missing;
             }
             Some(_) if state == PodState::Deleting => requeue = Some(Duration::from_secs(2)),
-            Some(p) if hash_of(&p.metadata) != hash_of(&desired.metadata) => {
-                ctx.delete::<Pod>(C, ns, &pod_name, p.metadata.uid.clone())
-                    .await?;
-                ctx.event(
-                    tool,
-                    EventType::Normal,
-                    Reason::PodRolled,
-                    format!("the pod template changed; pod {pod_name} is recreated"),
-                )
-                .await;
-                state = PodState::Deleting;
-            }
             Some(_) => {}
         }
     }
@@ -147,7 +134,7 @@ async fn reconcile_inner(tool: &Tool, ctx: &Ctx) -> Result<Action> {
             generation,
             Timestamp::now(),
         ),
-        pod_name: has_pod.then_some(pod_name),
+        pod_name: if tool.spec.enabled { shown } else { None },
         message: Some(report.message),
     };
     if status != old {

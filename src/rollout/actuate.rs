@@ -19,7 +19,7 @@ use crate::configmap::{self, ANNOTATION_SHA256, LABEL_MANAGED_BY, LABEL_SOURCE};
 use crate::crd::{Agent, Tool};
 use crate::fleet::Fleet;
 use crate::operator::FIELD_MANAGER;
-use crate::operator::build::{agent_pod_name, tool_pod_name};
+use crate::operator::build::{agent_labels, tool_labels};
 use crate::release::{ImageRef, Release};
 
 /// Annotation the last step projects onto every workload.
@@ -248,10 +248,57 @@ async fn repoint_one(ctx: &StepCtx<'_>, w: &Workload) -> Outcome {
     Outcome::Done
 }
 
-fn pod_name(w: &Workload) -> String {
+/// The labels the operator puts on `w`'s pods.
+fn pod_labels(w: &Workload) -> BTreeMap<String, String> {
     match w {
-        Workload::Agent(_) => agent_pod_name(w.name()),
-        Workload::Tool(_) => tool_pod_name(w.name()),
+        Workload::Agent(_) => agent_labels(w.name()),
+        Workload::Tool(_) => tool_labels(w.name()),
+    }
+}
+
+/// Lists the operator's pods in the tenant namespace once.
+async fn managed_pods(ctx: &StepCtx<'_>) -> Result<Vec<Pod>, Outcome> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ctx.namespace);
+    api.list(&ListParams::default().labels(&format!("{LABEL_MANAGED_BY}=exo")))
+        .await
+        .map(|l| l.items)
+        .map_err(|e| blocked("list pods", &e))
+}
+
+/// The one pod `w` runs now. Pod names change with the template, so the
+/// pod is found by its labels; while an older pod is still there the roll
+/// is not over.
+fn current_pod<'a>(w: &Workload, pods: &'a [Pod]) -> Result<&'a Pod, Outcome> {
+    let want = pod_labels(w);
+    let mine: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| {
+            let labels = p.metadata.labels.as_ref();
+            want.iter()
+                .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+        })
+        .collect();
+    let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();
+    match mine.as_slice() {
+        [] => Err(Outcome::Pending(format!(
+            "{} {} has no pod yet",
+            w.kind(),
+            w.name()
+        ))),
+        [p] if p.metadata.deletion_timestamp.is_some() => Err(Outcome::Pending(format!(
+            "pod {} of {} {} is terminating",
+            name(p),
+            w.kind(),
+            w.name()
+        ))),
+        [p] => Ok(p),
+        many => Err(Outcome::Pending(format!(
+            "{} {} has {} pods ({}); waiting for the old ones to go",
+            w.kind(),
+            w.name(),
+            many.len(),
+            many.iter().map(|p| name(p)).collect::<Vec<_>>().join(", ")
+        ))),
     }
 }
 
@@ -266,37 +313,23 @@ fn expects_pod(w: &Workload) -> bool {
 async fn pods_rolled(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
     // One list per look, not one read per pod: a saga polls this step while
     // pods roll, and a tenant can have hundreds of them.
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ctx.namespace);
-    let pods = match api
-        .list(&ListParams::default().labels(&format!("{LABEL_MANAGED_BY}=exo")))
-        .await
-    {
-        Ok(l) => l.items,
-        Err(e) => return blocked("list pods", &e),
+    let pods = match managed_pods(ctx).await {
+        Ok(p) => p,
+        Err(o) => return o,
     };
-    let by_name: BTreeMap<String, &Pod> = pods
-        .iter()
-        .filter_map(|p| p.metadata.name.clone().map(|n| (n, p)))
-        .collect();
-    super::saga::combine(
-        workloads
-            .iter()
-            .filter(|w| expects_pod(w))
-            .map(|w| pod_rolled(w, by_name.get(&pod_name(w)).copied())),
-    )
+    super::saga::combine(workloads.iter().filter(|w| expects_pod(w)).map(|w| {
+        match current_pod(w, &pods) {
+            Ok(p) => pod_rolled(w, p),
+            Err(o) => o,
+        }
+    }))
 }
 
 /// Whether `pod` is `w`'s pod rolled to the release: the new spec, Ready,
 /// and every container's imageID carrying the pinned digest.
-fn pod_rolled(w: &Workload, pod: Option<&Pod>) -> Outcome {
-    let name = pod_name(w);
+fn pod_rolled(w: &Workload, pod: &Pod) -> Outcome {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
     {
-        let Some(pod) = pod else {
-            return Outcome::Pending(format!("pod {name} does not exist yet"));
-        };
-        if pod.metadata.deletion_timestamp.is_some() {
-            return Outcome::Pending(format!("pod {name} is terminating"));
-        }
         let spec_images: BTreeMap<String, String> = pod
             .spec
             .iter()
@@ -352,11 +385,16 @@ fn pod_rolled(w: &Workload, pod: Option<&Pod>) -> Outcome {
 async fn verify_live(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
     let expected: BTreeMap<String, Option<String>> = baselines_needed(workloads, ctx.release);
     let expected = &expected;
+    let pods = match managed_pods(ctx).await {
+        Ok(p) => p,
+        Err(o) => return o,
+    };
+    let pods = &pods;
     each(
         workloads
             .iter()
             .filter(|w| expects_pod(w))
-            .map(|w| verify_one(ctx, w, expected))
+            .map(|w| verify_one(ctx, w, pods, expected))
             .collect(),
     )
     .await
@@ -365,6 +403,7 @@ async fn verify_live(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
 async fn verify_one(
     ctx: &StepCtx<'_>,
     w: &Workload,
+    pods: &[Pod],
     expected: &BTreeMap<String, Option<String>>,
 ) -> Outcome {
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ctx.namespace);
@@ -381,7 +420,12 @@ async fn verify_one(
                 b.config_map, ctx.release.metadata.name
             ));
         };
-        let pod = pod_name(w);
+        // The pod the previous step found rolled; a newer one (a restart
+        // since) is checked in its place.
+        let pod = match current_pod(w, pods) {
+            Ok(p) => p.metadata.name.clone().unwrap_or_default(),
+            Err(o) => return o,
+        };
         let params = AttachParams::default()
             .container("runtime")
             .stdout(true)

@@ -8,7 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use exo::crd::{Agent, AgentFS, AgentSpec, Container, FilesystemMount, Tool, ToolSpec};
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, PostParams};
 
 use super::{env, eventually};
 
@@ -104,6 +105,65 @@ where
     eventually(what, Duration::from_secs(30), || {
         let api = api.clone();
         async move { matches!(api.get_opt(name).await, Ok(None)).then_some(()) }
+    })
+    .await
+}
+
+/// The pods the Agent (`component` "agent") or Tool ("tool") `name` has
+/// now, found by label: pod names carry the template hash.
+pub async fn pods_of(pods: &Api<Pod>, component: &str, name: &str) -> Vec<Pod> {
+    pods.list(&ListParams::default().labels(&format!("autonomic.sh/{component}={name}")))
+        .await
+        .expect("list pods")
+        .items
+}
+
+/// Waits until the owner has exactly one pod, not terminating, for which
+/// `check` holds, and returns it.
+pub async fn wait_pod<F>(pods: &Api<Pod>, component: &str, name: &str, what: &str, check: F) -> Pod
+where
+    F: Fn(&Pod) -> bool,
+{
+    eventually(what, Duration::from_secs(30), || {
+        let check = &check;
+        async move {
+            match pods_of(pods, component, name).await.as_slice() {
+                [p] if p.metadata.deletion_timestamp.is_none() && check(p) => Some(p.clone()),
+                _ => None,
+            }
+        }
+    })
+    .await
+}
+
+/// The owner's one live pod.
+pub async fn the_pod(pods: &Api<Pod>, component: &str, name: &str) -> Pod {
+    wait_pod(
+        pods,
+        component,
+        name,
+        &format!("the one pod of {component} {name}"),
+        |_| true,
+    )
+    .await
+}
+
+/// The name of the owner's one live pod.
+pub async fn pod_name(pods: &Api<Pod>, component: &str, name: &str) -> String {
+    the_pod(pods, component, name)
+        .await
+        .metadata
+        .name
+        .expect("pod name")
+}
+
+/// Waits until the owner has no pod at all.
+pub async fn wait_no_pod(pods: &Api<Pod>, component: &str, name: &str, what: &str) {
+    eventually(what, Duration::from_secs(30), || async move {
+        pods_of(pods, component, name)
+            .await
+            .is_empty()
+            .then_some(())
     })
     .await
 }

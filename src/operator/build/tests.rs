@@ -114,6 +114,33 @@ fn every_pod_is_restricted() {
 }
 
 #[test]
+fn pod_names_carry_the_template_hash_and_stay_dns_labels() {
+    let pod = agent_pod(&owner(), &spec(), &[]).unwrap();
+    let hash = hash_of(&pod.metadata).unwrap().to_owned();
+    let name = pod.metadata.name.unwrap();
+    assert_eq!(name, format!("agent-writer-{}", &hash[..8]));
+    // A restart request is a new template: a new hash, so a new name.
+    let restarted =
+        agent_pod_restarted(&owner(), &spec(), &[], Some("2026-11-29T10:00:00Z")).unwrap();
+    let name2 = restarted.metadata.name.clone().unwrap();
+    assert_ne!(name, name2);
+    assert_eq!(
+        restarted.metadata.annotations.unwrap()[ANNOTATION_RESTART_REQUESTED],
+        "2026-11-29T10:00:00Z"
+    );
+    for owner_name in ["a.b", &"x".repeat(80), &"y".repeat(50), &"z-".repeat(30)] {
+        let got = pod_name("agent", owner_name, "0123456789abcdef");
+        assert!(is_dns_label(&got), "{owner_name} -> {got}");
+        assert!(got.ends_with("-01234567"), "{got}");
+    }
+    // Long names that share a prefix still differ.
+    assert_ne!(
+        pod_name("agent", &format!("{}a", "x".repeat(70)), "01234567"),
+        pod_name("agent", &format!("{}b", "x".repeat(70)), "01234567")
+    );
+}
+
+#[test]
 fn template_hash_changes_with_digest_baseline_and_mounts_only() {
     let base = hash_of(&agent_pod(&owner(), &spec(), &[]).unwrap().metadata)
         .unwrap()
