@@ -25,9 +25,15 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/sig-storage-lib-external-provisioner/v13/controller"
 )
@@ -66,8 +72,9 @@ func (h *hostPath) Delete(_ context.Context, pv *v1.PersistentVolume) error {
 	return os.RemoveAll(pv.Spec.HostPath.Path)
 }
 
-// expand finishes expansions of claims bound to volumes this provisioner made.
-func expand(ctx context.Context, c kubernetes.Interface, delay time.Duration) {
+// expand finishes expansions of claims bound to volumes this provisioner
+// made. It looks at the informer's cache, never lists through the apiserver.
+func expand(ctx context.Context, c kubernetes.Interface, pvcs corelisters.PersistentVolumeClaimLister, delay time.Duration) {
 	seen := map[string]time.Time{}
 	for {
 		select {
@@ -75,22 +82,21 @@ func expand(ctx context.Context, c kubernetes.Interface, delay time.Duration) {
 			return
 		case <-time.After(500 * time.Millisecond):
 		}
-		pvcs, err := c.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
+		claims, err := pvcs.List(labels.Everything())
 		if err != nil {
 			klog.ErrorS(err, "list claims")
 			continue
 		}
-		for i := range pvcs.Items {
-			pvc := &pvcs.Items[i]
-			if pvc.Status.Phase != v1.ClaimBound || pvc.Spec.VolumeName == "" {
+		for _, cached := range claims {
+			if cached.Status.Phase != v1.ClaimBound || cached.Spec.VolumeName == "" {
 				continue
 			}
-			want := pvc.Spec.Resources.Requests[v1.ResourceStorage]
-			have := pvc.Status.Capacity[v1.ResourceStorage]
+			want := cached.Spec.Resources.Requests[v1.ResourceStorage]
+			have := cached.Status.Capacity[v1.ResourceStorage]
 			if want.Cmp(have) <= 0 {
 				continue
 			}
-			key := string(pvc.UID) + "/" + want.String()
+			key := string(cached.UID) + "/" + want.String()
 			first, ok := seen[key]
 			if !ok {
 				seen[key] = time.Now()
@@ -99,7 +105,7 @@ func expand(ctx context.Context, c kubernetes.Interface, delay time.Duration) {
 			if time.Since(first) < delay {
 				continue
 			}
-			pv, err := c.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+			pv, err := c.CoreV1().PersistentVolumes().Get(ctx, cached.Spec.VolumeName, metav1.GetOptions{})
 			if err != nil || pv.Annotations["pv.kubernetes.io/provisioned-by"] != provisionerName {
 				continue
 			}
@@ -108,6 +114,7 @@ func expand(ctx context.Context, c kubernetes.Interface, delay time.Duration) {
 				klog.ErrorS(err, "grow volume", "pv", pv.Name)
 				continue
 			}
+			pvc := cached.DeepCopy()
 			pvc.Status.Capacity = v1.ResourceList{v1.ResourceStorage: want}
 			if _, err := c.CoreV1().PersistentVolumeClaims(pvc.Namespace).UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
 				klog.ErrorS(err, "grow claim", "pvc", pvc.Namespace+"/"+pvc.Name)
@@ -119,51 +126,64 @@ func expand(ctx context.Context, c kubernetes.Interface, delay time.Duration) {
 	}
 }
 
-// materialize writes the ConfigMap volumes of every scheduled pod.
-func materialize(ctx context.Context, c kubernetes.Interface, root string) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(300 * time.Millisecond):
-		}
-		pods, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			klog.ErrorS(err, "list pods")
-			continue
-		}
-		live := map[string]bool{}
-		for i := range pods.Items {
-			pod := &pods.Items[i]
-			if pod.Spec.NodeName == "" {
-				continue
-			}
-			dir := filepath.Join(root, pod.Namespace, pod.Name)
-			live[dir] = true
-			marker := filepath.Join(dir, ".uid")
-			if b, err := os.ReadFile(marker); err == nil && string(b) == string(pod.UID) {
-				continue
-			}
-			if err := writePodVolumes(ctx, c, pod, dir); err != nil {
-				klog.ErrorS(err, "materialize volumes", "pod", pod.Namespace+"/"+pod.Name)
-				continue
-			}
-			_ = os.WriteFile(marker, []byte(pod.UID), 0o644)
-		}
-		nss, _ := os.ReadDir(root)
-		for _, ns := range nss {
-			entries, _ := os.ReadDir(filepath.Join(root, ns.Name()))
-			for _, e := range entries {
-				dir := filepath.Join(root, ns.Name(), e.Name())
-				if !live[dir] {
-					_ = os.RemoveAll(dir)
-				}
-			}
-		}
+// volumes writes the ConfigMap volumes of scheduled pods, driven by pod
+// events (like the kubelet, it watches; it never polls a full list).
+type volumes struct {
+	root  string
+	pods  corelisters.PodLister
+	cms   corelisters.ConfigMapLister
+	queue workqueue.TypedRateLimitingInterface[string]
+}
+
+func (v *volumes) enqueue(obj interface{}) {
+	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+		v.queue.Add(key)
 	}
 }
 
-func writePodVolumes(ctx context.Context, c kubernetes.Interface, pod *v1.Pod, dir string) error {
+func (v *volumes) run(ctx context.Context) {
+	for {
+		key, quit := v.queue.Get()
+		if quit {
+			return
+		}
+		if err := v.sync(key); err != nil {
+			klog.ErrorS(err, "materialize volumes", "pod", key)
+			v.queue.AddRateLimited(key)
+		} else {
+			v.queue.Forget(key)
+		}
+		v.queue.Done(key)
+	}
+}
+
+func (v *volumes) sync(key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	dir := filepath.Join(v.root, ns, name)
+	pod, err := v.pods.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return os.RemoveAll(dir)
+	}
+	if err != nil {
+		return err
+	}
+	if pod.Spec.NodeName == "" {
+		return nil
+	}
+	marker := filepath.Join(dir, ".uid")
+	if b, err := os.ReadFile(marker); err == nil && string(b) == string(pod.UID) {
+		return nil
+	}
+	if err := writePodVolumes(v.cms, pod, dir); err != nil {
+		return err
+	}
+	return os.WriteFile(marker, []byte(pod.UID), 0o644)
+}
+
+func writePodVolumes(cms corelisters.ConfigMapLister, pod *v1.Pod, dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
@@ -190,7 +210,7 @@ func writePodVolumes(ctx context.Context, c kubernetes.Interface, pod *v1.Pod, d
 			if !ok || m.SubPath != "" {
 				continue
 			}
-			cm, err := c.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, cmName, metav1.GetOptions{})
+			cm, err := cms.ConfigMaps(pod.Namespace).Get(cmName)
 			if err != nil {
 				return err
 			}
@@ -231,12 +251,41 @@ func main() {
 	if err != nil {
 		klog.Fatalf("kubeconfig: %v", err)
 	}
+	// client-go's default of 5 requests/s would make this test stand-in the
+	// slowest part of a 1000-pod run.
+	cfg.QPS, cfg.Burst = 200, 400
 	client := kubernetes.NewForConfigOrDie(cfg)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	go expand(ctx, client, *resizeDelay)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	pvcs := factory.Core().V1().PersistentVolumeClaims()
+	pvcs.Informer()
+	var vols *volumes
 	if *podRoot != "" {
-		go materialize(ctx, client, *podRoot)
+		vols = &volumes{
+			root: *podRoot,
+			pods: factory.Core().V1().Pods().Lister(),
+			cms:  factory.Core().V1().ConfigMaps().Lister(),
+			// A ConfigMap published after its pod: retried every 2 s at most.
+			queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 2*time.Second)),
+		}
+		handler := cache.ResourceEventHandlerFuncs{
+			AddFunc:    vols.enqueue,
+			UpdateFunc: func(_, obj interface{}) { vols.enqueue(obj) },
+			DeleteFunc: vols.enqueue,
+		}
+		if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(handler); err != nil {
+			klog.Fatalf("pod informer: %v", err)
+		}
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	go expand(ctx, client, pvcs.Lister(), *resizeDelay)
+	if vols != nil {
+		go func() { <-ctx.Done(); vols.queue.ShutDown() }()
+		for i := 0; i < 4; i++ {
+			go vols.run(ctx)
+		}
 	}
 	pc := controller.NewProvisionController(ctx, client, provisionerName, &hostPath{root: *root},
 		controller.LeaderElection(false))
