@@ -31,6 +31,7 @@ work=$(mktemp -d)
 op_pid=
 cleanup() {
   [ -n "$op_pid" ] && kill "$op_pid" 2>/dev/null || true
+  cp "$work/operator.log" "$OUT/operator.log" 2>/dev/null || true
   kubectl delete ns exo-bench $(seq -f "$P-%02g" 0 $((TENANTS - 1))) --wait=false >/dev/null 2>&1 || true
   rm -rf "$work"
 }
@@ -138,6 +139,9 @@ for i in $(seq 1 "$RUNS"); do
   exo_s=$(echo "$(date +%s.%N) - $start" | bc)
   log "run $i: exo ${exo_s}s"
   echo "$exo_s" >> "$OUT/rollout-exo.txt"
+  # Where the time went: every tenant's saga steps with their timestamps.
+  kubectl get ro -A -o json > "$OUT/rollout-status-$i.json"
+  cp "$work/rollout-$i.log" "$OUT/rollout-cli-$i.log"
   log "run $i: kubectl apply + wait back to $current"
   k_s=$(by_hand "$current")
   log "run $i: kubectl ${k_s}s"

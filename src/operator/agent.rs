@@ -20,7 +20,7 @@ use tracing::{info, instrument, warn};
 
 use super::apply::{Ctx, with_finalizer};
 use super::build::{self, Owner, agent_secret_name, agent_service_name, hash_of};
-use super::conditions::{Cond, merge};
+use super::conditions::{Cond, defer_progress, merge};
 use super::error::{Error, Result};
 use super::events::Reason;
 use super::fs::{effective_mounts, validate_mounts};
@@ -160,7 +160,9 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
                 requeue = Some(Duration::from_secs(2));
             }
             None => {
-                if ctx.create(C, desired).await? {
+                // A replacement was announced by PodRolled already.
+                let first = agent.status.as_ref().is_none_or(|s| s.pod_name.is_none());
+                if ctx.create(C, desired).await? && first {
                     ctx.event(
                         agent,
                         EventType::Normal,
@@ -233,6 +235,15 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
         filesystems: mounts,
         message: Some(report.message.clone()),
     };
+    let deferred = (old.phase == status.phase
+        && old.observed_generation == status.observed_generation
+        && old.filesystems == status.filesystems)
+        .then(|| defer_progress(&old.conditions, &status.conditions, Timestamp::now()))
+        .flatten();
+    if let Some(wait) = deferred {
+        // Progress while not ready: shown if it lasts, folded otherwise.
+        return Ok(Action::requeue(requeue.map_or(wait, |r| r.min(wait))));
+    }
     if write_status(ctx, &owner, &old, &status).await? && !missing.is_empty() {
         ctx.event(
             agent,

@@ -300,6 +300,8 @@ impl Ctx {
         Ok(true)
     }
 
+    /// Publishes an Event in the background: a reconcile never waits for
+    /// (or fails on) its Events.
     pub async fn event<K: Resource<DynamicType = ()>>(
         &self,
         obj: &K,
@@ -314,9 +316,13 @@ impl Ctx {
             action: reason.action().to_owned(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&ev, &obj.object_ref(&())).await {
-            warn!(reason = reason.as_str(), error = %e, "could not publish an Event");
-        }
+        let recorder = self.recorder.clone();
+        let reference = obj.object_ref(&());
+        tokio::spawn(async move {
+            if let Err(e) = recorder.publish(&ev, &reference).await {
+                warn!(reason = reason.as_str(), error = %e, "could not publish an Event");
+            }
+        });
     }
 }
 

@@ -2,8 +2,17 @@
 //! previous ones so `lastTransitionTime` only moves when `status` flips.
 //! Keeping it stable is what makes a no-op reconcile write nothing.
 
+use std::time::Duration;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
+
+/// How long a not-ready status may stand while only its reason moves on
+/// (a pod rolling, then being created, then starting). Those steps last
+/// about a second each; writing every one costs the apiserver three status
+/// writes per pod at fleet scale, so they are folded into the next real
+/// change, or written once they have lasted this long.
+pub const SETTLE: Duration = Duration::from_secs(5);
 
 /// A condition without its timestamp; [`merge`] adds one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +37,26 @@ impl Cond {
             message: message.into(),
         }
     }
+}
+
+/// `Some(wait)` when a status whose conditions go from `old` to `new` can
+/// wait `wait` before it is written: no condition flipped, `Ready` is
+/// `False` in both, and it turned `False` less than [`SETTLE`] ago. The
+/// caller checks that nothing else (phase, generation, mounts) changed and
+/// requeues after `wait`, so a step that lasts is still shown.
+pub fn defer_progress(old: &[Condition], new: &[Condition], now: Timestamp) -> Option<Duration> {
+    let flipped = new.iter().any(|n| {
+        old.iter()
+            .find(|o| o.type_ == n.type_)
+            .is_none_or(|o| o.status != n.status)
+    });
+    let ready = old.iter().find(|o| o.type_ == "Ready")?;
+    if flipped || ready.status != "False" {
+        return None;
+    }
+    let age = now.duration_since(ready.last_transition_time.0);
+    let age = Duration::try_from(age).ok()?;
+    SETTLE.checked_sub(age).filter(|w| !w.is_zero())
 }
 
 /// Turns `want` into Conditions, keeping the old `lastTransitionTime` of a
@@ -61,6 +90,54 @@ pub fn merge(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_while_not_ready_waits_but_flips_do_not() {
+        let t0 = Timestamp::from_second(1_000).unwrap();
+        let at = |s: i64| Timestamp::from_second(1_000 + s).unwrap();
+        let rolling = merge(
+            &[],
+            &[Cond::new("Ready", false, "PodRolling", "a")],
+            Some(1),
+            t0,
+        );
+        let starting = merge(
+            &rolling,
+            &[Cond::new("Ready", false, "PodStarting", "b")],
+            Some(1),
+            at(1),
+        );
+        // Only the reason moved, one second in: wait the rest of SETTLE.
+        assert_eq!(
+            defer_progress(&rolling, &starting, at(1)),
+            Some(SETTLE - Duration::from_secs(1))
+        );
+        // Once it has lasted SETTLE, it is written.
+        assert_eq!(defer_progress(&rolling, &starting, at(5)), None);
+        // A flip to ready is written at once.
+        let active = merge(
+            &rolling,
+            &[Cond::new("Ready", true, "Active", "c")],
+            Some(1),
+            at(1),
+        );
+        assert_eq!(defer_progress(&rolling, &active, at(1)), None);
+        // So is the first status, and a flip to not ready.
+        assert_eq!(defer_progress(&[], &rolling, t0), None);
+        let ready = merge(&[], &[Cond::new("Ready", true, "Active", "c")], Some(1), t0);
+        assert_eq!(defer_progress(&ready, &rolling, t0), None);
+        // A new condition type is a change too.
+        let more = merge(
+            &rolling,
+            &[
+                Cond::new("Ready", false, "PodStarting", "b"),
+                Cond::new("FilesystemsReady", true, "Mounted", "m"),
+            ],
+            Some(1),
+            at(1),
+        );
+        assert_eq!(defer_progress(&rolling, &more, at(1)), None);
+    }
 
     #[test]
     fn keeps_transition_time_when_status_is_unchanged() {

@@ -14,7 +14,7 @@ use tracing::{info, instrument, warn};
 
 use super::apply::Ctx;
 use super::build::{self, Owner, hash_of, tool_service_name};
-use super::conditions::{Cond, merge};
+use super::conditions::{Cond, defer_progress, merge};
 use super::error::{Error, Result};
 use super::events::Reason;
 use super::metrics::Controller;
@@ -99,7 +99,9 @@ async fn reconcile_inner(tool: &Tool, ctx: &Ctx) -> Result<Action> {
                 requeue = Some(Duration::from_secs(2));
             }
             None => {
-                if ctx.create(C, desired).await? {
+                // A replacement was announced by PodRolled already.
+                let first = tool.status.as_ref().is_none_or(|s| s.pod_name.is_none());
+                if ctx.create(C, desired).await? && first {
                     ctx.event(
                         tool,
                         EventType::Normal,
@@ -137,6 +139,13 @@ async fn reconcile_inner(tool: &Tool, ctx: &Ctx) -> Result<Action> {
         pod_name: if tool.spec.enabled { shown } else { None },
         message: Some(report.message),
     };
+    let deferred = (old.phase == status.phase
+        && old.observed_generation == status.observed_generation)
+        .then(|| defer_progress(&old.conditions, &status.conditions, Timestamp::now()))
+        .flatten();
+    if let Some(wait) = deferred {
+        return Ok(Action::requeue(requeue.map_or(wait, |r| r.min(wait))));
+    }
     if status != old {
         ctx.apply_status::<Tool>(C, ns, &owner.name, &status)
             .await?;
