@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -65,11 +65,12 @@ pub fn error_policy(agent: Arc<Agent>, err: &Error, ctx: Arc<Ctx>) -> Action {
 
 #[instrument(skip_all, fields(namespace = agent.metadata.namespace.as_deref(), agent = agent.metadata.name.as_deref()))]
 async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
+    if !ctx.caches_synced() {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
     let owner = Owner::of(agent)?;
     let ns = owner.namespace.as_str();
-    let pods = ctx
-        .owned_pods(ns, &build::agent_labels(&owner.name), &owner.owner_ref.uid)
-        .await?;
+    let pods = ctx.owned_pods(ns, &build::agent_labels(&owner.name), &owner.owner_ref.uid);
     let finalizers = agent.metadata.finalizers.clone().unwrap_or_default();
 
     if agent.metadata.deletion_timestamp.is_some() {
@@ -193,6 +194,9 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
         }
     }
 
+    if matches!(state, PodState::Broken { .. }) {
+        forget_secret(ctx, &owner);
+    }
     let mut report = agent_phase(false, agent.spec.paused, agent.spec.restart_policy, &state);
     let fs_cond = if missing.is_empty() {
         Cond::new(
@@ -351,30 +355,48 @@ async fn missing_filesystems(
 /// Creates the per-agent Secret with a fresh random token when it is
 /// missing. An existing token is never replaced (or read into logs).
 async fn ensure_secret(ctx: &Ctx, owner: &Owner) -> Result<()> {
-    let api: Api<Secret> = ctx.api(&owner.namespace);
-    let name = agent_secret_name(&owner.name);
-    if api
-        .get_metadata_opt(&name)
-        .await
-        .map_err(|e| Error::kube("get agent secret", e))?
-        .is_some()
+    let key = secret_key(owner);
+    if ctx
+        .secrets_seen
+        .lock()
+        .is_ok_and(|seen| seen.contains(&key))
     {
         return Ok(());
     }
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(Error::Random)?;
-    let token = hex::encode(bytes);
-    ctx.create(C, &build::agent_secret(owner, &token)).await?;
+    let api: Api<Secret> = ctx.api(&owner.namespace);
+    let name = agent_secret_name(&owner.name);
+    let exists = api
+        .get_metadata_opt(&name)
+        .await
+        .map_err(|e| Error::kube("get agent secret", e))?
+        .is_some();
+    if !exists {
+        let mut bytes = [0u8; 32];
+        getrandom::fill(&mut bytes).map_err(Error::Random)?;
+        let token = hex::encode(bytes);
+        ctx.create(C, &build::agent_secret(owner, &token)).await?;
+    }
+    if let Ok(mut seen) = ctx.secrets_seen.lock() {
+        seen.insert(key);
+    }
     Ok(())
 }
 
+fn secret_key(owner: &Owner) -> String {
+    format!("{}/{}/{}", owner.namespace, owner.name, owner.owner_ref.uid)
+}
+
+/// Forgets that the Agent's Secret exists, so the next reconcile reads it
+/// again (its pod cannot start: the Secret may have been deleted).
+fn forget_secret(ctx: &Ctx, owner: &Owner) {
+    if let Ok(mut seen) = ctx.secrets_seen.lock() {
+        seen.remove(&secret_key(owner));
+    }
+}
+
 async fn ensure_service(ctx: &Ctx, owner: &Owner) -> Result<()> {
-    let api: Api<Service> = ctx.api(&owner.namespace);
     let desired = build::agent_service(owner)?;
-    let live = api
-        .get_metadata_opt(&agent_service_name(&owner.name))
-        .await
-        .map_err(|e| Error::kube("get agent service", e))?;
+    let live = ctx.service(&owner.namespace, &agent_service_name(&owner.name));
     if live.as_ref().and_then(|m| hash_of(&m.metadata)) != hash_of(&desired.metadata) {
         ctx.apply(C, &desired).await?;
     }

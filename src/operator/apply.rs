@@ -3,14 +3,15 @@
 //! apply, Events — each write counted in the metrics, and none made by a
 //! replica that does not hold the Lease.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -30,6 +31,17 @@ pub struct Ctx {
     /// `true` while this replica holds the Lease.
     pub leader: watch::Receiver<bool>,
     pub recorder: Recorder,
+    /// The operator's pods (label `app.kubernetes.io/managed-by: exo`),
+    /// fed by the one shared watch.
+    pub pods: Store<Pod>,
+    /// The operator's Services, likewise.
+    pub services: Store<Service>,
+    /// `true` once every cache has listed once; reconciles wait for it.
+    pub caches_synced: watch::Receiver<bool>,
+    /// Agents (`namespace/name/uid`) whose token Secret is known to exist:
+    /// Secrets are not watched (no list/watch RBAC on Secrets), so this
+    /// spares a read per reconcile.
+    pub secrets_seen: Mutex<HashSet<String>>,
 }
 
 fn kind_label<K: Resource<DynamicType = ()>>() -> &'static str {
@@ -58,34 +70,42 @@ impl Ctx {
     }
 
     /// The pods in `ns` carrying `labels` and controlled by `owner_uid`
-    /// (a label alone could be forged by any pod in the namespace).
-    pub async fn owned_pods(
+    /// (a label alone could be forged by any pod in the namespace), from
+    /// the cache. It may lag the operator's own last write by a moment;
+    /// every write it leads to is idempotent (create of an existing name,
+    /// delete with a uid precondition).
+    pub fn owned_pods(
         &self,
         ns: &str,
         labels: &BTreeMap<String, String>,
         owner_uid: &str,
-    ) -> Result<Vec<Pod>> {
-        let selector = labels
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(",");
-        let api: Api<Pod> = self.api(ns);
-        let list = api
-            .list(&ListParams::default().labels(&selector))
-            .await
-            .map_err(|e| Error::kube(format!("list pods in {ns} ({selector})"), e))?;
-        Ok(list
-            .items
+    ) -> Vec<Pod> {
+        self.pods
+            .state()
             .into_iter()
             .filter(|p| {
-                p.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|o| o.uid == owner_uid && o.controller == Some(true))
+                p.metadata.namespace.as_deref() == Some(ns)
+                    && p.metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|o| o.uid == owner_uid && o.controller == Some(true))
+                    && labels
+                        .iter()
+                        .all(|(k, v)| p.metadata.labels.as_ref().and_then(|l| l.get(k)) == Some(v))
             })
-            .collect())
+            .map(|p| Pod::clone(&p))
+            .collect()
+    }
+
+    /// The cached Service `ns/name`.
+    pub fn service(&self, ns: &str, name: &str) -> Option<Arc<Service>> {
+        self.services.get(&ObjectRef::new(name).within(ns))
+    }
+
+    /// Whether every cache has listed once.
+    pub fn caches_synced(&self) -> bool {
+        *self.caches_synced.borrow()
     }
 
     /// Server-side apply of `obj` (forced: the operator owns these fields).

@@ -13,14 +13,15 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::channel::mpsc::UnboundedSender;
 use futures::{Stream, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
@@ -112,6 +113,59 @@ fn became_leader(rx: watch::Receiver<bool>) -> impl Stream<Item = ()> + Send + '
     })
 }
 
+/// Watches the operator's children of one kind into `writer`'s cache and
+/// asks for a reconcile of each changed or deleted child's controlling
+/// Agent or Tool.
+async fn child_feed<C>(
+    api: Api<C>,
+    writer: reflector::store::Writer<C>,
+    agents: UnboundedSender<ObjectRef<Agent>>,
+    tools: UnboundedSender<ObjectRef<Tool>>,
+) where
+    C: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
+    watcher(api, managed)
+        .default_backoff()
+        .reflect(writer)
+        .for_each(|event| {
+            match event {
+                Ok(
+                    watcher::Event::Apply(c)
+                    | watcher::Event::Delete(c)
+                    | watcher::Event::InitApply(c),
+                ) => {
+                    let meta = c.meta();
+                    let ns = meta.namespace.clone().unwrap_or_default();
+                    let owner = meta
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .find(|o| o.controller == Some(true));
+                    match owner.map(|o| (o.kind.as_str(), o.name.as_str())) {
+                        Some(("Agent", name)) => {
+                            let _ = agents.unbounded_send(ObjectRef::new(name).within(&ns));
+                        }
+                        Some(("Tool", name)) => {
+                            let _ = tools.unbounded_send(ObjectRef::new(name).within(&ns));
+                        }
+                        _ => {}
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => warn!(kind = %C::kind(&()), error = %e, "child watch failed; retrying"),
+            }
+            futures::future::ready(())
+        })
+        .await;
+}
+
 fn children(component: &str) -> watcher::Config {
     watcher::Config::default().labels(&format!(
         "{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_COMPONENT}={component}"
@@ -181,10 +235,36 @@ pub async fn run(
         shutdown.clone(),
     ));
 
+    // One watch per child kind feeds both the cache the reconcilers read
+    // (no apiserver read per reconcile) and the controllers' triggers. The
+    // cache takes each event before the trigger fires, so a reconcile sees
+    // at least the change that woke it, deletions included.
+    let (pods_store, pods_writer) = reflector::store::<Pod>();
+    let (services_store, services_writer) = reflector::store::<Service>();
+    let (agent_tx, agent_rx) = futures::channel::mpsc::unbounded();
+    let (tool_tx, tool_rx) = futures::channel::mpsc::unbounded();
+    let pod_feed = child_feed(
+        api::<Pod>(&client, ns),
+        pods_writer,
+        agent_tx.clone(),
+        tool_tx.clone(),
+    );
+    let service_feed = child_feed(
+        api::<Service>(&client, ns),
+        services_writer,
+        agent_tx,
+        tool_tx,
+    );
+    let (caches_tx, caches_rx) = watch::channel(false);
+
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         metrics: metrics.clone(),
         leader: leader_rx.clone(),
+        pods: pods_store.clone(),
+        services: services_store.clone(),
+        caches_synced: caches_rx,
+        secrets_seen: std::sync::Mutex::default(),
         recorder: Recorder::new(
             client.clone(),
             Reporter {
@@ -205,14 +285,12 @@ pub async fn run(
     // (`get`), so its RBAC needs no list/watch over every Secret.
     let agents = Controller::new(api::<Agent>(&client, ns), watcher::Config::default())
         .with_config(ccfg.clone())
-        .owns(api::<Pod>(&client, ns), children("agent"))
-        .owns(api::<Service>(&client, ns), children("agent"))
+        .reconcile_on(agent_rx)
         .reconcile_all_on(became_leader(leader_rx.clone()))
         .graceful_shutdown_on(stop());
     let tools = Controller::new(api::<Tool>(&client, ns), watcher::Config::default())
         .with_config(ccfg.clone())
-        .owns(api::<Pod>(&client, ns), children("tool"))
-        .owns(api::<Service>(&client, ns), children("tool"))
+        .reconcile_on(tool_rx)
         .reconcile_all_on(became_leader(leader_rx.clone()))
         .graceful_shutdown_on(stop());
     let filesystems = Controller::new(api::<AgentFS>(&client, ns), watcher::Config::default())
@@ -233,7 +311,12 @@ pub async fn run(
     let stores = (agents.store(), tools.store(), filesystems.store());
     let ready_metrics = metrics.clone();
     let ready_task = tokio::spawn(async move {
-        let ok = synced(&stores.0).await && synced(&stores.1).await && synced(&stores.2).await;
+        let ok = synced(&stores.0).await
+            && synced(&stores.1).await
+            && synced(&stores.2).await
+            && synced(&pods_store).await
+            && synced(&services_store).await;
+        caches_tx.send_replace(ok);
         if ok {
             info!("watches synced: ready");
             ready_tx.send_replace(true);
@@ -258,6 +341,8 @@ pub async fn run(
 
     let controllers = async {
         tokio::join!(
+            pod_feed,
+            service_feed,
             agents
                 .run(agent::reconcile, agent::error_policy, ctx.clone())
                 .for_each(log),

@@ -5,9 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use tracing::{info, instrument, warn};
@@ -60,11 +58,12 @@ async fn reconcile_inner(tool: &Tool, ctx: &Ctx) -> Result<Action> {
         // Children go with their owner references.
         return Ok(Action::await_change());
     }
+    if !ctx.caches_synced() {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
     let owner = Owner::of(tool)?;
     let ns = owner.namespace.as_str();
-    let pods = ctx
-        .owned_pods(ns, &build::tool_labels(&owner.name), &owner.owner_ref.uid)
-        .await?;
+    let pods = ctx.owned_pods(ns, &build::tool_labels(&owner.name), &owner.owner_ref.uid);
     let desired = if tool.spec.enabled {
         Some(build::tool_pod(&owner, &tool.spec)?)
     } else {
@@ -83,11 +82,7 @@ async fn reconcile_inner(tool: &Tool, ctx: &Ctx) -> Result<Action> {
     if let Some(desired) = &desired {
         if let Some(port) = tool.spec.port {
             let svc = build::tool_service(&owner, port)?;
-            let services: Api<Service> = ctx.api(ns);
-            let live = services
-                .get_metadata_opt(&tool_service_name(&owner.name))
-                .await
-                .map_err(|e| Error::kube("get tool service", e))?;
+            let live = ctx.service(ns, &tool_service_name(&owner.name));
             if live.as_ref().and_then(|m| hash_of(&m.metadata)) != hash_of(&svc.metadata) {
                 ctx.apply(C, &svc).await?;
             }
