@@ -482,36 +482,43 @@ async fn verify_one(
 
 async fn project(ctx: &StepCtx<'_>) -> Outcome {
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    let release = &ctx.release.metadata.name;
-    for w in ctx.workloads {
-        let patch = serde_json::json!({"metadata": {"annotations": {
-            ANNOTATION_RELEASE: release, ANNOTATION_VERIFIED_AT: now,
-        }}});
-        let name = w.name();
-        let pp = PatchParams::default();
-        let result = match w {
-            Workload::Agent(_) => Api::<Agent>::namespaced(ctx.client.clone(), ctx.namespace)
-                .patch(name, &pp, &Patch::Merge(&patch))
-                .await
-                .map(|o| o.annotations().get(ANNOTATION_RELEASE) == Some(release)),
-            Workload::Tool(_) => Api::<Tool>::namespaced(ctx.client.clone(), ctx.namespace)
-                .patch(name, &pp, &Patch::Merge(&patch))
-                .await
-                .map(|o| o.annotations().get(ANNOTATION_RELEASE) == Some(release)),
-        };
-        match result {
-            Ok(true) => {}
-            Ok(false) => {
-                return Outcome::Pending(format!(
-                    "{} {name}: projection not visible yet",
-                    w.kind()
-                ));
-            }
-            Err(e) => return blocked(&format!("annotate {} {name}", w.kind()), &e),
-        }
+    let now = now.as_str();
+    let outcome = each(
+        ctx.workloads
+            .iter()
+            .map(|w| project_one(ctx, w, now))
+            .collect(),
+    )
+    .await;
+    if outcome == Outcome::Done {
+        collect_old_configmaps(ctx).await;
     }
-    collect_old_configmaps(ctx).await;
-    Outcome::Done
+    outcome
+}
+
+/// Stamps the release and the verification time on one workload.
+async fn project_one(ctx: &StepCtx<'_>, w: &Workload, now: &str) -> Outcome {
+    let release = &ctx.release.metadata.name;
+    let patch = serde_json::json!({"metadata": {"annotations": {
+        ANNOTATION_RELEASE: release, ANNOTATION_VERIFIED_AT: now,
+    }}});
+    let name = w.name();
+    let pp = PatchParams::default();
+    let result = match w {
+        Workload::Agent(_) => Api::<Agent>::namespaced(ctx.client.clone(), ctx.namespace)
+            .patch(name, &pp, &Patch::Merge(&patch))
+            .await
+            .map(|o| o.annotations().get(ANNOTATION_RELEASE) == Some(release)),
+        Workload::Tool(_) => Api::<Tool>::namespaced(ctx.client.clone(), ctx.namespace)
+            .patch(name, &pp, &Patch::Merge(&patch))
+            .await
+            .map(|o| o.annotations().get(ANNOTATION_RELEASE) == Some(release)),
+    };
+    match result {
+        Ok(true) => Outcome::Done,
+        Ok(false) => Outcome::Pending(format!("{} {name}: projection not visible yet", w.kind())),
+        Err(e) => blocked(&format!("annotate {} {name}", w.kind()), &e),
+    }
 }
 
 /// Deletes Exo's baseline ConfigMaps in the namespace that the release does

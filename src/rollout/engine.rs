@@ -29,7 +29,9 @@ use tracing::{Instrument, info, warn};
 
 use super::actuate::{LABEL_TENANT, StepCtx, execute};
 use super::saga::{self, Outcome, StepKind};
-use crate::crd::{AgentFS, Fleet as FleetCr, FleetStatus, Rollout, RolloutPhase, RolloutStatus};
+use crate::crd::{
+    AgentFS, Fleet as FleetCr, FleetStatus, Rollout, RolloutPhase, RolloutStatus, StepState,
+};
 use crate::fleet::{self, Fleet};
 use crate::gitsync::{self, Credentials, Source};
 use crate::operator::FIELD_MANAGER;
@@ -375,6 +377,31 @@ struct DriveCtx {
     client: Client,
     cfg: EngineConfig,
     state: Arc<State>,
+    /// When each Rollout's status last got a progress-only write.
+    progress_written: std::sync::Mutex<BTreeMap<String, Instant>>,
+}
+
+/// How often a step still running may rewrite only its progress message:
+/// a tenant's saga is looked at every `poll`, and writing each new message
+/// (a different pod is the one still rolling) would cost a status write per
+/// look.
+const PROGRESS_WRITE_EVERY: Duration = Duration::from_secs(2);
+
+impl DriveCtx {
+    /// Whether a progress-only write for `key` is due now (and, if so,
+    /// records it).
+    fn progress_due(&self, key: &str) -> bool {
+        let Ok(mut map) = self.progress_written.lock() else {
+            return true;
+        };
+        match map.get(key) {
+            Some(at) if at.elapsed() < PROGRESS_WRITE_EVERY => false,
+            _ => {
+                map.insert(key.to_owned(), Instant::now());
+                true
+            }
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -385,7 +412,12 @@ enum DriveError {
 
 async fn drive_rollouts(client: Client, cfg: EngineConfig, state: Arc<State>) {
     let api: Api<Rollout> = Api::all(client.clone());
-    let ctx = Arc::new(DriveCtx { client, cfg, state });
+    let ctx = Arc::new(DriveCtx {
+        client,
+        cfg,
+        state,
+        progress_written: std::sync::Mutex::default(),
+    });
     Controller::new(api, watcher::Config::default())
         .run(
             reconcile,
@@ -494,8 +526,10 @@ async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, D
         // Instrument, never enter, across an await: an entered span would
         // leak onto whatever else runs on this thread.
         let outcome = execute(&kind, &step_ctx).instrument(span).await;
+        let was_running = status.steps[i].state == StepState::Running;
         let changed = saga::record(&mut status, i, &outcome, &now());
-        if changed {
+        let progress_only = was_running && matches!(outcome, Outcome::Pending(_));
+        if changed && (!progress_only || ctx.progress_due(&format!("{ns}/{}", ro.name_any()))) {
             write_status(&ctx.client, &ro, &status).await?;
         }
         match outcome {
