@@ -35,6 +35,27 @@ pub struct AttachArgs {
     /// Do not allocate a terminal in the pod (for scripts and pipes).
     #[arg(long)]
     pub no_tty: bool,
+    /// File holding the control plane's admin token (or set
+    /// EXO_CP_ADMIN_TOKEN); needed once the control plane has one.
+    #[arg(long, env = "EXO_CP_ADMIN_TOKEN_FILE")]
+    pub admin_token_file: Option<std::path::PathBuf>,
+}
+
+/// The admin token from `--admin-token-file` or `EXO_CP_ADMIN_TOKEN`.
+fn admin_token(a: &AttachArgs) -> Result<Option<String>, String> {
+    if let Some(p) = &a.admin_token_file {
+        let t = std::fs::read_to_string(p)
+            .map_err(|e| format!("admin token file {}: {e}", p.display()))?;
+        let t = t.trim();
+        if t.is_empty() {
+            return Err(format!("admin token file {} is empty", p.display()));
+        }
+        return Ok(Some(t.to_owned()));
+    }
+    Ok(std::env::var("EXO_CP_ADMIN_TOKEN")
+        .ok()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty()))
 }
 
 fn enc(s: &str) -> String {
@@ -93,7 +114,17 @@ async fn attach(a: AttachArgs) -> Result<bool, String> {
     if let Ok(user) = std::env::var("USER") {
         url.push_str(&format!("&actor={}", enc(&user)));
     }
-    let (ws, _) = tokio_tungstenite::connect_async(url.as_str())
+    let mut req = tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(
+        url.as_str(),
+    )
+    .map_err(|e| format!("bad control-plane URL {base}: {e}"))?;
+    if let Some(t) = admin_token(&a)? {
+        let v = format!("Bearer {t}")
+            .parse()
+            .map_err(|_| "the admin token is not a valid header value".to_owned())?;
+        req.headers_mut().insert("authorization", v);
+    }
+    let (ws, _) = tokio_tungstenite::connect_async(req)
         .await
         .map_err(|e| match e {
             tokio_tungstenite::tungstenite::Error::Http(r) => {

@@ -28,6 +28,10 @@ pub struct ConnectArgs {
     pub backoff_base: Option<Duration>,
     #[arg(long, value_parser = parse_duration)]
     pub backoff_max: Option<Duration>,
+    /// After losing an established connection, the first redial waits a
+    /// random time up to this (capped by --backoff-max).
+    #[arg(long, value_parser = parse_duration)]
+    pub reconnect_spread: Option<Duration>,
     #[arg(long, value_parser = parse_duration)]
     pub healthy_after: Option<Duration>,
     /// Wait after a refusal that will repeat (401, revoked, version, evicted).
@@ -59,6 +63,7 @@ fn apply(cfg: &mut UpstreamConfig, a: &ConnectArgs) {
     set(&mut cfg.backoff_base, a.backoff_base);
     set(&mut cfg.backoff_max, a.backoff_max);
     set(&mut cfg.healthy_after, a.healthy_after);
+    set(&mut cfg.reconnect_spread, a.reconnect_spread);
     set(&mut cfg.fatal_retry, a.fatal_retry);
     set(&mut cfg.read_timeout, a.read_timeout);
     set(&mut cfg.token_reload_interval, a.token_reload_interval);

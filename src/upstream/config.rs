@@ -45,6 +45,10 @@ pub struct UpstreamConfig {
     pub snapshot_interval: Duration,
     pub backoff_base: Duration,
     pub backoff_max: Duration,
+    /// After losing an established connection, the first redial is uniform
+    /// in `[0, reconnect_spread]` (capped by `backoff_max`), so operators
+    /// that lost a restarting control plane together do not return together.
+    pub reconnect_spread: Duration,
     /// A connection that lived this long resets the backoff.
     pub healthy_after: Duration,
     /// Delay before redialling after a refusal that will repeat (401,
@@ -70,6 +74,7 @@ impl std::fmt::Debug for UpstreamConfig {
             .field("snapshot_interval", &self.snapshot_interval)
             .field("backoff_base", &self.backoff_base)
             .field("backoff_max", &self.backoff_max)
+            .field("reconnect_spread", &self.reconnect_spread)
             .field("fatal_retry", &self.fatal_retry)
             .finish_non_exhaustive()
     }
@@ -92,6 +97,7 @@ impl UpstreamConfig {
             snapshot_interval: Duration::from_secs(300),
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(60),
+            reconnect_spread: Duration::from_secs(15),
             healthy_after: Duration::from_secs(30),
             fatal_retry: Duration::from_secs(300),
             read_timeout: Duration::from_secs(60),

@@ -282,7 +282,12 @@ pub async fn run(
         }
         let (delay, state) = match fatal {
             Some(state) => (ctx.cfg.fatal_retry, state),
-            None => (backoff.next_delay(random_u64()), ConnState::Backoff),
+            None => {
+                if was_connected {
+                    backoff.after_loss(ctx.cfg.reconnect_spread);
+                }
+                (backoff.next_delay(random_u64()), ConnState::Backoff)
+            }
         };
         let retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
         if was_connected || fatal.is_some() {
