@@ -54,6 +54,19 @@ async fn agent_with_pod(ns: &TestNamespace) {
         .unwrap();
 }
 
+/// A namespace with an agent and its pod, a control plane with deployment
+/// `shell`, and a connected operator.
+async fn shell_session(prefix: &str) -> (TestNamespace, ControlPlane, Connector) {
+    let ns = TestNamespace::new(prefix).await;
+    install_crds(&ns.client).await;
+    agent_with_pod(&ns).await;
+    let cp = ControlPlane::start(&[]);
+    let token = cp.create_deployment("shell");
+    let c = Connector::start(&cp.base, &token, &ns.name, &[]);
+    connector_until(&c, "connected", |h| h["state"] == "connected").await;
+    (ns, cp, c)
+}
+
 fn attach_cmd(cp: &ControlPlane, ns: &str, agent: &str, extra: &[&str]) -> std::process::Command {
     let mut c = exo();
     c.args(["attach", agent, "-n", ns, "--deployment", "shell"])
@@ -64,13 +77,7 @@ fn attach_cmd(cp: &ControlPlane, ns: &str, agent: &str, extra: &[&str]) -> std::
 
 #[tokio::test]
 async fn attach_runs_a_shell_in_the_agents_pod_through_the_control_plane() {
-    let ns = TestNamespace::new("up-attach").await;
-    install_crds(&ns.client).await;
-    agent_with_pod(&ns).await;
-    let cp = ControlPlane::start(&[]);
-    let token = cp.create_deployment("shell");
-    let c = Connector::start(&cp.base, &token, &ns.name, &[]);
-    connector_until(&c, "connected", |h| h["state"] == "connected").await;
+    let (ns, cp, _c) = shell_session("up-attach").await;
 
     let mut child = attach_cmd(&cp, &ns.name, "worker", &["--no-tty"])
         .stdin(Stdio::piped())
@@ -136,13 +143,7 @@ async fn attach_is_refused_while_offline() {
 
 #[tokio::test]
 async fn attach_allocates_a_terminal_by_default() {
-    let ns = TestNamespace::new("up-attach-tty").await;
-    install_crds(&ns.client).await;
-    agent_with_pod(&ns).await;
-    let cp = ControlPlane::start(&[]);
-    let token = cp.create_deployment("shell");
-    let c = Connector::start(&cp.base, &token, &ns.name, &[]);
-    connector_until(&c, "connected", |h| h["state"] == "connected").await;
+    let (ns, cp, _c) = shell_session("up-attach-tty").await;
     let mut child = attach_cmd(&cp, &ns.name, "worker", &[])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -202,13 +203,7 @@ fn in_a_terminal(shell: &str) -> std::process::Child {
 
 #[tokio::test]
 async fn attach_on_a_terminal_goes_raw_forwards_its_size_and_restores_it() {
-    let ns = TestNamespace::new("up-attach-raw").await;
-    install_crds(&ns.client).await;
-    agent_with_pod(&ns).await;
-    let cp = ControlPlane::start(&[]);
-    let token = cp.create_deployment("shell");
-    let c = Connector::start(&cp.base, &token, &ns.name, &[]);
-    connector_until(&c, "connected", |h| h["state"] == "connected").await;
+    let (ns, cp, _c) = shell_session("up-attach-raw").await;
 
     let exo_bin = env!("CARGO_BIN_EXE_exo");
     let dir = tempfile::tempdir().unwrap();
