@@ -74,7 +74,7 @@ async fn a_rotated_token_file_is_picked_up_without_a_restart() {
     // seconds shows the rotation, not the retry timer, brought it back.
     let c = Connector::start_env(
         &cp.base,
-        ("AUTONOMIC_AUTH_TOKEN_FILE", &file_arg),
+        &[("AUTONOMIC_AUTH_TOKEN_FILE", &file_arg)],
         &ns.name,
         &["--token-reload-interval", "200ms", "--fatal-retry", "300s"],
     );

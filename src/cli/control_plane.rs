@@ -87,6 +87,12 @@ pub struct ServeArgs {
     /// hash is kept.
     #[arg(long, env = "EXO_CP_ADMIN_TOKEN_FILE")]
     pub admin_token_file: Option<PathBuf>,
+    /// PEM certificate chain: serve HTTPS, so operators dial https:// (wss://).
+    #[arg(long, requires = "tls_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file.
+    #[arg(long, requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
     /// Serve the API without authentication on a non-loopback address when
     /// no admin token exists (behind an authenticating proxy).
     #[arg(long)]
@@ -257,6 +263,12 @@ fn serve(s: ServeArgs, store: Store) -> Result<(), String> {
     admin
         .check_exposure(&store, s.listen, s.allow_unauthenticated_api)
         .map_err(|e| e.to_string())?;
+    let tls = match (&s.tls_cert_file, &s.tls_key_file) {
+        (Some(c), Some(k)) => {
+            Some(controlplane::tls::server_config(c, k).map_err(|e| e.to_string())?)
+        }
+        _ => None,
+    };
     let cfg = ServeConfig {
         listen: s.listen,
         degraded_after: s.degraded_after,
@@ -268,12 +280,14 @@ fn serve(s: ServeArgs, store: Store) -> Result<(), String> {
         token_check_interval: s.token_check_interval,
         max_frame_bytes: s.max_frame_bytes,
         admin,
+        tls,
     };
+    let scheme = if cfg.tls.is_some() { "https" } else { "http" };
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("tokio runtime: {e}"))?;
     rt.block_on(async move {
         let listener = controlplane::bind(&cfg).await.map_err(|e| e.to_string())?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        println!("listening on http://{addr}");
+        println!("listening on {scheme}://{addr}");
         let _ = std::io::stdout().flush();
         let shutdown = async {
             let _ = tokio::signal::ctrl_c().await;

@@ -3,7 +3,7 @@
 //! per deployment, an HTTP JSON API and a status page.
 //!
 //! One module per concern: `token` (generation, hashing, redaction), `admin`
-//! (admin tokens and the API's authentication), `store`
+//! (admin tokens and the API's authentication), `tls` (HTTPS listener), `store`
 //! (SQLite: deployments, hashed tokens, audit), `resources` (snapshot/delta
 //! view, pure), `live` (registration, eviction, health), `ws` (the socket
 //! endpoint) and `api` (HTTP).
@@ -14,6 +14,7 @@ pub mod attach;
 pub mod live;
 pub mod resources;
 pub mod store;
+pub mod tls;
 pub mod token;
 pub mod ws;
 
@@ -42,6 +43,8 @@ pub enum ControlPlaneError {
     Store(#[from] store::StoreError),
     #[error(transparent)]
     Admin(#[from] admin::AdminError),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
 }
 
 /// Server settings; the defaults are the product's (90 s degraded, 5 min
@@ -62,6 +65,8 @@ pub struct ServeConfig {
     /// The `--admin-token-file` token, if any (admin tokens in the database
     /// are looked up per request).
     pub admin: admin::AdminAuth,
+    /// Serve HTTPS (and so `wss://`) with this configuration.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Default for ServeConfig {
@@ -77,6 +82,7 @@ impl Default for ServeConfig {
             token_check_interval: Duration::from_secs(1),
             max_frame_bytes: crate::wire::DEFAULT_MAX_FRAME_BYTES,
             admin: admin::AdminAuth::default(),
+            tls: None,
         }
     }
 }
@@ -168,6 +174,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ControlPlaneError> {
     let admin = cfg.admin.clone();
+    let tls = cfg.tls.clone();
     let app = Arc::new(App {
         live: Live::new(Thresholds {
             degraded_after: cfg.degraded_after,
@@ -187,10 +194,22 @@ pub async fn serve(
         // Upgraded sockets outlive graceful shutdown unless told to close.
         app2.shutdown.send_replace(true);
     };
-    let served = axum::serve(listener, router(app))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(ControlPlaneError::Serve);
+    let routes = router(app);
+    let served = match tls {
+        Some(tls) => {
+            let listener =
+                tls::TlsListener::new(listener, tls).map_err(ControlPlaneError::Serve)?;
+            axum::serve(listener, routes)
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+        None => {
+            axum::serve(listener, routes)
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+    }
+    .map_err(ControlPlaneError::Serve);
     checker.abort();
     served
 }

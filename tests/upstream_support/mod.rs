@@ -204,12 +204,12 @@ pub struct Connector {
 
 impl Connector {
     pub fn start(base: &str, token: &str, namespace: &str, extra: &[&str]) -> Self {
-        Self::start_env(base, ("AUTONOMIC_AUTH_TOKEN", token), namespace, extra)
+        Self::start_env(base, &[("AUTONOMIC_AUTH_TOKEN", token)], namespace, extra)
     }
 
-    /// Like [`Connector::start`] with the token given by `token_env`, e.g.
-    /// `("AUTONOMIC_AUTH_TOKEN_FILE", path)`.
-    pub fn start_env(base: &str, token_env: (&str, &str), namespace: &str, extra: &[&str]) -> Self {
+    /// Like [`Connector::start`] with the token and anything else given by
+    /// `env`, e.g. `[("AUTONOMIC_AUTH_TOKEN_FILE", path)]`.
+    pub fn start_env(base: &str, env: &[(&str, &str)], namespace: &str, extra: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("connector.log");
         let mut child = exo()
@@ -225,7 +225,7 @@ impl Connector {
             .env("KUBECONFIG", &crate::support::env().kubeconfig)
             .env("AUTONOMIC_MANAGED", "true")
             .env("AUTONOMIC_BASE_URL", base)
-            .env(token_env.0, token_env.1)
+            .envs(env.iter().copied())
             .env("RUST_LOG", "info")
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap())
