@@ -258,6 +258,9 @@ fn admin_token(c: AdminTokenCommand, store: &Store) -> Result<(), String> {
 
 fn serve(s: ServeArgs, store: Store) -> Result<(), String> {
     init_tracing();
+    if let Some((from, to)) = controlplane::raise_fd_limit() {
+        tracing::info!(from, to, "raised the open-file limit (one per connection)");
+    }
     let admin = controlplane::admin::AdminAuth::from_file(s.admin_token_file.as_deref())
         .map_err(|e| e.to_string())?;
     admin

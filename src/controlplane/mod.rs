@@ -155,6 +155,32 @@ pub fn router(app: Arc<App>) -> Router {
         .with_state(app)
 }
 
+/// Raises the soft open-file limit to the hard one: each operator
+/// connection is a file descriptor, and the usual soft default (1024) would
+/// cap a control plane at about a thousand deployments. Returns `(from, to)`
+/// when it changed.
+pub fn raise_fd_limit() -> Option<(u64, u64)> {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let lim = getrlimit(Resource::Nofile);
+    let (Some(cur), max) = (lim.current, lim.maximum) else {
+        return None; // already unlimited
+    };
+    // An unlimited hard limit is not a valid soft one for fds; stay bounded.
+    let want = max.unwrap_or(1 << 20).min(1 << 20);
+    if want <= cur {
+        return None;
+    }
+    setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: Some(want),
+            maximum: max,
+        },
+    )
+    .ok()
+    .map(|()| (cur, want))
+}
+
 /// Binds the listener; `serve` runs it. Split so a caller can print the
 /// bound address (port 0) before serving.
 pub async fn bind(cfg: &ServeConfig) -> Result<tokio::net::TcpListener, ControlPlaneError> {
