@@ -191,14 +191,29 @@ fn tail(s: &str) -> &str {
 
 /// Runs `script` (util-linux) so that `exo attach` gets a real terminal: its
 /// stdin is a PTY whose master this test writes to and reads from.
-fn in_a_terminal(shell: &str) -> std::process::Child {
-    std::process::Command::new("script")
-        .args(["-qefc", shell, "/dev/null"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("script(1) from util-linux is part of the test environment")
+/// The shell's trap ends everything in its session (exo included) when the
+/// terminal hangs up, so a failed test leaves nothing running.
+fn in_a_terminal(shell: &str) -> Terminal {
+    let shell = format!("trap 'kill 0' HUP TERM; {shell}");
+    Terminal(
+        std::process::Command::new("script")
+            .args(["-qefc", &shell, "/dev/null"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("script(1) from util-linux is part of the test environment"),
+    )
+}
+
+/// `script` killed on drop: its terminal hangs up, which ends the session.
+struct Terminal(std::process::Child);
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 #[tokio::test]
@@ -222,8 +237,8 @@ async fn attach_on_a_terminal_goes_raw_forwards_its_size_and_restores_it() {
         base = cp.base
     );
     let mut child = in_a_terminal(&shell);
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = child.stdout.take().unwrap();
+    let mut stdin = child.0.stdin.take().unwrap();
+    let mut stdout = child.0.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
     std::thread::spawn(move || {
         let mut buf = [0u8; 4096];
@@ -293,7 +308,7 @@ async fn attach_on_a_terminal_goes_raw_forwards_its_size_and_restores_it() {
     let after_at = seen.find("AFTER:").unwrap();
     wait_for("\n", after_at, &mut seen);
     drop(stdin);
-    let _ = child.wait();
+    let _ = child.0.wait();
     assert!(
         seen.contains("session ended: exited: 0"),
         "{:?}",
