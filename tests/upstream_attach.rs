@@ -54,6 +54,19 @@ async fn agent_with_pod(ns: &TestNamespace) {
         .unwrap();
 }
 
+/// A namespace with an agent and its pod, a control plane with deployment
+/// `shell`, and a connected operator.
+async fn shell_session(prefix: &str) -> (TestNamespace, ControlPlane, Connector) {
+    let ns = TestNamespace::new(prefix).await;
+    install_crds(&ns.client).await;
+    agent_with_pod(&ns).await;
+    let cp = ControlPlane::start(&[]);
+    let token = cp.create_deployment("shell");
+    let c = Connector::start(&cp.base, &token, &ns.name, &[]);
+    connector_until(&c, "connected", |h| h["state"] == "connected").await;
+    (ns, cp, c)
+}
+
 fn attach_cmd(cp: &ControlPlane, ns: &str, agent: &str, extra: &[&str]) -> std::process::Command {
     let mut c = exo();
     c.args(["attach", agent, "-n", ns, "--deployment", "shell"])
@@ -64,13 +77,7 @@ fn attach_cmd(cp: &ControlPlane, ns: &str, agent: &str, extra: &[&str]) -> std::
 
 #[tokio::test]
 async fn attach_runs_a_shell_in_the_agents_pod_through_the_control_plane() {
-    let ns = TestNamespace::new("up-attach").await;
-    install_crds(&ns.client).await;
-    agent_with_pod(&ns).await;
-    let cp = ControlPlane::start(&[]);
-    let token = cp.create_deployment("shell");
-    let c = Connector::start(&cp.base, &token, &ns.name, &[]);
-    connector_until(&c, "connected", |h| h["state"] == "connected").await;
+    let (ns, cp, _c) = shell_session("up-attach").await;
 
     let mut child = attach_cmd(&cp, &ns.name, "worker", &["--no-tty"])
         .stdin(Stdio::piped())
@@ -136,13 +143,7 @@ async fn attach_is_refused_while_offline() {
 
 #[tokio::test]
 async fn attach_allocates_a_terminal_by_default() {
-    let ns = TestNamespace::new("up-attach-tty").await;
-    install_crds(&ns.client).await;
-    agent_with_pod(&ns).await;
-    let cp = ControlPlane::start(&[]);
-    let token = cp.create_deployment("shell");
-    let c = Connector::start(&cp.base, &token, &ns.name, &[]);
-    connector_until(&c, "connected", |h| h["state"] == "connected").await;
+    let (ns, cp, _c) = shell_session("up-attach-tty").await;
     let mut child = attach_cmd(&cp, &ns.name, "worker", &[])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -177,4 +178,151 @@ async fn attach_allocates_a_terminal_by_default() {
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
+}
+
+/// The last 2000 characters, for failure messages.
+fn tail(s: &str) -> &str {
+    let mut i = s.len().saturating_sub(2000);
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    &s[i..]
+}
+
+/// Runs `script` (util-linux) so that `exo attach` gets a real terminal: its
+/// stdin is a PTY whose master this test writes to and reads from.
+/// The shell's trap ends everything in its session (exo included) when the
+/// terminal hangs up, so a failed test leaves nothing running.
+fn in_a_terminal(shell: &str) -> Terminal {
+    let shell = format!("trap 'kill 0' HUP TERM; {shell}");
+    Terminal(
+        std::process::Command::new("script")
+            .args(["-qefc", &shell, "/dev/null"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("script(1) from util-linux is part of the test environment"),
+    )
+}
+
+/// `script` killed on drop: its terminal hangs up, which ends the session.
+struct Terminal(std::process::Child);
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn attach_on_a_terminal_goes_raw_forwards_its_size_and_restores_it() {
+    let (ns, cp, _c) = shell_session("up-attach-raw").await;
+
+    let exo_bin = env!("CARGO_BIN_EXE_exo");
+    let dir = tempfile::tempdir().unwrap();
+    let trigger = dir.path().join("resize");
+    // The local terminal starts at 100x30 and becomes 120x40 when the test
+    // creates `trigger` (the kernel then sends SIGWINCH to exo). After exo
+    // exits the shell prints exo's status and the local terminal's modes.
+    let shell = format!(
+        "stty cols 100 rows 30; \
+         (while [ ! -e {trigger} ]; do sleep 0.05; done; stty cols 120 rows 40 < /dev/tty) & \
+         {exo_bin} attach worker -n {ns} --deployment shell --control-plane {base}; \
+         echo \"EXIT:$?\"; \
+         echo \"AFTER:$(stty -a | tr ' ;' '\\n\\n' | grep -xE -- '-?(icanon|echo|isig)' | tr '\\n' ,)\"",
+        trigger = trigger.display(),
+        ns = ns.name,
+        base = cp.base
+    );
+    let mut child = in_a_terminal(&shell);
+    let mut stdin = child.0.stdin.take().unwrap();
+    let mut stdout = child.0.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = std::io::Read::read(&mut stdout, &mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = String::new();
+    // Output after `from`, so that earlier matches do not count.
+    let wait_for = |what: &str, from: usize, seen: &mut String| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !seen[from..].contains(what) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(b) => seen.push_str(&String::from_utf8_lossy(&b)),
+                Err(e) => panic!("no {what:?} ({e}); output ends with: {:?}", tail(seen)),
+            }
+        }
+        seen.len()
+    };
+    let mut type_ = |s: &str| {
+        stdin.write_all(s.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    };
+    // Raw mode: Enter is a CR, turned into a newline by the remote terminal.
+    // `SI''ZE` in the echo of the typed line is not `SIZE` in the output. The
+    // size reaches the remote terminal asynchronously (as with kubectl), so
+    // ask until it shows.
+    let mut at = 0;
+    let mut remote_size = |want: &str, at: &mut usize, seen: &mut String| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let from = *at;
+            type_("stty size; echo SI''ZE\r");
+            *at = wait_for("SIZE", from, seen);
+            if seen[from..].contains(want) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the remote terminal never reported {want:?}: {:?}",
+                tail(seen)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    remote_size("30 100", &mut at, &mut seen);
+    std::fs::write(&trigger, b"").unwrap();
+    remote_size("40 120", &mut at, &mut seen);
+
+    // Ctrl-C and Ctrl-D are bytes for the remote terminal, not a local
+    // SIGINT or EOF: the remote terminal echoes `^C`, `cat` ends at the
+    // remote EOF, and the session goes on. (kwok's shell has no controlling
+    // terminal, so the remote ^C signals nothing there.)
+    type_("cat\r");
+    let at = wait_for("cat", at, &mut seen);
+    type_("\x03");
+    let at = wait_for("^C", at, &mut seen);
+    type_("\x04");
+    let at = wait_for("# ", at, &mut seen);
+    type_("echo CA''UGHT\r");
+    let at = wait_for("CAUGHT", at, &mut seen);
+    type_("exit 0\r");
+    wait_for("AFTER:", at, &mut seen);
+    let after_at = seen.find("AFTER:").unwrap();
+    wait_for("\n", after_at, &mut seen);
+    drop(stdin);
+    let _ = child.0.wait();
+    assert!(
+        seen.contains("session ended: exited: 0"),
+        "{:?}",
+        tail(&seen)
+    );
+    assert!(seen.contains("EXIT:0"), "{:?}", tail(&seen));
+    let after = seen[after_at..].lines().next().unwrap_or_default();
+    assert!(
+        after.contains("icanon,") && after.contains("echo,") && after.contains("isig,"),
+        "the terminal was not restored: {after:?} in {:?}",
+        tail(&seen)
+    );
+    assert!(
+        !after.contains("-icanon") && !after.contains("-echo,") && !after.contains("-isig"),
+        "{after:?}"
+    );
 }

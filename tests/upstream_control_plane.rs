@@ -304,3 +304,37 @@ async fn rotation_keeps_the_old_token_during_the_overlap_only() {
     .await;
     assert_eq!(cp.deployment("rot")["connected"], true);
 }
+
+/// Each connection is a file descriptor: started with the usual soft limit
+/// of 1024, the control plane raises it to the hard limit itself.
+#[test]
+fn serve_raises_its_open_file_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new("prlimit")
+        .arg("--nofile=1024:4096")
+        .arg(env!("CARGO_BIN_EXE_exo"))
+        .arg("control-plane")
+        .arg("--db")
+        .arg(dir.path().join("cp.sqlite"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("prlimit (util-linux) is part of the test environment");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert!(line.starts_with("listening on "), "{line:?}");
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let row = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let nums: Vec<&str> = row.split_whitespace().skip(3).take(2).collect();
+    assert_eq!(nums, ["4096", "4096"], "{row}");
+}

@@ -1,14 +1,19 @@
 //! `exo attach AGENT`: a shell in an agent's pod, through the control plane
 //! and the deployment's operator connection (never a direct kube exec from
-//! the laptop). Stdin is forwarded as it is read (line by line on a cooked
-//! terminal); output is written as it arrives.
+//! the laptop). When stdin is a terminal it is put in raw mode for the
+//! session (keys, Ctrl-C included, go to the remote shell as typed) and
+//! restored on every way out; its size is sent at the start and on every
+//! SIGWINCH. Without a terminal (pipes, scripts, tests) stdin is forwarded
+//! as it is read and nothing local is changed.
 
 use clap::Args;
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::signal::unix::{SignalKind, signal};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::cli::exit;
+use crate::cli::terminal::{self, RawMode};
 
 #[derive(Debug, Args)]
 pub struct AttachArgs {
@@ -35,6 +40,27 @@ pub struct AttachArgs {
     /// Do not allocate a terminal in the pod (for scripts and pipes).
     #[arg(long)]
     pub no_tty: bool,
+    /// File holding the control plane's admin token (or set
+    /// EXO_CP_ADMIN_TOKEN); needed once the control plane has one.
+    #[arg(long, env = "EXO_CP_ADMIN_TOKEN_FILE")]
+    pub admin_token_file: Option<std::path::PathBuf>,
+}
+
+/// The admin token from `--admin-token-file` or `EXO_CP_ADMIN_TOKEN`.
+fn admin_token(a: &AttachArgs) -> Result<Option<String>, String> {
+    if let Some(p) = &a.admin_token_file {
+        let t = std::fs::read_to_string(p)
+            .map_err(|e| format!("admin token file {}: {e}", p.display()))?;
+        let t = t.trim();
+        if t.is_empty() {
+            return Err(format!("admin token file {} is empty", p.display()));
+        }
+        return Ok(Some(t.to_owned()));
+    }
+    Ok(std::env::var("EXO_CP_ADMIN_TOKEN")
+        .ok()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty()))
 }
 
 fn enc(s: &str) -> String {
@@ -57,7 +83,11 @@ pub fn run(args: AttachArgs) -> u8 {
             return exit::UNUSABLE;
         }
     };
-    match rt.block_on(attach(args)) {
+    let result = rt.block_on(attach(args));
+    // tokio's stdin reader is a blocking thread stuck in read(2) until the
+    // next key press; do not wait for it once the session is over.
+    rt.shutdown_background();
+    match result {
         Ok(true) => exit::OK,
         Ok(false) => exit::FINDINGS,
         Err(e) => {
@@ -93,7 +123,21 @@ async fn attach(a: AttachArgs) -> Result<bool, String> {
     if let Ok(user) = std::env::var("USER") {
         url.push_str(&format!("&actor={}", enc(&user)));
     }
-    let (ws, _) = tokio_tungstenite::connect_async(url.as_str())
+    let interactive = !a.no_tty;
+    if interactive && let Some((cols, rows)) = terminal::size() {
+        url.push_str(&format!("&cols={cols}&rows={rows}"));
+    }
+    let mut req = tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(
+        url.as_str(),
+    )
+    .map_err(|e| format!("bad control-plane URL {base}: {e}"))?;
+    if let Some(t) = admin_token(&a)? {
+        let v = format!("Bearer {t}")
+            .parse()
+            .map_err(|_| "the admin token is not a valid header value".to_owned())?;
+        req.headers_mut().insert("authorization", v);
+    }
+    let (ws, _) = tokio_tungstenite::connect_async(req)
         .await
         .map_err(|e| match e {
             tokio_tungstenite::tungstenite::Error::Http(r) => {
@@ -107,6 +151,17 @@ async fn attach(a: AttachArgs) -> Result<bool, String> {
             e => format!("connect {base}: {e}"),
         })?;
     let (mut sink, mut stream) = ws.split();
+    // From here on every return drops `raw`, which restores the terminal.
+    let mut raw = if interactive {
+        RawMode::enable().map_err(|e| e.to_string())?
+    } else {
+        None
+    };
+    let resize_events = interactive && terminal::size().is_some();
+    let sig = |k: SignalKind| signal(k).map_err(|e| format!("signal handler: {e}"));
+    let mut winch = sig(SignalKind::window_change())?;
+    let mut term = sig(SignalKind::terminate())?;
+    let mut hup = sig(SignalKind::hangup())?;
     let mut stdin = tokio::io::stdin();
     let mut stdout = tokio::io::stdout();
     let mut buf = vec![0u8; 4096];
@@ -120,6 +175,16 @@ async fn attach(a: AttachArgs) -> Result<bool, String> {
                     .await
                     .map_err(|e| format!("send: {e}"))?,
             },
+            _ = winch.recv(), if resize_events => {
+                if let Some((cols, rows)) = terminal::size() {
+                    let msg = serde_json::json!({"resize": {"cols": cols, "rows": rows}});
+                    sink.send(Message::Text(msg.to_string().into()))
+                        .await
+                        .map_err(|e| format!("send: {e}"))?;
+                }
+            }
+            _ = term.recv() => return Err("terminated".into()),
+            _ = hup.recv() => return Err("hang-up".into()),
             m = stream.next() => match m {
                 Some(Ok(Message::Binary(b))) => {
                     stdout.write_all(&b).await.map_err(|e| e.to_string())?;
@@ -127,6 +192,8 @@ async fn attach(a: AttachArgs) -> Result<bool, String> {
                 }
                 Some(Ok(Message::Close(c))) => {
                     let reason = c.map(|c| c.reason.to_string()).unwrap_or_default();
+                    // Restore the terminal before printing to it.
+                    drop(raw.take());
                     eprintln!("exo attach: session ended: {reason}");
                     return Ok(reason == "exited: 0");
                 }

@@ -2,7 +2,8 @@
 //! deployments and tokens.
 //!
 //! A token is printed exactly once, to stdout, when it is created (by
-//! `deployment create` or `token rotate`); nothing else ever prints it.
+//! `deployment create`, `token rotate` or `admin-token create`); nothing
+//! else ever prints it.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -37,6 +38,20 @@ pub enum ControlPlaneCommand {
     /// Deployment tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Admin tokens for the HTTP API and the status page.
+    #[command(subcommand)]
+    AdminToken(AdminTokenCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdminTokenCommand {
+    /// Create an admin token and print it (once, on stdout). From then on
+    /// the API and the status page need an admin token.
+    Create,
+    /// List admin token ids (never the tokens).
+    List,
+    /// Revoke an admin token by id.
+    Revoke { id: String },
 }
 
 #[derive(Debug, Args)]
@@ -68,6 +83,20 @@ pub struct ServeArgs {
     /// Largest accepted frame, in bytes.
     #[arg(long, default_value_t = crate::wire::DEFAULT_MAX_FRAME_BYTES)]
     pub max_frame_bytes: usize,
+    /// A file holding one more admin token (e.g. a mounted Secret); only its
+    /// hash is kept.
+    #[arg(long, env = "EXO_CP_ADMIN_TOKEN_FILE")]
+    pub admin_token_file: Option<PathBuf>,
+    /// PEM certificate chain: serve HTTPS, so operators dial https:// (wss://).
+    #[arg(long, requires = "tls_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file.
+    #[arg(long, requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+    /// Serve the API without authentication on a non-loopback address when
+    /// no admin token exists (behind an authenticating proxy).
+    #[arg(long)]
+    pub allow_unauthenticated_api: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -177,6 +206,7 @@ pub fn run(args: ControlPlaneArgs) -> u8 {
             .revoke(&deployment, token_id.as_deref())
             .map(|n| eprintln!("revoked {n} token(s) of {deployment}"))
             .map_err(|e| e.to_string()),
+        ControlPlaneCommand::AdminToken(c) => admin_token(c, &store),
         ControlPlaneCommand::Token(TokenCommand::List { deployment }) => store
             .list_tokens(&deployment)
             .map(|rows| {
@@ -204,8 +234,44 @@ pub fn run(args: ControlPlaneArgs) -> u8 {
     }
 }
 
+fn admin_token(c: AdminTokenCommand, store: &Store) -> Result<(), String> {
+    match c {
+        AdminTokenCommand::Create => store.create_admin_token().map(|(info, token)| {
+            eprintln!(
+                "created admin token {} (shown once, store it now); the API now needs an admin token",
+                info.id
+            );
+            println!("{}", token.expose());
+        }),
+        AdminTokenCommand::List => store.list_admin_tokens().map(|rows| {
+            println!("ID\tCREATED_MS\tREVOKED_MS");
+            for t in rows {
+                println!("{}\t{}\t{}", t.id, t.created_ms, fmt_ms(t.revoked_ms));
+            }
+        }),
+        AdminTokenCommand::Revoke { id } => store
+            .revoke_admin_token(&id)
+            .map(|()| eprintln!("revoked admin token {id}")),
+    }
+    .map_err(|e| e.to_string())
+}
+
 fn serve(s: ServeArgs, store: Store) -> Result<(), String> {
     init_tracing();
+    if let Some((from, to)) = controlplane::raise_fd_limit() {
+        tracing::info!(from, to, "raised the open-file limit (one per connection)");
+    }
+    let admin = controlplane::admin::AdminAuth::from_file(s.admin_token_file.as_deref())
+        .map_err(|e| e.to_string())?;
+    admin
+        .check_exposure(&store, s.listen, s.allow_unauthenticated_api)
+        .map_err(|e| e.to_string())?;
+    let tls = match (&s.tls_cert_file, &s.tls_key_file) {
+        (Some(c), Some(k)) => {
+            Some(controlplane::tls::server_config(c, k).map_err(|e| e.to_string())?)
+        }
+        _ => None,
+    };
     let cfg = ServeConfig {
         listen: s.listen,
         degraded_after: s.degraded_after,
@@ -216,12 +282,15 @@ fn serve(s: ServeArgs, store: Store) -> Result<(), String> {
         heartbeat_interval: s.heartbeat_interval,
         token_check_interval: s.token_check_interval,
         max_frame_bytes: s.max_frame_bytes,
+        admin,
+        tls,
     };
+    let scheme = if cfg.tls.is_some() { "https" } else { "http" };
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("tokio runtime: {e}"))?;
     rt.block_on(async move {
         let listener = controlplane::bind(&cfg).await.map_err(|e| e.to_string())?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        println!("listening on http://{addr}");
+        println!("listening on {scheme}://{addr}");
         let _ = std::io::stdout().flush();
         let shutdown = async {
             let _ = tokio::signal::ctrl_c().await;

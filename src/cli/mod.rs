@@ -15,6 +15,7 @@ pub mod release;
 pub mod release_ops;
 pub mod release_pin;
 pub mod release_plan;
+pub mod terminal;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -1,7 +1,7 @@
 //! `exo operator connect`: run only the upstream connection, as the
 //! operator runtime will on its leader. Configuration comes from the
 //! environment (`AUTONOMIC_MANAGED`, `AUTONOMIC_BASE_URL`,
-//! `AUTONOMIC_AUTH_TOKEN`); flags tune timings (tests shorten them).
+//! `AUTONOMIC_AUTH_TOKEN` or `AUTONOMIC_AUTH_TOKEN_FILE`); flags tune timings (tests shorten them).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -28,6 +28,10 @@ pub struct ConnectArgs {
     pub backoff_base: Option<Duration>,
     #[arg(long, value_parser = parse_duration)]
     pub backoff_max: Option<Duration>,
+    /// After losing an established connection, the first redial waits a
+    /// random time up to this (capped by --backoff-max).
+    #[arg(long, value_parser = parse_duration)]
+    pub reconnect_spread: Option<Duration>,
     #[arg(long, value_parser = parse_duration)]
     pub healthy_after: Option<Duration>,
     /// Wait after a refusal that will repeat (401, revoked, version, evicted).
@@ -38,6 +42,10 @@ pub struct ConnectArgs {
     /// Most resources per snapshot chunk.
     #[arg(long)]
     pub chunk_max_resources: Option<usize>,
+    /// How often a connected operator re-reads AUTONOMIC_AUTH_TOKEN_FILE
+    /// for a rotated token.
+    #[arg(long, value_parser = parse_duration)]
+    pub token_reload_interval: Option<Duration>,
     /// Label selector of the Pods streamed.
     #[arg(long)]
     pub pod_selector: Option<String>,
@@ -55,8 +63,11 @@ fn apply(cfg: &mut UpstreamConfig, a: &ConnectArgs) {
     set(&mut cfg.backoff_base, a.backoff_base);
     set(&mut cfg.backoff_max, a.backoff_max);
     set(&mut cfg.healthy_after, a.healthy_after);
+    set(&mut cfg.reconnect_spread, a.reconnect_spread);
     set(&mut cfg.fatal_retry, a.fatal_retry);
     set(&mut cfg.read_timeout, a.read_timeout);
+    set(&mut cfg.token_reload_interval, a.token_reload_interval);
+    cfg.token_reload_interval = cfg.token_reload_interval.max(Duration::from_millis(10));
     if let Some(n) = a.chunk_max_resources {
         cfg.chunk_max_resources = n;
     }

@@ -1,8 +1,7 @@
 //! The HTTP JSON API and the HTML status page.
 //!
-//! Caveat: the reference control plane's API has no authentication of its
-//! own; bind it to loopback or put it behind an authenticating proxy. Only
-//! the WebSocket endpoint takes deployment tokens.
+//! Authentication is the `admin` module's middleware (admin tokens); the
+//! operators' WebSocket endpoint takes deployment tokens instead.
 
 use std::sync::Arc;
 use std::time::Duration;

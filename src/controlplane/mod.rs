@@ -2,16 +2,19 @@
 //! (`docs/protocol.md`), deployment and token administration, live state
 //! per deployment, an HTTP JSON API and a status page.
 //!
-//! One module per concern: `token` (generation, hashing, redaction), `store`
+//! One module per concern: `token` (generation, hashing, redaction), `admin`
+//! (admin tokens and the API's authentication), `tls` (HTTPS listener), `store`
 //! (SQLite: deployments, hashed tokens, audit), `resources` (snapshot/delta
 //! view, pure), `live` (registration, eviction, health), `ws` (the socket
 //! endpoint) and `api` (HTTP).
 
+pub mod admin;
 pub mod api;
 pub mod attach;
 pub mod live;
 pub mod resources;
 pub mod store;
+pub mod tls;
 pub mod token;
 pub mod ws;
 
@@ -38,6 +41,10 @@ pub enum ControlPlaneError {
     Serve(#[source] std::io::Error),
     #[error(transparent)]
     Store(#[from] store::StoreError),
+    #[error(transparent)]
+    Admin(#[from] admin::AdminError),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
 }
 
 /// Server settings; the defaults are the product's (90 s degraded, 5 min
@@ -55,6 +62,11 @@ pub struct ServeConfig {
     pub heartbeat_interval: Duration,
     pub token_check_interval: Duration,
     pub max_frame_bytes: usize,
+    /// The `--admin-token-file` token, if any (admin tokens in the database
+    /// are looked up per request).
+    pub admin: admin::AdminAuth,
+    /// Serve HTTPS (and so `wss://`) with this configuration.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Default for ServeConfig {
@@ -69,6 +81,8 @@ impl Default for ServeConfig {
             heartbeat_interval: Duration::from_secs(15),
             token_check_interval: Duration::from_secs(1),
             max_frame_bytes: crate::wire::DEFAULT_MAX_FRAME_BYTES,
+            admin: admin::AdminAuth::default(),
+            tls: None,
         }
     }
 }
@@ -80,6 +94,11 @@ pub struct Stats {
     pub connections_accepted: AtomicU64,
     pub frames_rejected: AtomicU64,
     pub closed_by_server: AtomicU64,
+    /// `heartbeat` frames received (benchmarks compare it with the count
+    /// clients sent).
+    pub heartbeats_received: AtomicU64,
+    /// Admin API requests refused for a missing or wrong admin token.
+    pub admin_rejected: AtomicU64,
 }
 
 impl Stats {
@@ -90,6 +109,8 @@ impl Stats {
             "connections_accepted": g(&self.connections_accepted),
             "frames_rejected": g(&self.frames_rejected),
             "closed_by_server": g(&self.closed_by_server),
+            "heartbeats_received": g(&self.heartbeats_received),
+            "admin_rejected": g(&self.admin_rejected),
         })
     }
 }
@@ -102,15 +123,16 @@ pub struct App {
     pub live: Live,
     pub stats: Stats,
     pub attaches: attach::Sessions,
+    pub admin: admin::AdminAuth,
     /// Flips to true when the server shuts down; sockets close with 1001.
     pub shutdown: tokio::sync::watch::Sender<bool>,
 }
 
 pub fn router(app: Arc<App>) -> Router {
-    Router::new()
+    // Everything but the liveness probe and the operators' endpoint (which
+    // takes deployment tokens) needs an admin token once one exists.
+    let admin = Router::new()
         .route("/", get(api::page))
-        .route("/healthz", get(api::healthz))
-        .route(crate::wire::CONNECT_PATH, get(ws::connect))
         .route("/api/v1/stats", get(api::stats))
         .route("/api/v1/deployments", get(api::list))
         .route("/api/v1/deployments/{name}", get(api::get))
@@ -122,7 +144,41 @@ pub fn router(app: Arc<App>) -> Router {
             "/api/v1/deployments/{name}/pod-control",
             post(api::pod_control),
         )
+        .route_layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            admin::require,
+        ));
+    Router::new()
+        .route("/healthz", get(api::healthz))
+        .route(crate::wire::CONNECT_PATH, get(ws::connect))
+        .merge(admin)
         .with_state(app)
+}
+
+/// Raises the soft open-file limit to the hard one: each operator
+/// connection is a file descriptor, and the usual soft default (1024) would
+/// cap a control plane at about a thousand deployments. Returns `(from, to)`
+/// when it changed.
+pub fn raise_fd_limit() -> Option<(u64, u64)> {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let lim = getrlimit(Resource::Nofile);
+    let (Some(cur), max) = (lim.current, lim.maximum) else {
+        return None; // already unlimited
+    };
+    // An unlimited hard limit is not a valid soft one for fds; stay bounded.
+    let want = max.unwrap_or(1 << 20).min(1 << 20);
+    if want <= cur {
+        return None;
+    }
+    setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: Some(want),
+            maximum: max,
+        },
+    )
+    .ok()
+    .map(|()| (cur, want))
 }
 
 /// Binds the listener; `serve` runs it. Split so a caller can print the
@@ -143,6 +199,8 @@ pub async fn serve(
     store: Store,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ControlPlaneError> {
+    let admin = cfg.admin.clone();
+    let tls = cfg.tls.clone();
     let app = Arc::new(App {
         live: Live::new(Thresholds {
             degraded_after: cfg.degraded_after,
@@ -152,16 +210,32 @@ pub async fn serve(
         store,
         stats: Stats::default(),
         attaches: attach::Sessions::default(),
+        admin,
         shutdown: tokio::sync::watch::Sender::new(false),
     });
+    let checker = tokio::spawn(ws::token_checker(app.clone()));
     let app2 = app.clone();
     let shutdown = async move {
         shutdown.await;
         // Upgraded sockets outlive graceful shutdown unless told to close.
         app2.shutdown.send_replace(true);
     };
-    axum::serve(listener, router(app))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(ControlPlaneError::Serve)
+    let routes = router(app);
+    let served = match tls {
+        Some(tls) => {
+            let listener =
+                tls::TlsListener::new(listener, tls).map_err(ControlPlaneError::Serve)?;
+            axum::serve(listener, routes)
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+        None => {
+            axum::serve(listener, routes)
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+    }
+    .map_err(ControlPlaneError::Serve);
+    checker.abort();
+    served
 }

@@ -164,12 +164,13 @@ impl Store {
         })?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(SCHEMA)?;
+        conn.execute_batch(super::admin::SCHEMA)?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
         })
     }
 
-    fn with<T>(
+    pub(super) fn with<T>(
         &self,
         f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
@@ -319,6 +320,21 @@ impl Store {
                     deployment: t.deployment,
                     token_id: t.id,
                 }))
+        })
+    }
+
+    /// The ids of every token valid now: one query re-checks all live
+    /// connections at once.
+    pub fn valid_token_ids(&self) -> Result<std::collections::HashSet<String>, StoreError> {
+        self.with(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT id FROM tokens WHERE revoked_ms IS NULL
+                 AND (expires_ms IS NULL OR expires_ms > ?1)",
+            )?;
+            let ids = st
+                .query_map([to_i64(now_ms())], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            Ok(ids)
         })
     }
 

@@ -21,11 +21,16 @@ pub enum TokenError {
 pub struct SecretToken(String);
 
 impl SecretToken {
-    /// A fresh random token.
+    /// A fresh random deployment token.
     pub fn generate() -> Result<Self, TokenError> {
+        Self::generate_with_prefix(TOKEN_PREFIX)
+    }
+
+    /// A fresh random token with another prefix (admin tokens).
+    pub fn generate_with_prefix(prefix: &str) -> Result<Self, TokenError> {
         let mut b = [0u8; 32];
         getrandom::fill(&mut b).map_err(|e| TokenError::Random(e.to_string()))?;
-        Ok(Self(format!("{TOKEN_PREFIX}{}", hex::encode(b))))
+        Ok(Self(format!("{prefix}{}", hex::encode(b))))
     }
 
     /// Wraps a token received from a client or read from the environment.

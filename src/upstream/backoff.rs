@@ -1,5 +1,10 @@
 //! Capped exponential backoff with full jitter (the delay is uniform in
 //! `[0, min(max, base * 2^attempt)]`), reset after a healthy connection.
+//! After the loss of an established connection the ceiling starts at the
+//! reconnect spread ([`Backoff::after_loss`]): when a control plane restarts,
+//! all of its operators lose it at the same instant, and starting from a
+//! 500 ms ceiling would bring most of them back in the first second after it
+//! returns (BENCHMARKS.md, "reconnect spread").
 //! Pure: the caller supplies the random number, so tests are exact.
 
 use std::time::Duration;
@@ -31,6 +36,17 @@ impl Backoff {
         let cap = u64::try_from(self.ceiling().as_millis()).unwrap_or(u64::MAX);
         self.attempt = self.attempt.saturating_add(1);
         Duration::from_millis(r % cap.saturating_add(1))
+    }
+
+    /// Raises the ceiling of the next delay to at least `spread` (still
+    /// capped by `max`). Called when an established connection is lost, so a
+    /// fleet that lost the same server at once spreads its redials over
+    /// `spread` instead of arriving together when the server is back.
+    pub fn after_loss(&mut self, spread: Duration) {
+        let want = spread.min(self.max);
+        while self.ceiling() < want && self.attempt < 31 {
+            self.attempt += 1;
+        }
     }
 
     pub fn reset(&mut self) {
@@ -89,5 +105,23 @@ mod tests {
             b.next_delay(u64::MAX);
         }
         assert_eq!(b.ceiling(), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn after_loss_starts_at_the_spread_capped_by_max() {
+        let mut b = Backoff::new(Duration::from_millis(500), Duration::from_secs(60));
+        b.after_loss(Duration::from_secs(15));
+        assert_eq!(b.ceiling(), Duration::from_secs(16));
+        b.next_delay(0);
+        assert_eq!(b.ceiling(), Duration::from_secs(32));
+        // A later loss never lowers the ceiling.
+        b.after_loss(Duration::from_secs(15));
+        assert_eq!(b.ceiling(), Duration::from_secs(32));
+        let mut small = Backoff::new(Duration::from_millis(100), Duration::from_millis(500));
+        small.after_loss(Duration::from_secs(15));
+        assert_eq!(small.ceiling(), Duration::from_millis(500));
+        let mut off = Backoff::new(Duration::from_millis(500), Duration::from_secs(60));
+        off.after_loss(Duration::ZERO);
+        assert_eq!(off.ceiling(), Duration::from_millis(500));
     }
 }

@@ -1,8 +1,12 @@
 //! Upstream settings. The operator reads them from the environment:
 //! `AUTONOMIC_MANAGED=true` turns the connection on and then requires
-//! `AUTONOMIC_BASE_URL` and `AUTONOMIC_AUTH_TOKEN`; anything else means
-//! unmanaged (no connection). `Debug` never shows the token.
+//! `AUTONOMIC_BASE_URL` and a token, either `AUTONOMIC_AUTH_TOKEN` (read
+//! once) or `AUTONOMIC_AUTH_TOKEN_FILE` (a file mounted from the Secret, read
+//! again before every dial so a rotated token is picked up without a
+//! restart); anything else means unmanaged (no connection). `Debug` never
+//! shows the token, and no error quotes a token file's content.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::controlplane::token::SecretToken;
@@ -15,13 +19,23 @@ pub enum ConfigError {
     BadUrl(String),
     #[error("AUTONOMIC_MANAGED must be true or false, not {0:?}")]
     BadManaged(String),
+    #[error("set only one of AUTONOMIC_AUTH_TOKEN and AUTONOMIC_AUTH_TOKEN_FILE")]
+    TwoTokens,
+    #[error("token file {path}: {reason}")]
+    TokenFile { path: String, reason: String },
 }
 
 #[derive(Clone)]
 pub struct UpstreamConfig {
     /// `http(s)://host:port[/prefix]` of the control plane.
     pub base_url: String,
+    /// The token as read at start-up (or given by the caller).
     pub token: SecretToken,
+    /// When set, the token is read from this file before every dial, and a
+    /// change of its content while connected redials with the new token.
+    pub token_file: Option<PathBuf>,
+    /// How often a connected operator looks at `token_file` for a rotation.
+    pub token_reload_interval: Duration,
     /// Watch one namespace only; `None` watches all.
     pub namespace: Option<String>,
     /// Label selector for the Pods streamed as the fourth wire kind.
@@ -31,6 +45,10 @@ pub struct UpstreamConfig {
     pub snapshot_interval: Duration,
     pub backoff_base: Duration,
     pub backoff_max: Duration,
+    /// After losing an established connection, the first redial is uniform
+    /// in `[0, reconnect_spread]` (capped by `backoff_max`), so operators
+    /// that lost a restarting control plane together do not return together.
+    pub reconnect_spread: Duration,
     /// A connection that lived this long resets the backoff.
     pub healthy_after: Duration,
     /// Delay before redialling after a refusal that will repeat (401,
@@ -50,11 +68,13 @@ impl std::fmt::Debug for UpstreamConfig {
         f.debug_struct("UpstreamConfig")
             .field("base_url", &self.base_url)
             .field("token", &"<redacted>")
+            .field("token_file", &self.token_file)
             .field("namespace", &self.namespace)
             .field("heartbeat_interval", &self.heartbeat_interval)
             .field("snapshot_interval", &self.snapshot_interval)
             .field("backoff_base", &self.backoff_base)
             .field("backoff_max", &self.backoff_max)
+            .field("reconnect_spread", &self.reconnect_spread)
             .field("fatal_retry", &self.fatal_retry)
             .finish_non_exhaustive()
     }
@@ -69,12 +89,15 @@ impl UpstreamConfig {
         Self {
             base_url: base_url.into(),
             token,
+            token_file: None,
+            token_reload_interval: Duration::from_secs(5),
             namespace: None,
             pod_selector: DEFAULT_POD_SELECTOR.into(),
             heartbeat_interval: Duration::from_secs(15),
             snapshot_interval: Duration::from_secs(300),
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(60),
+            reconnect_spread: Duration::from_secs(15),
             healthy_after: Duration::from_secs(30),
             fatal_retry: Duration::from_secs(300),
             read_timeout: Duration::from_secs(60),
@@ -100,12 +123,32 @@ impl UpstreamConfig {
         let url = get("AUTONOMIC_BASE_URL")
             .filter(|v| !v.trim().is_empty())
             .ok_or(ConfigError::Missing("AUTONOMIC_BASE_URL"))?;
-        let token = get("AUTONOMIC_AUTH_TOKEN")
+        let token = get("AUTONOMIC_AUTH_TOKEN").filter(|v| !v.trim().is_empty());
+        let file = get("AUTONOMIC_AUTH_TOKEN_FILE")
             .filter(|v| !v.trim().is_empty())
-            .ok_or(ConfigError::Missing("AUTONOMIC_AUTH_TOKEN"))?;
-        let cfg = Self::new(url.trim(), SecretToken::new(token.trim()));
+            .map(|v| PathBuf::from(v.trim()));
+        let cfg = match (token, file) {
+            (Some(_), Some(_)) => return Err(ConfigError::TwoTokens),
+            (None, None) => return Err(ConfigError::Missing("AUTONOMIC_AUTH_TOKEN")),
+            (Some(t), None) => Self::new(url.trim(), SecretToken::new(t.trim())),
+            (None, Some(path)) => {
+                let t = read_token_file(&path)?;
+                let mut cfg = Self::new(url.trim(), t);
+                cfg.token_file = Some(path);
+                cfg
+            }
+        };
         cfg.ws_url()?;
         Ok(Some(cfg))
+    }
+
+    /// The token to dial with now: the file's current content when a token
+    /// file is configured, otherwise the token read at start-up.
+    pub fn current_token(&self) -> Result<SecretToken, ConfigError> {
+        match &self.token_file {
+            Some(path) => read_token_file(path),
+            None => Ok(self.token.clone()),
+        }
     }
 
     /// The WebSocket URL: the base URL with its scheme mapped to ws/wss and
@@ -123,6 +166,35 @@ impl UpstreamConfig {
         };
         Ok(format!("{rest}{}", crate::wire::CONNECT_PATH))
     }
+}
+
+/// Reads a token file (trailing whitespace and newlines trimmed). Errors
+/// name the file and the problem, never the content.
+pub fn read_token_file(path: &std::path::Path) -> Result<SecretToken, ConfigError> {
+    let err = |reason: String| ConfigError::TokenFile {
+        path: path.display().to_string(),
+        reason,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| err(e.to_string()))?;
+    // A Secret key is small; refuse to slurp a wrongly mounted large file.
+    if meta.len() > 4096 {
+        return Err(err(format!(
+            "{} bytes; a token file holds at most 4096",
+            meta.len()
+        )));
+    }
+    let raw = std::fs::read(path).map_err(|e| err(e.to_string()))?;
+    let text = String::from_utf8(raw).map_err(|_| err("not UTF-8 text".into()))?;
+    let t = text.trim();
+    if t.is_empty() {
+        return Err(err("empty".into()));
+    }
+    if t.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(err(
+            "holds more than one word; put only the token in it".into()
+        ));
+    }
+    Ok(SecretToken::new(t))
 }
 
 #[cfg(test)]
@@ -169,5 +241,45 @@ mod tests {
         assert!(!format!("{cfg:?}").contains("sekrit"));
         let bad = UpstreamConfig::new("ftp://x", SecretToken::new("t"));
         assert!(bad.ws_url().is_err());
+    }
+
+    #[test]
+    fn token_file_is_read_on_demand_and_never_quoted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, "exo_dt_first\n").unwrap();
+        let p = path.display().to_string();
+        let cfg = UpstreamConfig::from_lookup(lookup(&[
+            ("AUTONOMIC_MANAGED", "true"),
+            ("AUTONOMIC_BASE_URL", "http://cp:8700"),
+            ("AUTONOMIC_AUTH_TOKEN_FILE", &p),
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(cfg.token.expose(), "exo_dt_first");
+        std::fs::write(&path, "exo_dt_second").unwrap();
+        assert_eq!(cfg.current_token().unwrap().expose(), "exo_dt_second");
+        std::fs::write(&path, "exo_dt_a exo_dt_b").unwrap();
+        let e = cfg.current_token().unwrap_err().to_string();
+        assert!(e.contains(&p) && !e.contains("exo_dt_a"), "{e}");
+        std::fs::write(&path, "  \n").unwrap();
+        assert!(
+            cfg.current_token()
+                .unwrap_err()
+                .to_string()
+                .contains("empty")
+        );
+        std::fs::remove_file(&path).unwrap();
+        assert!(cfg.current_token().unwrap_err().to_string().contains(&p));
+        assert_eq!(
+            UpstreamConfig::from_lookup(lookup(&[
+                ("AUTONOMIC_MANAGED", "true"),
+                ("AUTONOMIC_BASE_URL", "http://cp:8700"),
+                ("AUTONOMIC_AUTH_TOKEN", "t"),
+                ("AUTONOMIC_AUTH_TOKEN_FILE", &p),
+            ]))
+            .unwrap_err(),
+            ConfigError::TwoTokens
+        );
     }
 }

@@ -67,6 +67,9 @@ enum Out {
 
 enum End {
     Shutdown,
+    /// The token file changed while connected: close and dial again at once
+    /// with the new token (a rotation, not a failure).
+    Redial(String),
     Retry {
         reason: String,
         /// `Some` for refusals that will repeat: wait `fatal_retry`.
@@ -251,6 +254,7 @@ pub async fn run(
         health,
         boot_id,
         host,
+        dialled_with: std::sync::Mutex::new(None),
     };
     loop {
         let started = Instant::now();
@@ -260,6 +264,12 @@ pub async fn run(
                 ctx.health.update(|h| h.state(ConnState::Stopped));
                 info!("upstream: stopped");
                 return Ok(());
+            }
+            End::Redial(reason) => {
+                info!(%reason, "upstream: redialling with the rotated token");
+                ctx.health.update(|h| h.closed(&reason));
+                backoff.reset();
+                continue;
             }
             End::Retry {
                 reason,
@@ -272,7 +282,12 @@ pub async fn run(
         }
         let (delay, state) = match fatal {
             Some(state) => (ctx.cfg.fatal_retry, state),
-            None => (backoff.next_delay(random_u64()), ConnState::Backoff),
+            None => {
+                if was_connected {
+                    backoff.after_loss(ctx.cfg.reconnect_spread);
+                }
+                (backoff.next_delay(random_u64()), ConnState::Backoff)
+            }
         };
         let retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
         if was_connected || fatal.is_some() {
@@ -290,9 +305,19 @@ pub async fn run(
         });
         let sleep = tokio::time::sleep(delay);
         tokio::pin!(sleep);
+        // A refused token is not retried until `fatal_retry`, unless the
+        // token file now holds another token (the Secret was rotated).
+        let watch_file = state == ConnState::Unauthorized && ctx.cfg.token_file.is_some();
+        let mut file_tick = tokio::time::interval(Duration::from_secs(1));
         loop {
             tokio::select! {
                 _ = &mut sleep => break,
+                _ = file_tick.tick(), if watch_file => {
+                    if ctx.token_changed(true) {
+                        info!("upstream: the token file changed; dialling with the new token");
+                        break;
+                    }
+                }
                 _ = &mut shutdown => {
                     ctx.health.update(|h| h.state(ConnState::Stopped));
                     return Ok(());
@@ -316,9 +341,26 @@ struct Ctx {
     health: HealthHandle,
     boot_id: String,
     host: HostMeta,
+    /// Hash of the token of the last dial, to notice a rotated token file.
+    dialled_with: std::sync::Mutex<Option<String>>,
 }
 
 impl Ctx {
+    /// Whether the token file now holds a token other than the one of the
+    /// last dial. A file that cannot be read counts as a change only when
+    /// `unreadable_is_change` (a refused operator then dials and reports the
+    /// problem; a connected one keeps its working connection).
+    fn token_changed(&self, unreadable_is_change: bool) -> bool {
+        if self.cfg.token_file.is_none() {
+            return false;
+        }
+        let Ok(now) = self.cfg.current_token() else {
+            return unreadable_is_change;
+        };
+        let last = self.dialled_with.lock().map(|g| g.clone()).unwrap_or(None);
+        last.is_some_and(|h| h != now.hash())
+    }
+
     async fn session<S>(&self, tracker: &mut Tracker, ev_rx: &mut Events, shutdown: &mut S) -> End
     where
         S: std::future::Future<Output = ()> + Unpin + futures::future::FusedFuture,
@@ -331,7 +373,14 @@ impl Ctx {
             Ok(Err(e)) => return retry(format!("bad URL: {e}"), false),
             Err(e) => return retry(e.to_string(), false),
         };
-        let Ok(auth) = format!("Bearer {}", cfg.token.expose()).parse() else {
+        let token = match cfg.current_token() {
+            Ok(t) => t,
+            Err(e) => return retry(e.to_string(), false),
+        };
+        if let Ok(mut g) = self.dialled_with.lock() {
+            *g = Some(token.hash());
+        }
+        let Ok(auth) = format!("Bearer {}", token.expose()).parse() else {
             return End::Retry {
                 reason: "the token is not a valid header value".into(),
                 fatal: Some(ConnState::Unauthorized),
@@ -423,10 +472,13 @@ impl Ctx {
             )
             .await;
         requests.abort_all();
-        if matches!(end, End::Shutdown) {
-            let _ = ctl_tx
-                .send(Out::Close(close::NORMAL, "operator shutting down".into()))
-                .await;
+        let goodbye = match &end {
+            End::Shutdown => Some("operator shutting down"),
+            End::Redial(_) => Some("token rotated; reconnecting"),
+            End::Retry { .. } => None,
+        };
+        if let Some(reason) = goodbye {
+            let _ = ctl_tx.send(Out::Close(close::NORMAL, reason.into())).await;
             let _ = tokio::time::timeout(Duration::from_secs(2), &mut writer).await;
         }
         writer.abort();
@@ -463,6 +515,9 @@ impl Ctx {
             cfg.snapshot_interval,
         );
         let mut idle_tick = tokio::time::interval(Duration::from_millis(500));
+        let mut token_tick =
+            tokio::time::interval(cfg.token_reload_interval.max(Duration::from_millis(10)));
+        let watch_token = cfg.token_file.is_some();
         let mut last_rx = Instant::now();
         let mut attaches: std::collections::HashMap<String, super::attach::AttachHandle> =
             std::collections::HashMap::new();
@@ -493,6 +548,11 @@ impl Ctx {
                 _ = snapshot_tick.tick() => {
                     if data_tx.send(DataItem::Snapshot(tracker.all())).await.is_err() {
                         return retry("writer stopped", true);
+                    }
+                }
+                _ = token_tick.tick(), if watch_token => {
+                    if self.token_changed(false) {
+                        return End::Redial("the token file holds a new token".into());
                     }
                 }
                 _ = idle_tick.tick() => {

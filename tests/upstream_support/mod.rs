@@ -204,6 +204,12 @@ pub struct Connector {
 
 impl Connector {
     pub fn start(base: &str, token: &str, namespace: &str, extra: &[&str]) -> Self {
+        Self::start_env(base, &[("AUTONOMIC_AUTH_TOKEN", token)], namespace, extra)
+    }
+
+    /// Like [`Connector::start`] with the token and anything else given by
+    /// `env`, e.g. `[("AUTONOMIC_AUTH_TOKEN_FILE", path)]`.
+    pub fn start_env(base: &str, env: &[(&str, &str)], namespace: &str, extra: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("connector.log");
         let mut child = exo()
@@ -219,7 +225,7 @@ impl Connector {
             .env("KUBECONFIG", &crate::support::env().kubeconfig)
             .env("AUTONOMIC_MANAGED", "true")
             .env("AUTONOMIC_BASE_URL", base)
-            .env("AUTONOMIC_AUTH_TOKEN", token)
+            .envs(env.iter().copied())
             .env("RUST_LOG", "info")
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap())

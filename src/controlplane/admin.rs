@@ -1,0 +1,398 @@
+//! Admin authentication of the HTTP API and the status page.
+//!
+//! Admin tokens (`exo_at_` + 64 hex) are created by `exo control-plane
+//! admin-token create`, printed once, and stored only as their SHA-256 like
+//! deployment tokens; `serve --admin-token-file` adds one more, kept in
+//! memory as its hash. Guarantees:
+//! - Once any admin token exists (in the database or given by file; a
+//!   revoked one still counts, so revoking the last locks the API), every
+//!   route except `/healthz` and the operators' WebSocket endpoint (which
+//!   takes deployment tokens) needs one: `Authorization: Bearer <token>`, or
+//!   HTTP Basic with the token as the password so a browser can open the
+//!   status page. A missing or wrong token gets 401 with a message that says
+//!   which, never the presented value.
+//! - Without any admin token the API is open, and `serve` then refuses a
+//!   non-loopback address unless told `--allow-unauthenticated-api`.
+//! - A deployment token is not an admin token (separate table).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use rusqlite::{OptionalExtension, params};
+use serde::Serialize;
+use tracing::warn;
+
+use super::App;
+use super::store::{Store, StoreError};
+use super::token::{SecretToken, hash_token};
+use crate::wire::now_ms;
+
+/// Prefix of admin tokens, distinct from deployment tokens (`exo_dt_`).
+pub const ADMIN_TOKEN_PREFIX: &str = "exo_at_";
+
+pub(super) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS admin_tokens (
+    id TEXT PRIMARY KEY,
+    hash TEXT NOT NULL UNIQUE,
+    created_ms INTEGER NOT NULL,
+    revoked_ms INTEGER
+);
+";
+
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("admin token {0:?} does not exist")]
+    NoToken(String),
+    #[error("admin token file {path}: {reason}")]
+    File { path: String, reason: String },
+    #[error(
+        "refusing to serve the HTTP API without authentication on {0}: create an admin \
+         token (`exo control-plane admin-token create`), pass --admin-token-file, listen on \
+         loopback, or pass --allow-unauthenticated-api"
+    )]
+    Exposed(SocketAddr),
+}
+
+impl From<rusqlite::Error> for AdminError {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Store(StoreError::Sql(e))
+    }
+}
+
+/// An admin token's metadata; never the token nor its hash.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct AdminTokenInfo {
+    pub id: String,
+    pub created_ms: u64,
+    pub revoked_ms: Option<u64>,
+}
+
+fn i64_of(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+impl Store {
+    /// Creates an admin token; the clear text is returned exactly once.
+    pub fn create_admin_token(&self) -> Result<(AdminTokenInfo, SecretToken), AdminError> {
+        let secret = SecretToken::generate_with_prefix(ADMIN_TOKEN_PREFIX)
+            .map_err(|e| AdminError::Store(e.into()))?;
+        let info = AdminTokenInfo {
+            id: format!("adm_{}", &crate::wire::random_id()[..12]),
+            created_ms: now_ms(),
+            revoked_ms: None,
+        };
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO admin_tokens (id, hash, created_ms) VALUES (?1, ?2, ?3)",
+                params![info.id, secret.hash(), i64_of(info.created_ms)],
+            )?;
+            Ok(())
+        })?;
+        Ok((info, secret))
+    }
+
+    pub fn list_admin_tokens(&self) -> Result<Vec<AdminTokenInfo>, AdminError> {
+        Ok(self.with(|c| {
+            let mut st = c.prepare(
+                "SELECT id, created_ms, revoked_ms FROM admin_tokens ORDER BY created_ms, id",
+            )?;
+            let rows = st
+                .query_map([], |r| {
+                    Ok(AdminTokenInfo {
+                        id: r.get(0)?,
+                        created_ms: u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
+                        revoked_ms: r
+                            .get::<_, Option<i64>>(2)?
+                            .map(|v| u64::try_from(v).unwrap_or(0)),
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })?)
+    }
+
+    /// Revokes one admin token; it stops working at the next request.
+    pub fn revoke_admin_token(&self, id: &str) -> Result<(), AdminError> {
+        let known = self.with(|c| {
+            let known: Option<String> = c
+                .query_row("SELECT id FROM admin_tokens WHERE id = ?1", [id], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            if known.is_some() {
+                c.execute(
+                    "UPDATE admin_tokens SET revoked_ms = ?2 WHERE id = ?1 AND revoked_ms IS NULL",
+                    params![id, i64_of(now_ms())],
+                )?;
+            }
+            Ok(known.is_some())
+        })?;
+        if known {
+            Ok(())
+        } else {
+            Err(AdminError::NoToken(id.to_owned()))
+        }
+    }
+
+    /// Whether any admin token was ever created. Revoked ones count: once
+    /// enabled, admin authentication stays on, so revoking the last token
+    /// locks the API rather than opening it.
+    pub fn admin_auth_enabled(&self) -> Result<bool, AdminError> {
+        Ok(self.with(|c| {
+            let n: i64 = c.query_row("SELECT count(*) FROM admin_tokens", [], |r| r.get(0))?;
+            Ok(n > 0)
+        })?)
+    }
+
+    /// Whether `token` is an admin token that is not revoked.
+    pub fn admin_token_valid(&self, token: &SecretToken) -> Result<bool, AdminError> {
+        let hash = token.hash();
+        Ok(self.with(|c| {
+            let n: i64 = c.query_row(
+                "SELECT count(*) FROM admin_tokens WHERE hash = ?1 AND revoked_ms IS NULL",
+                [hash],
+                |r| r.get(0),
+            )?;
+            Ok(n > 0)
+        })?)
+    }
+}
+
+/// The server's admin settings: the hash of the `--admin-token-file` token.
+#[derive(Clone, Default)]
+pub struct AdminAuth {
+    file_hash: Option<String>,
+}
+
+impl std::fmt::Debug for AdminAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdminAuth")
+            .field("token_file", &self.file_hash.is_some())
+            .finish()
+    }
+}
+
+impl AdminAuth {
+    /// Reads `--admin-token-file`; errors name the file, never its content.
+    pub fn from_file(path: Option<&Path>) -> Result<Self, AdminError> {
+        let Some(path) = path else {
+            return Ok(Self::default());
+        };
+        let err = |reason: String| AdminError::File {
+            path: path.display().to_string(),
+            reason,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        let t = text.trim();
+        if t.is_empty() {
+            return Err(err("empty".into()));
+        }
+        if t.len() < 16 || t.chars().any(char::is_whitespace) {
+            return Err(err(
+                "must hold one token of at least 16 characters and no spaces".into(),
+            ));
+        }
+        Ok(Self {
+            file_hash: Some(hash_token(t)),
+        })
+    }
+
+    /// Refuses an unauthenticated API on a non-loopback address.
+    pub fn check_exposure(
+        &self,
+        store: &Store,
+        listen: SocketAddr,
+        allow_unauthenticated: bool,
+    ) -> Result<(), AdminError> {
+        if self.file_hash.is_some()
+            || allow_unauthenticated
+            || listen.ip().is_loopback()
+            || store.admin_auth_enabled()?
+        {
+            return Ok(());
+        }
+        Err(AdminError::Exposed(listen))
+    }
+}
+
+/// The token presented with a request: Bearer, or the password of Basic.
+fn presented(headers: &HeaderMap) -> Option<SecretToken> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    if let Some(t) = v.strip_prefix("Bearer ") {
+        let t = t.trim();
+        return (!t.is_empty()).then(|| SecretToken::new(t));
+    }
+    let b = v.strip_prefix("Basic ")?;
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(b.trim())
+        .ok()?;
+    let text = String::from_utf8(raw).ok()?;
+    let (_, pass) = text.split_once(':')?;
+    (!pass.is_empty()).then(|| SecretToken::new(pass))
+}
+
+enum Verdict {
+    Allowed,
+    Missing,
+    Invalid,
+    Failed(String),
+}
+
+fn judge(app: &App, headers: &HeaderMap) -> Verdict {
+    let file = app.admin.file_hash.as_deref();
+    let required = match app.store.admin_auth_enabled() {
+        Ok(on) => on || file.is_some(),
+        Err(e) => return Verdict::Failed(e.to_string()),
+    };
+    if !required {
+        return Verdict::Allowed;
+    }
+    let Some(token) = presented(headers) else {
+        return Verdict::Missing;
+    };
+    if file.is_some_and(|h| h == token.hash()) {
+        return Verdict::Allowed;
+    }
+    match app.store.admin_token_valid(&token) {
+        Ok(true) => Verdict::Allowed,
+        Ok(false) => Verdict::Invalid,
+        Err(e) => Verdict::Failed(e.to_string()),
+    }
+}
+
+/// Middleware for every admin route.
+pub async fn require(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    let msg = match judge(&app, req.headers()) {
+        Verdict::Allowed => return next.run(req).await,
+        Verdict::Failed(e) => {
+            warn!(error = %e, "admin token lookup failed");
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(serde_json::json!({ "error": "admin token lookup failed" })),
+            )
+                .into_response();
+        }
+        Verdict::Missing => {
+            "admin token required: send `Authorization: Bearer <admin token>` \
+             (create one with `exo control-plane admin-token create`)"
+        }
+        Verdict::Invalid => "invalid admin token (unknown or revoked)",
+    };
+    app.stats
+        .admin_rejected
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    tracing::info!(path = %req.uri().path(), "admin request refused: {msg}");
+    // The status page is opened in browsers: Basic makes them ask for it.
+    let challenge = if req.uri().path() == "/" {
+        "Basic realm=\"exo control plane\", charset=\"UTF-8\""
+    } else {
+        "Bearer realm=\"exo control plane\""
+    };
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, challenge)],
+        Json(serde_json::json!({ "error": msg })),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, v.parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn bearer_and_basic_password_are_presented_tokens() {
+        assert_eq!(
+            presented(&headers("Bearer exo_at_x")).unwrap().expose(),
+            "exo_at_x"
+        );
+        let basic = base64::engine::general_purpose::STANDARD.encode("admin:exo_at_y");
+        assert_eq!(
+            presented(&headers(&format!("Basic {basic}")))
+                .unwrap()
+                .expose(),
+            "exo_at_y"
+        );
+        assert!(presented(&headers("Bearer ")).is_none());
+        assert!(presented(&headers("Basic !!")).is_none());
+        assert!(presented(&HeaderMap::new()).is_none());
+    }
+
+    #[test]
+    fn admin_tokens_are_hashed_listed_without_secrets_and_revocable() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).unwrap();
+        assert!(!store.admin_auth_enabled().unwrap());
+        let (info, token) = store.create_admin_token().unwrap();
+        assert!(token.expose().starts_with(ADMIN_TOKEN_PREFIX));
+        assert!(store.admin_token_valid(&token).unwrap());
+        assert!(
+            !store
+                .admin_token_valid(&SecretToken::new("exo_at_no"))
+                .unwrap()
+        );
+        let listed = format!("{:?}", store.list_admin_tokens().unwrap());
+        assert!(!listed.contains(&token.expose()[ADMIN_TOKEN_PREFIX.len()..]));
+        store.revoke_admin_token(&info.id).unwrap();
+        assert!(!store.admin_token_valid(&token).unwrap());
+        // Revoking the last token keeps authentication on (locked, not open).
+        assert!(store.admin_auth_enabled().unwrap());
+        assert!(matches!(
+            store.revoke_admin_token("adm_nope"),
+            Err(AdminError::NoToken(_))
+        ));
+        // A deployment token is not an admin token.
+        let (_, dep) = store.create_deployment("d").unwrap();
+        assert!(!store.admin_token_valid(&dep).unwrap());
+    }
+
+    #[test]
+    fn exposure_needs_a_token_or_an_explicit_flag() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).unwrap();
+        let open = AdminAuth::default();
+        let public: SocketAddr = "0.0.0.0:8700".parse().unwrap();
+        let local: SocketAddr = "127.0.0.1:8700".parse().unwrap();
+        assert!(open.check_exposure(&store, local, false).is_ok());
+        assert!(matches!(
+            open.check_exposure(&store, public, false),
+            Err(AdminError::Exposed(_))
+        ));
+        assert!(open.check_exposure(&store, public, true).is_ok());
+        store.create_admin_token().unwrap();
+        assert!(open.check_exposure(&store, public, false).is_ok());
+    }
+
+    #[test]
+    fn a_token_file_is_checked_and_never_quoted() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("admin");
+        std::fs::write(&p, "short words here\n").unwrap();
+        let e = AdminAuth::from_file(Some(&p)).unwrap_err().to_string();
+        assert!(
+            e.contains(&p.display().to_string()) && !e.contains("short"),
+            "{e}"
+        );
+        std::fs::write(&p, "exo_at_0123456789abcdef\n").unwrap();
+        let a = AdminAuth::from_file(Some(&p)).unwrap();
+        assert_eq!(
+            a.file_hash.as_deref(),
+            Some(hash_token("exo_at_0123456789abcdef").as_str())
+        );
+    }
+}
