@@ -187,65 +187,108 @@ fn owned_meta(w_meta: &kube::api::ObjectMeta, namespace: &str) -> serde_json::Va
 }
 
 async fn repoint(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
-    each(workloads.iter().map(|w| repoint_one(ctx, w)).collect()).await
+    // One list per kind per look, not one read per workload: the step is
+    // looked at every poll while the reconciler catches up, and a wave can
+    // hold hundreds of workloads per tenant.
+    let live = match Live::list(ctx, workloads).await {
+        Ok(l) => l,
+        Err(o) => return o,
+    };
+    let live = &live;
+    each(
+        workloads
+            .iter()
+            .map(|w| repoint_one(ctx, w, live))
+            .collect(),
+    )
+    .await
 }
 
-async fn repoint_one(ctx: &StepCtx<'_>, w: &Workload) -> Outcome {
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    {
-        let name = w.name().to_owned();
-        let result = match w {
-            Workload::Agent(a) => {
-                let body = serde_json::json!({
-                    "apiVersion": "autonomic.sh/v1alpha1", "kind": "Agent",
-                    "metadata": owned_meta(&a.metadata, ctx.namespace), "spec": a.spec,
-                });
-                let api: Api<Agent> = Api::namespaced(ctx.client.clone(), ctx.namespace);
-                // Apply only when the spec differs: re-applying while waiting
-                // for the reconciler would race its own writes.
-                let live = match api.get_opt(&name).await {
-                    Ok(Some(l)) if l.spec == a.spec => Ok(l),
-                    Ok(_) => api.patch(&name, &params, &Patch::Apply(&body)).await,
-                    Err(e) => Err(e),
-                };
-                live.map(|live| {
-                    live.spec.runtime.image == a.spec.runtime.image
-                        && live.spec.agentlet.image == a.spec.agentlet.image
-                        && live.spec.baseline == a.spec.baseline
-                        && live.status.as_ref().and_then(|s| s.observed_generation)
-                            == live.metadata.generation
-                })
-            }
-            Workload::Tool(t) => {
-                let body = serde_json::json!({
-                    "apiVersion": "autonomic.sh/v1alpha1", "kind": "Tool",
-                    "metadata": owned_meta(&t.metadata, ctx.namespace), "spec": t.spec,
-                });
-                let api: Api<Tool> = Api::namespaced(ctx.client.clone(), ctx.namespace);
-                let live = match api.get_opt(&name).await {
-                    Ok(Some(l)) if l.spec == t.spec => Ok(l),
-                    Ok(_) => api.patch(&name, &params, &Patch::Apply(&body)).await,
-                    Err(e) => Err(e),
-                };
-                live.map(|live| {
-                    live.spec.container.image == t.spec.container.image
-                        && live.status.as_ref().and_then(|s| s.observed_generation)
-                            == live.metadata.generation
-                })
-            }
-        };
-        match result {
-            Ok(true) => {}
-            Ok(false) => {
-                return Outcome::Pending(format!(
-                    "{} {name}: waiting for the reconciler to observe the new spec",
-                    w.kind()
-                ));
-            }
-            Err(e) => return blocked(&format!("apply {} {name}", w.kind()), &e),
+/// The tenant's live Agents and Tools, by name.
+#[derive(Default)]
+struct Live {
+    agents: BTreeMap<String, Agent>,
+    tools: BTreeMap<String, Tool>,
+}
+
+impl Live {
+    async fn list(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Result<Self, Outcome> {
+        let mut live = Live::default();
+        if workloads.iter().any(|w| matches!(w, Workload::Agent(_))) {
+            let api: Api<Agent> = Api::namespaced(ctx.client.clone(), ctx.namespace);
+            let list = api
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| blocked("list Agents", &e))?;
+            live.agents = list.items.into_iter().map(|a| (a.name_any(), a)).collect();
         }
+        if workloads.iter().any(|w| matches!(w, Workload::Tool(_))) {
+            let api: Api<Tool> = Api::namespaced(ctx.client.clone(), ctx.namespace);
+            let list = api
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| blocked("list Tools", &e))?;
+            live.tools = list.items.into_iter().map(|t| (t.name_any(), t)).collect();
+        }
+        Ok(live)
     }
-    Outcome::Done
+}
+
+async fn repoint_one(ctx: &StepCtx<'_>, w: &Workload, live: &Live) -> Outcome {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let name = w.name().to_owned();
+    // Apply only when the spec differs: re-applying while waiting for the
+    // reconciler would race its own writes.
+    let result = match w {
+        Workload::Agent(a) => {
+            let current = match live.agents.get(&name) {
+                Some(l) if l.spec == a.spec => Ok(l.clone()),
+                _ => {
+                    let body = serde_json::json!({
+                        "apiVersion": "autonomic.sh/v1alpha1", "kind": "Agent",
+                        "metadata": owned_meta(&a.metadata, ctx.namespace), "spec": a.spec,
+                    });
+                    Api::<Agent>::namespaced(ctx.client.clone(), ctx.namespace)
+                        .patch(&name, &params, &Patch::Apply(&body))
+                        .await
+                }
+            };
+            current.map(|l| {
+                l.spec.runtime.image == a.spec.runtime.image
+                    && l.spec.agentlet.image == a.spec.agentlet.image
+                    && l.spec.baseline == a.spec.baseline
+                    && l.status.as_ref().and_then(|s| s.observed_generation)
+                        == l.metadata.generation
+            })
+        }
+        Workload::Tool(t) => {
+            let current = match live.tools.get(&name) {
+                Some(l) if l.spec == t.spec => Ok(l.clone()),
+                _ => {
+                    let body = serde_json::json!({
+                        "apiVersion": "autonomic.sh/v1alpha1", "kind": "Tool",
+                        "metadata": owned_meta(&t.metadata, ctx.namespace), "spec": t.spec,
+                    });
+                    Api::<Tool>::namespaced(ctx.client.clone(), ctx.namespace)
+                        .patch(&name, &params, &Patch::Apply(&body))
+                        .await
+                }
+            };
+            current.map(|l| {
+                l.spec.container.image == t.spec.container.image
+                    && l.status.as_ref().and_then(|s| s.observed_generation)
+                        == l.metadata.generation
+            })
+        }
+    };
+    match result {
+        Ok(true) => Outcome::Done,
+        Ok(false) => Outcome::Pending(format!(
+            "{} {name}: waiting for the reconciler to observe the new spec",
+            w.kind()
+        )),
+        Err(e) => blocked(&format!("apply {} {name}", w.kind()), &e),
+    }
 }
 
 /// The labels the operator puts on `w`'s pods.

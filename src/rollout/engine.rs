@@ -537,7 +537,9 @@ async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, D
                 info!(tenant = %ro.spec.tenant, step = %kind.name(), "step done");
                 continue;
             }
-            Outcome::Pending(_) => return Ok(Action::requeue(ctx.cfg.poll)),
+            Outcome::Pending(_) => {
+                return Ok(Action::requeue(saga::next_look(ctx.cfg.poll, step_age)));
+            }
             Outcome::Waiting(m) => {
                 warn!(tenant = %ro.spec.tenant, step = %kind.name(), reason = %m, "saga waiting");
                 return Ok(Action::requeue(Duration::from_secs(5)));

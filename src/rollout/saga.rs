@@ -10,6 +10,7 @@
 //! projected last.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -332,6 +333,17 @@ pub fn record(status: &mut RolloutStatus, i: usize, outcome: &Outcome, now: &Tim
     *status != before
 }
 
+/// The longest wait between two looks at a step still running.
+const MAX_LOOK_INTERVAL: Duration = Duration::from_secs(2);
+
+/// When to look at a running step again: every `poll` at first, then a
+/// tenth of the step's age so far (up to [`MAX_LOOK_INTERVAL`]). A step that
+/// waits on hundreds of pods is not re-listed five times a second for a
+/// minute, and a quick one is still seen done within `poll`.
+pub fn next_look(poll: Duration, step_age: Duration) -> Duration {
+    (step_age / 10).clamp(poll, MAX_LOOK_INTERVAL.max(poll))
+}
+
 /// Parses `sha256sum | sha256sum` output: the first field.
 pub fn parse_hash_output(stdout: &str) -> Option<&str> {
     let first = stdout.split_whitespace().next()?;
@@ -348,6 +360,24 @@ pub fn digest_of_image_id(image_id: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_running_step_is_looked_at_less_often() {
+        let poll = Duration::from_millis(200);
+        assert_eq!(next_look(poll, Duration::ZERO), poll);
+        assert_eq!(next_look(poll, Duration::from_secs(1)), poll);
+        assert_eq!(
+            next_look(poll, Duration::from_secs(10)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            next_look(poll, Duration::from_secs(300)),
+            Duration::from_secs(2)
+        );
+        // A poll set above the cap is kept.
+        let slow = Duration::from_secs(5);
+        assert_eq!(next_look(slow, Duration::from_secs(300)), slow);
+    }
 
     fn example() -> crate::fleet::Fleet {
         crate::fleet::load(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap()
