@@ -434,10 +434,17 @@ async fn main() {
     create_all(&tools, objs).await;
     let op = Op::start(&ns_w, &kc);
     let start = Instant::now();
-    wait_until("every tool reconciled", Duration::from_secs(900), || {
-        let r = op.metric("exo_operator_reconciles_total").unwrap_or(0);
-        async move { r >= watched as u64 }
-    })
+    // Each disabled Tool gets exactly one write: its `Disabled` status.
+    // (Reconciles are no measure: those before the caches sync return
+    // early and count too.)
+    wait_until(
+        "every tool's status written",
+        Duration::from_secs(900),
+        || {
+            let w = op.metric("exo_operator_api_writes_total").unwrap_or(0);
+            async move { w >= watched as u64 }
+        },
+    )
     .await;
     let watch_reconcile = start.elapsed();
     let (watch_rss, watch_peak) = op.rss();
@@ -446,46 +453,49 @@ async fn main() {
 
     println!("| measure ({n} Agents, {runs} runs, medians) | value |");
     println!("| --- | --- |");
+    // EXO_BENCH_RUNS=0 measures only the watched objects.
+    if runs > 0 {
+        println!(
+            "| operator cold: all {} children exist | {:.1} s |",
+            3 * n,
+            s.median("op_children_s")
+        );
+        println!(
+            "| operator cold: all Agents `Active` (incl. scheduling, status) | {:.1} s |",
+            s.median("op_active_s")
+        );
+        println!(
+            "| operator peak RSS (cold run) | {:.0} MiB |",
+            s.median("op_peak_mib")
+        );
+        println!(
+            "| operator API writes (cold run) | {:.0} |",
+            s.median("op_writes")
+        );
+        println!(
+            "| `kubectl apply --server-side` of the same {} children | {:.1} s |",
+            3 * n,
+            s.median("kubectl_s")
+        );
+        println!(
+            "| kubectl peak RSS | {:.0} MiB |",
+            s.median("kubectl_peak_mib")
+        );
+        println!(
+            "| ratio operator children / kubectl apply | {:.2} |",
+            s.median("op_children_s") / s.median("kubectl_s")
+        );
+        println!(
+            "| steady-state restart: API writes | {:.0} |",
+            s.median("resync_writes")
+        );
+        println!(
+            "| steady-state RSS after resync | {:.0} MiB |",
+            s.median("resync_rss_mib")
+        );
+    }
     println!(
-        "| operator cold: all {} children exist | {:.1} s |",
-        3 * n,
-        s.median("op_children_s")
-    );
-    println!(
-        "| operator cold: all Agents `Active` (incl. scheduling, status) | {:.1} s |",
-        s.median("op_active_s")
-    );
-    println!(
-        "| operator peak RSS (cold run) | {:.0} MiB |",
-        s.median("op_peak_mib")
-    );
-    println!(
-        "| operator API writes (cold run) | {:.0} |",
-        s.median("op_writes")
-    );
-    println!(
-        "| `kubectl apply --server-side` of the same {} children | {:.1} s |",
-        3 * n,
-        s.median("kubectl_s")
-    );
-    println!(
-        "| kubectl peak RSS | {:.0} MiB |",
-        s.median("kubectl_peak_mib")
-    );
-    println!(
-        "| ratio operator children / kubectl apply | {:.2} |",
-        s.median("op_children_s") / s.median("kubectl_s")
-    );
-    println!(
-        "| steady-state restart: API writes | {:.0} |",
-        s.median("resync_writes")
-    );
-    println!(
-        "| steady-state RSS after resync | {:.0} MiB |",
-        s.median("resync_rss_mib")
-    );
-    println!(
-        "| {watched} watched Tools: time to reconcile all | {:.1} s |",
+        "| {watched} watched Tools: time until every status is written | {:.1} s |",
         watch_reconcile.as_secs_f64()
     );
     println!("| {watched} watched Tools: RSS (peak) | {watch_rss:.0} MiB ({watch_peak:.0} MiB) |");
