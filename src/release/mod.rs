@@ -5,5 +5,6 @@ mod model;
 pub mod pin_edit;
 pub mod plan;
 pub mod waves_edit;
+mod yaml_line;
 
 pub use model::*;

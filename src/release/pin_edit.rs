@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::model::{ImageRef, Release};
+use super::yaml_line::{indent_of, key_at, split_value, unquote};
 use crate::pin::TagRef;
 
 /// What a component resolves from: the tag in its image, else its `tag`.
@@ -37,53 +38,6 @@ pub fn pinned_model(release: &Release, digests: &BTreeMap<usize, (TagRef, String
         }
     }
     out
-}
-
-fn indent_of(line: &str) -> usize {
-    line.len() - line.trim_start().len()
-}
-
-/// Splits `key: value  # comment` after the key into (value, comment tail).
-fn split_value(rest: &str) -> (&str, &str) {
-    // A '#' starts a comment only after whitespace and outside quotes.
-    let mut quote = None;
-    let bytes = rest.as_bytes();
-    for (i, &b) in bytes.iter().enumerate() {
-        match (quote, b) {
-            (None, b'"') | (None, b'\'') => quote = Some(b),
-            (Some(q), c) if c == q => quote = None,
-            (None, b'#') if i == 0 || bytes[i - 1].is_ascii_whitespace() => {
-                return (rest[..i].trim_end(), &rest[i..]);
-            }
-            _ => {}
-        }
-    }
-    (rest.trim_end(), "")
-}
-
-fn unquote(v: &str) -> &str {
-    v.strip_prefix('"')
-        .and_then(|s| s.strip_suffix('"'))
-        .or_else(|| v.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')))
-        .unwrap_or(v)
-}
-
-/// Finds `key:` on a line (optionally after `- `); returns the column of the
-/// key and the text after the colon.
-fn key_at<'a>(line: &'a str, key: &str) -> Option<(usize, &'a str)> {
-    let ind = indent_of(line);
-    let mut body = &line[ind..];
-    let mut col = ind;
-    if let Some(rest) = body.strip_prefix("- ") {
-        let extra = rest.len() - rest.trim_start().len();
-        col += 2 + extra;
-        body = rest.trim_start();
-    }
-    let rest = body.strip_prefix(key)?.strip_prefix(':')?;
-    if !(rest.is_empty() || rest.starts_with(' ')) {
-        return None;
-    }
-    Some((col, rest))
 }
 
 /// Edits `text` in place. Returns `None` when the layout is not one this

@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use super::model::{WaveName, WavePointer, WavePointers};
+use super::yaml_line::{indent_of, key_at, split_value};
 
 /// Sets `wave` to `pointer` in the document `text`.
 pub fn set_pointer(
@@ -27,30 +28,29 @@ pub fn set_pointer(
     crate::yaml::to_string(&want).map_err(|e| e.to_string())
 }
 
-fn indent(l: &str) -> usize {
-    l.len() - l.trim_start().len()
-}
-
 fn edit(text: &str, wave: WaveName, p: &WavePointer) -> Option<String> {
     let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
     let key = format!("{}:", wave.as_str());
     let start = lines.iter().position(|l| {
-        indent(l) == 2 && l.trim_start().split('#').next().map(str::trim_end) == Some(key.as_str())
+        indent_of(l) == 2
+            && l.trim_start().split('#').next().map(str::trim_end) == Some(key.as_str())
     })?;
     let end = (start + 1..lines.len())
         .find(|&i| {
             let t = lines[i].trim_start();
-            !t.is_empty() && !t.starts_with('#') && indent(&lines[i]) <= 2
+            !t.is_empty() && !t.starts_with('#') && indent_of(&lines[i]) <= 2
         })
         .unwrap_or(lines.len());
-    let release_at = (start + 1..end).find(|&i| lines[i].trim_start().starts_with("release:"))?;
-    let col = indent(&lines[release_at]);
-    let comment = lines[release_at]
-        .find(" #")
-        .map(|i| lines[release_at][i..].to_owned())
-        .unwrap_or_default();
+    let release_at = (start + 1..end).find(|&i| key_at(&lines[i], "release").is_some())?;
+    let (col, rest) = key_at(&lines[release_at], "release")?;
+    let (_, comment) = split_value(rest.trim_start());
+    let comment = if comment.is_empty() {
+        String::new()
+    } else {
+        format!(" {comment}")
+    };
     lines[release_at] = format!("{}release: {}{comment}", " ".repeat(col), p.release);
-    let history_at = (start + 1..end).find(|&i| lines[i].trim_start().starts_with("history:"));
+    let history_at = (start + 1..end).find(|&i| key_at(&lines[i], "history").is_some());
     // A block-style history (one `- x` per line) is not edited in place.
     if let Some(h) = history_at
         && lines[h].trim_end().ends_with(':')
