@@ -132,19 +132,7 @@ mod tests {
     use crate::wire::ResourceKind;
 
     fn res(name: &str, rv: &str) -> Resource {
-        Resource {
-            key: ResourceKey {
-                kind: ResourceKind::Agent,
-                namespace: "ns".into(),
-                name: name.into(),
-            },
-            uid: String::new(),
-            resource_version: rv.into(),
-            phase: None,
-            labels: BTreeMap::new(),
-            spec: serde_json::Value::Null,
-            status: serde_json::Value::Null,
-        }
+        Resource::bare(ResourceKind::Agent, name, rv)
     }
 
     fn chunk(id: &str, n: u32, last: bool, rs: Vec<Resource>) -> SnapshotChunk {

@@ -155,22 +155,10 @@ impl Outbox {
 mod tests {
     use super::*;
     use crate::controlplane::resources::ResourceView;
-    use crate::wire::{ResourceKey, ResourceKind};
+    use crate::wire::ResourceKind;
 
     fn r(name: &str, rv: &str) -> Resource {
-        Resource {
-            key: ResourceKey {
-                kind: ResourceKind::Agent,
-                namespace: "ns".into(),
-                name: name.into(),
-            },
-            uid: String::new(),
-            resource_version: rv.into(),
-            phase: None,
-            labels: Default::default(),
-            spec: serde_json::Value::Null,
-            status: serde_json::Value::Null,
-        }
+        Resource::bare(ResourceKind::Agent, name, rv)
     }
 
     fn drain(o: &mut Outbox) -> Vec<Frame> {

@@ -154,19 +154,7 @@ mod tests {
     use super::*;
 
     fn r(kind: ResourceKind, name: &str, rv: &str) -> Resource {
-        Resource {
-            key: ResourceKey {
-                kind,
-                namespace: "ns".into(),
-                name: name.into(),
-            },
-            uid: String::new(),
-            resource_version: rv.into(),
-            phase: None,
-            labels: BTreeMap::new(),
-            spec: serde_json::Value::Null,
-            status: serde_json::Value::Null,
-        }
+        Resource::bare(kind, name, rv)
     }
 
     fn ops(c: &[Change]) -> Vec<(DeltaOp, String, String)> {

@@ -195,6 +195,26 @@ pub struct Resource {
     pub status: serde_json::Value,
 }
 
+#[cfg(test)]
+impl Resource {
+    /// A bare resource `kind ns/name` at `rv`, for unit tests.
+    pub fn bare(kind: ResourceKind, name: &str, rv: &str) -> Self {
+        Resource {
+            key: ResourceKey {
+                kind,
+                namespace: "ns".into(),
+                name: name.into(),
+            },
+            uid: String::new(),
+            resource_version: rv.into(),
+            phase: None,
+            labels: BTreeMap::new(),
+            spec: serde_json::Value::Null,
+            status: serde_json::Value::Null,
+        }
+    }
+}
+
 /// One chunk of a snapshot. Chunks of one snapshot share `snapshot_id`, are
 /// numbered from 0 and the last one has `last: true`; the receiver swaps its
 /// state for the snapshot's content only then.
