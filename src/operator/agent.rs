@@ -18,7 +18,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use tracing::{info, instrument, warn};
 
-use super::apply::{Ctx, with_finalizer};
+use super::apply::{Created, Ctx, with_finalizer};
 use super::build::{self, Owner, agent_secret_name, agent_service_name, hash_of};
 use super::conditions::{Cond, defer_progress, merge};
 use super::error::{Error, Result};
@@ -116,7 +116,7 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
     }
 
     let missing = missing_filesystems(ctx, ns, &mounts).await?;
-    ensure_secret(ctx, &owner).await?;
+    ensure_secret(ctx, &owner, pods.is_empty()).await?;
     ensure_service(ctx, &owner).await?;
 
     let desired = if agent.spec.paused || !missing.is_empty() {
@@ -143,6 +143,9 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
             stale: Vec::new(),
         }
     };
+    if let Some(name) = set.current.and_then(|p| p.metadata.name.as_deref()) {
+        ctx.expected.seen(&format!("{ns}/{name}"));
+    }
     let mut requeue = None;
     let mut shown = set.shown().and_then(|p| p.metadata.name.clone());
     let mut state = pod_state(set.shown());
@@ -163,15 +166,20 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
             None => {
                 // A replacement was announced by PodRolled already.
                 let first = agent.status.as_ref().is_none_or(|s| s.pod_name.is_none());
-                if ctx.create(C, desired).await? && first {
-                    ctx.event(
-                        agent,
-                        EventType::Normal,
-                        Reason::PodCreated,
-                        format!("created pod {name}"),
-                    )
-                    .await;
-                    info!(pod = %name, "pod created");
+                match ctx.create_pod(C, desired).await? {
+                    Created::Now if first => {
+                        ctx.event(
+                            agent,
+                            EventType::Normal,
+                            Reason::PodCreated,
+                            format!("created pod {name}"),
+                        )
+                        .await;
+                        info!(pod = %name, "pod created");
+                    }
+                    // Created a moment ago; the watch has not shown it yet.
+                    Created::Expected => requeue = Some(Duration::from_secs(2)),
+                    _ => {}
                 }
                 shown = Some(name);
                 state = PodState::Missing;
@@ -239,15 +247,32 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
         filesystems: mounts,
         message: Some(report.message.clone()),
     };
-    let deferred = (old.phase == status.phase
+    let uid = owner.owner_ref.uid.as_str();
+    let same = old.phase == status.phase
         && old.observed_generation == status.observed_generation
-        && old.filesystems == status.filesystems)
-        .then(|| defer_progress(&old.conditions, &status.conditions, Timestamp::now()))
-        .flatten();
+        && old.filesystems == status.filesystems;
+    // Coming up: the first status, or a new generation rolling out, while
+    // the pod is being replaced, created or started.
+    let coming_up = missing.is_empty()
+        && old.filesystems == status.filesystems
+        && matches!(
+            state,
+            PodState::Missing | PodState::Deleting | PodState::Starting
+        )
+        && report.phase == AgentPhase::Pending
+        && (old.phase.is_none() || old.observed_generation != status.observed_generation);
+    let deferred = if same {
+        defer_progress(&old.conditions, &status.conditions, Timestamp::now())
+    } else if coming_up {
+        ctx.holds.hold(uid, Instant::now())
+    } else {
+        None
+    };
     if let Some(wait) = deferred {
         // Progress while not ready: shown if it lasts, folded otherwise.
         return Ok(Action::requeue(requeue.map_or(wait, |r| r.min(wait))));
     }
+    ctx.holds.release(uid);
     if write_status(ctx, &owner, &old, &status).await? && !missing.is_empty() {
         ctx.event(
             agent,
@@ -295,6 +320,7 @@ async fn finalize(
         message: Some(report.message),
         ..old.clone()
     };
+    ctx.holds.release(&owner.owner_ref.uid);
     write_status(ctx, owner, &old, &status).await?;
     if !pods.is_empty() {
         for p in PodSet::split(pods, None).to_delete() {
@@ -354,7 +380,10 @@ async fn missing_filesystems(
 
 /// Creates the per-agent Secret with a fresh random token when it is
 /// missing. An existing token is never replaced (or read into logs).
-async fn ensure_secret(ctx: &Ctx, owner: &Owner) -> Result<()> {
+/// Without a pod (`fresh`: a new Agent, most likely) the create is tried
+/// first, its conflict meaning the Secret exists; with a pod it is looked
+/// up first, so a restart over a running fleet writes nothing.
+async fn ensure_secret(ctx: &Ctx, owner: &Owner, fresh: bool) -> Result<()> {
     let key = secret_key(owner);
     if ctx
         .secrets_seen
@@ -363,13 +392,13 @@ async fn ensure_secret(ctx: &Ctx, owner: &Owner) -> Result<()> {
     {
         return Ok(());
     }
-    let api: Api<Secret> = ctx.api(&owner.namespace);
-    let name = agent_secret_name(&owner.name);
-    let exists = api
-        .get_metadata_opt(&name)
-        .await
-        .map_err(|e| Error::kube("get agent secret", e))?
-        .is_some();
+    let exists = !fresh && {
+        let api: Api<Secret> = ctx.api(&owner.namespace);
+        api.get_metadata_opt(&agent_secret_name(&owner.name))
+            .await
+            .map_err(|e| Error::kube("get agent secret", e))?
+            .is_some()
+    };
     if !exists {
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes).map_err(Error::Random)?;

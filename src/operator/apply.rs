@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -42,6 +43,21 @@ pub struct Ctx {
     /// Secrets are not watched (no list/watch RBAC on Secrets), so this
     /// spares a read per reconcile.
     pub secrets_seen: Mutex<HashSet<String>>,
+    /// Statuses held back while their workload comes up.
+    pub holds: super::conditions::Holds,
+    /// Pods created but not yet in the cache.
+    pub expected: super::pods::Expected,
+}
+
+/// What [`Ctx::create_pod`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Created {
+    /// Created it now.
+    Now,
+    /// It existed already (a conflict).
+    Existed,
+    /// Created a moment ago and not in the cache yet: nothing sent.
+    Expected,
 }
 
 fn kind_label<K: Resource<DynamicType = ()>>() -> &'static str {
@@ -157,6 +173,23 @@ impl Ctx {
                 e,
             )),
         }
+    }
+
+    /// Creates a pod unless this replica created it a moment ago and the
+    /// cache has not shown it yet.
+    pub async fn create_pod(&self, c: Controller, pod: &Pod) -> Result<Created> {
+        let (ns, name) = ns_name(pod)?;
+        let key = format!("{ns}/{name}");
+        if self.expected.pending(&key, Instant::now()) {
+            return Ok(Created::Expected);
+        }
+        let created = self.create(c, pod).await?;
+        self.expected.created(key, Instant::now());
+        Ok(if created {
+            Created::Now
+        } else {
+            Created::Existed
+        })
     }
 
     /// Deletes `name` if its uid is still `uid` (when given); a missing

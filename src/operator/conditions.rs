@@ -2,7 +2,9 @@
 //! previous ones so `lastTransitionTime` only moves when `status` flips.
 //! Keeping it stable is what makes a no-op reconcile write nothing.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -57,6 +59,43 @@ pub fn defer_progress(old: &[Condition], new: &[Condition], now: Timestamp) -> O
     let age = now.duration_since(ready.last_transition_time.0);
     let age = Duration::try_from(age).ok()?;
     SETTLE.checked_sub(age).filter(|w| !w.is_zero())
+}
+
+/// Statuses held back while a workload comes up: its first status, or a
+/// new generation rolling out. Each object (by uid) is held from the first
+/// reconcile that would have written until [`SETTLE`] has passed; the
+/// write that ends the hold (ready, an error, or the time running out)
+/// releases it. At fleet scale this turns "creating, starting, active"
+/// into one write per object. The hold lives in memory only: after a
+/// restart an object is held at most one more [`SETTLE`].
+#[derive(Debug, Default)]
+pub struct Holds(Mutex<HashMap<String, Instant>>);
+
+impl Holds {
+    /// `Some(wait)` while `key` has been held less than [`SETTLE`]
+    /// (starting the hold now if it is new); `None` once it is up.
+    pub fn hold(&self, key: &str, now: Instant) -> Option<Duration> {
+        let mut map = self.0.lock().ok()?;
+        let since = *map.entry(key.to_owned()).or_insert(now);
+        SETTLE
+            .checked_sub(now.saturating_duration_since(since))
+            .filter(|w| !w.is_zero())
+    }
+
+    /// Ends the hold of `key` (its status was written).
+    pub fn release(&self, key: &str) {
+        if let Ok(mut map) = self.0.lock() {
+            map.remove(key);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.lock().map_or(0, |m| m.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// Turns `want` into Conditions, keeping the old `lastTransitionTime` of a
@@ -137,6 +176,26 @@ mod tests {
             at(1),
         );
         assert_eq!(defer_progress(&rolling, &more, at(1)), None);
+    }
+
+    #[test]
+    fn holds_last_settle_from_the_first_and_end_on_release() {
+        let holds = Holds::default();
+        let t0 = Instant::now();
+        assert_eq!(holds.hold("a", t0), Some(SETTLE));
+        // Later reconciles keep the first start.
+        let later = t0 + Duration::from_secs(2);
+        assert_eq!(
+            holds.hold("a", later),
+            Some(SETTLE - Duration::from_secs(2))
+        );
+        assert_eq!(holds.hold("b", later), Some(SETTLE));
+        // Up: the caller writes, and releases.
+        assert_eq!(holds.hold("a", t0 + SETTLE), None);
+        holds.release("a");
+        assert_eq!(holds.len(), 1);
+        // A new hold starts afresh.
+        assert_eq!(holds.hold("a", t0 + SETTLE), Some(SETTLE));
     }
 
     #[test]

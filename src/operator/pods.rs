@@ -5,9 +5,51 @@
 //! name once every older pod is gone (recreate order: an agent never runs
 //! twice, and a read-write-once volume is never claimed by two pods).
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
 use k8s_openapi::api::core::v1::Pod;
 
 use super::build::hash_of;
+
+/// How long a pod this replica created counts as existing before the
+/// cache shows it (the watch normally delivers it within milliseconds).
+pub const EXPECT_FOR: Duration = Duration::from_secs(10);
+
+/// Pods this replica created that its cache has not shown yet, by
+/// `namespace/name`. A reconcile that runs between the create and the
+/// watch event (the finalizer patch triggers one) would otherwise create
+/// the pod again and get a conflict: one wasted request per pod at scale.
+#[derive(Debug, Default)]
+pub struct Expected(Mutex<HashMap<String, Instant>>);
+
+impl Expected {
+    /// Records that `key` was just created.
+    pub fn created(&self, key: String, now: Instant) {
+        if let Ok(mut map) = self.0.lock() {
+            // Keep the map small: entries past their time are dropped.
+            map.retain(|_, at| now.saturating_duration_since(*at) < EXPECT_FOR);
+            map.insert(key, now);
+        }
+    }
+
+    /// Whether `key` was created less than [`EXPECT_FOR`] ago and is not
+    /// in the cache yet.
+    pub fn pending(&self, key: &str, now: Instant) -> bool {
+        self.0.lock().is_ok_and(|map| {
+            map.get(key)
+                .is_some_and(|at| now.saturating_duration_since(*at) < EXPECT_FOR)
+        })
+    }
+
+    /// The cache shows `key`: it is no longer expected.
+    pub fn seen(&self, key: &str) {
+        if let Ok(mut map) = self.0.lock() {
+            map.remove(key);
+        }
+    }
+}
 
 /// An owner's pods, sorted against the desired pod.
 #[derive(Debug, Default)]
@@ -52,6 +94,18 @@ impl<'a> PodSet<'a> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn expected_pods_count_until_seen_or_their_time_is_up() {
+        let e = super::Expected::default();
+        let t0 = std::time::Instant::now();
+        assert!(!e.pending("ns/a", t0));
+        e.created("ns/a".into(), t0);
+        assert!(e.pending("ns/a", t0 + std::time::Duration::from_secs(1)));
+        assert!(!e.pending("ns/a", t0 + super::EXPECT_FOR));
+        e.seen("ns/a");
+        assert!(!e.pending("ns/a", t0));
+    }
+
     use std::collections::BTreeMap;
 
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

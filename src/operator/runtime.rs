@@ -265,6 +265,8 @@ pub async fn run(
         services: services_store.clone(),
         caches_synced: caches_rx,
         secrets_seen: std::sync::Mutex::default(),
+        holds: Default::default(),
+        expected: Default::default(),
         recorder: Recorder::new(
             client.clone(),
             Reporter {

@@ -10,7 +10,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use tracing::{info, instrument, warn};
 
-use super::apply::Ctx;
+use super::apply::{Created, Ctx};
 use super::build::{self, Owner, hash_of, tool_service_name};
 use super::conditions::{Cond, defer_progress, merge};
 use super::error::{Error, Result};
@@ -70,6 +70,9 @@ async fn reconcile_inner(tool: &Tool, ctx: &Ctx) -> Result<Action> {
         None
     };
     let set = PodSet::split(&pods, desired.as_ref());
+    if let Some(name) = set.current.and_then(|p| p.metadata.name.as_deref()) {
+        ctx.expected.seen(&format!("{ns}/{name}"));
+    }
     let mut requeue = None;
     let mut shown = set.shown().and_then(|p| p.metadata.name.clone());
     let mut state = pod_state(set.shown());
@@ -96,15 +99,20 @@ async fn reconcile_inner(tool: &Tool, ctx: &Ctx) -> Result<Action> {
             None => {
                 // A replacement was announced by PodRolled already.
                 let first = tool.status.as_ref().is_none_or(|s| s.pod_name.is_none());
-                if ctx.create(C, desired).await? && first {
-                    ctx.event(
-                        tool,
-                        EventType::Normal,
-                        Reason::PodCreated,
-                        format!("created pod {name}"),
-                    )
-                    .await;
-                    info!(pod = %name, "tool pod created");
+                match ctx.create_pod(C, desired).await? {
+                    Created::Now if first => {
+                        ctx.event(
+                            tool,
+                            EventType::Normal,
+                            Reason::PodCreated,
+                            format!("created pod {name}"),
+                        )
+                        .await;
+                        info!(pod = %name, "tool pod created");
+                    }
+                    // Created a moment ago; the watch has not shown it yet.
+                    Created::Expected => requeue = Some(Duration::from_secs(2)),
+                    _ => {}
                 }
                 shown = Some(name);
                 state = PodState::Missing;
@@ -134,13 +142,27 @@ async fn reconcile_inner(tool: &Tool, ctx: &Ctx) -> Result<Action> {
         pod_name: if tool.spec.enabled { shown } else { None },
         message: Some(report.message),
     };
-    let deferred = (old.phase == status.phase
-        && old.observed_generation == status.observed_generation)
-        .then(|| defer_progress(&old.conditions, &status.conditions, Timestamp::now()))
-        .flatten();
+    let uid = owner.owner_ref.uid.as_str();
+    // Coming up: the first status, or a new generation rolling out.
+    let coming_up = tool.spec.enabled
+        && report.phase == ToolPhase::Pending
+        && matches!(
+            state,
+            PodState::Missing | PodState::Deleting | PodState::Starting
+        )
+        && (old.phase.is_none() || old.observed_generation != status.observed_generation);
+    let deferred =
+        if old.phase == status.phase && old.observed_generation == status.observed_generation {
+            defer_progress(&old.conditions, &status.conditions, Timestamp::now())
+        } else if coming_up {
+            ctx.holds.hold(uid, Instant::now())
+        } else {
+            None
+        };
     if let Some(wait) = deferred {
         return Ok(Action::requeue(requeue.map_or(wait, |r| r.min(wait))));
     }
+    ctx.holds.release(uid);
     if status != old {
         ctx.apply_status::<Tool>(C, ns, &owner.name, &status)
             .await?;
