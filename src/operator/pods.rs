@@ -94,24 +94,24 @@ impl<'a> PodSet<'a> {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn expected_pods_count_until_seen_or_their_time_is_up() {
-        let e = super::Expected::default();
-        let t0 = std::time::Instant::now();
-        assert!(!e.pending("ns/a", t0));
-        e.created("ns/a".into(), t0);
-        assert!(e.pending("ns/a", t0 + std::time::Duration::from_secs(1)));
-        assert!(!e.pending("ns/a", t0 + super::EXPECT_FOR));
-        e.seen("ns/a");
-        assert!(!e.pending("ns/a", t0));
-    }
-
     use std::collections::BTreeMap;
 
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     use super::*;
     use crate::operator::ANNOTATION_SPEC_HASH;
+
+    #[test]
+    fn expected_pods_count_until_seen_or_their_time_is_up() {
+        let e = Expected::default();
+        let t0 = Instant::now();
+        assert!(!e.pending("ns/a", t0));
+        e.created("ns/a".into(), t0);
+        assert!(e.pending("ns/a", t0 + Duration::from_secs(1)));
+        assert!(!e.pending("ns/a", t0 + EXPECT_FOR));
+        e.seen("ns/a");
+        assert!(!e.pending("ns/a", t0));
+    }
 
     fn pod(name: &str, hash: &str, deleting: bool) -> Pod {
         let mut p = Pod::default();
