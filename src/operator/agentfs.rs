@@ -4,7 +4,9 @@
 //! - resize is grow-only and capped at `maxSize`; a refused size leaves the
 //!   PVC untouched and shows in a `Resizable=False` condition and an Event;
 //! - delete is held (finalizer) while any Agent in the namespace mounts the
-//!   volume; status and an Event name those Agents;
+//!   volume; status and an Event name those Agents. Once deletion has
+//!   begun, only Agents that had already mounted it hold it (a volume being
+//!   deleted gains no new users, see `fs::holders`);
 //! - Agents are read from the operator's Agent cache, never listed;
 //! - `retain: true`: the PVC's owner reference is removed before the
 //!   finalizer is released, so it outlives the AgentFS with its data;
@@ -27,7 +29,7 @@ use super::build::{self, Owner, pvc_name};
 use super::conditions::{Cond, merge};
 use super::error::{Error, Result};
 use super::events::Reason;
-use super::fs::{SizeRefusal, capacities, mounted_by, phase, plan_size};
+use super::fs::{SizeRefusal, capacities, holders, mounted_by, phase, plan_size};
 use super::metrics::Controller;
 use super::{ANNOTATION_RETAINED, FINALIZER_AGENTFS};
 use crate::crd::{AgentFS, AgentFSPhase, AgentFSStatus};
@@ -84,7 +86,13 @@ async fn reconcile_inner(fs: &AgentFS, ctx: &Ctx) -> Result<Action> {
         .iter()
         .map(|a| a.as_ref())
         .filter(|a| a.metadata.namespace.as_deref() == Some(ns));
-    let mounted = mounted_by(agents, &owner.name);
+    // Being deleted, only Agents that had it mounted hold it: newcomers
+    // are refused the mount by the Agent reconciler.
+    let mounted = if fs.metadata.deletion_timestamp.is_some() {
+        holders(agents, &owner.name)
+    } else {
+        mounted_by(agents, &owner.name)
+    };
     let finalizers = fs.metadata.finalizers.clone().unwrap_or_default();
     let old = fs.status.clone().unwrap_or_default();
     let generation = fs.metadata.generation;
