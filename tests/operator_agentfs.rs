@@ -1,7 +1,8 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a test failure
 //! AgentFS rules one by one against the real apiserver and the hostPath
 //! provisioner (which completes an expansion about 2 s after a PVC grows),
-//! and Agent mounts: defaults, read-only, omitted-preserves.
+//! and Agent mounts: defaults, read-only, omitted-preserves, and no new
+//! mounts of a volume being deleted.
 
 mod support;
 
@@ -13,8 +14,8 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use support::eventually;
 use support::operator::{
-    OperatorProcess, agent, agentfs, create, mount, restricted_namespace, the_pod, wait_for,
-    wait_gone, wait_pod,
+    OperatorProcess, agent, agentfs, create, mount, pods_of, restricted_namespace, the_pod,
+    wait_for, wait_gone, wait_pod,
 };
 
 fn fs_phase(f: &AgentFS) -> Option<AgentFSPhase> {
@@ -353,4 +354,108 @@ async fn agentfs_document_example_mounts_delete_refusal_and_retain() {
             .is_some(),
         "the retained PVC stays"
     );
+}
+
+fn condition<'a>(
+    conditions: &'a [k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// A volume being deleted gains no new users: an Agent that starts to
+/// mount it is refused (a condition and an Event name the AgentFS, no pod
+/// is created with it) and does not hold the deletion; the Agent that had
+/// it mounted holds it until that Agent goes away.
+#[tokio::test]
+async fn agentfs_being_deleted_takes_no_new_mounts() {
+    let ns = restricted_namespace("op-fs-closing").await;
+    let _op = OperatorProcess::start(&ns.name, "a");
+    let fss = ns.api::<AgentFS>();
+    let agents = ns.api::<Agent>();
+    let pods = ns.api::<Pod>();
+    let pvcs = ns.api::<PersistentVolumeClaim>();
+    create(&fss, &agentfs("scratch", "1Gi", "2Gi", false)).await;
+    let mut holder = agent("holder");
+    holder.spec.filesystems = Some(vec![mount("scratch", None, false)]);
+    create(&agents, &holder).await;
+    wait_for(&agents, "holder", "Active", |a| {
+        a.status.as_ref().and_then(|s| s.phase) == Some(AgentPhase::Active)
+    })
+    .await;
+    wait_for(&fss, "scratch", "mountedBy holder", |f| {
+        f.status
+            .as_ref()
+            .is_some_and(|s| s.mounted_by == ["holder"])
+    })
+    .await;
+
+    fss.delete("scratch", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for(&fss, "scratch", "DeleteBlocked by holder", |f| {
+        f.status.as_ref().is_some_and(|s| {
+            condition(&s.conditions, "DeleteBlocked").is_some_and(|c| c.status == "True")
+        })
+    })
+    .await;
+
+    // A newcomer asks for the volume being deleted: refused.
+    let mut late = agent("late");
+    late.spec.filesystems = Some(vec![mount("scratch", None, false)]);
+    create(&agents, &late).await;
+    let a = wait_for(
+        &agents,
+        "late",
+        "FilesystemsReady=False (terminating)",
+        |a| {
+            a.status.as_ref().is_some_and(|s| {
+                condition(&s.conditions, "FilesystemsReady")
+                    .is_some_and(|c| c.status == "False" && c.reason == "FilesystemTerminating")
+            })
+        },
+    )
+    .await;
+    let st = a.status.unwrap();
+    let c = condition(&st.conditions, "FilesystemsReady").unwrap();
+    assert!(c.message.contains("scratch"), "{}", c.message);
+    assert_eq!(st.phase, Some(AgentPhase::Pending));
+    assert!(
+        st.filesystems.is_empty(),
+        "a refused mount is recorded: {:?}",
+        st.filesystems
+    );
+    assert!(
+        pods_of(&pods, "agent", "late").await.is_empty(),
+        "a pod was created for the refused mount"
+    );
+    let note = event(&ns, "late", "FilesystemTerminating").await;
+    assert!(note.contains("scratch"), "{note}");
+    let f = fss.get("scratch").await.unwrap();
+    let st = f.status.unwrap();
+    assert!(!st.mounted_by.contains(&"late".to_owned()), "{st:?}");
+    let blocked = condition(&st.conditions, "DeleteBlocked").unwrap();
+    assert!(
+        blocked.message.contains("holder") && !blocked.message.contains("late"),
+        "{}",
+        blocked.message
+    );
+
+    // The Agent that had it goes away: the deletion goes through although
+    // the newcomer still asks for the volume.
+    agents
+        .delete("holder", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_gone(&agents, "holder", "the holder to be deleted").await;
+    wait_gone(&fss, "scratch", "the released AgentFS to be deleted").await;
+    wait_gone(&pvcs, "agentfs-scratch", "its PVC to be deleted").await;
+    wait_for(&agents, "late", "FilesystemNotFound", |a| {
+        a.status.as_ref().is_some_and(|s| {
+            condition(&s.conditions, "FilesystemsReady")
+                .is_some_and(|c| c.status == "False" && c.reason == "FilesystemNotFound")
+        })
+    })
+    .await;
+    assert!(pods_of(&pods, "agent", "late").await.is_empty());
 }

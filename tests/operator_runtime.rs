@@ -1,11 +1,13 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a test failure
 //! The operator as a process: endpoints, leader election and failover
-//! between two replicas, and idempotency (a restart over an unchanged
-//! fleet writes nothing).
+//! between two replicas, idempotency (a restart over an unchanged fleet
+//! writes nothing), and the refusal to start without a CRD.
 
 mod support;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use exo::crd::{Agent, AgentFS, AgentPhase, Tool};
@@ -204,5 +206,153 @@ async fn graceful_stop_releases_the_lease() {
         .await;
         let status = early.terminate();
         assert!(status.success(), "exit status {status:?}\n{}", early.log());
+    }
+}
+
+/// A loopback HTTP proxy in front of the real apiserver that hides one
+/// `autonomic.sh` resource: its requests go to a resource name no CRD
+/// serves, so the 404 the operator sees is the apiserver's own answer for
+/// a CRD that is not installed. Everything else is passed through with the
+/// test's admin client. The shared CRDs stay installed.
+struct HidingProxy {
+    url: String,
+    /// Requests for the hidden resource.
+    hidden_hits: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for HidingProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[derive(Clone)]
+struct ProxyState {
+    client: kube::Client,
+    plural: &'static str,
+    hidden_hits: Arc<AtomicUsize>,
+}
+
+async fn forward(
+    axum::extract::State(st): axum::extract::State<ProxyState>,
+    req: axum::extract::Request,
+) -> axum::response::Response {
+    use http_body_util::BodyExt;
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path();
+    let query = parts
+        .uri
+        .query()
+        .map(|q| format!("?{q}"))
+        .unwrap_or_default();
+    let path =
+        if path.starts_with("/apis/autonomic.sh/") && path.ends_with(&format!("/{}", st.plural)) {
+            st.hidden_hits.fetch_add(1, Ordering::SeqCst);
+            format!("{path}-not-installed")
+        } else {
+            path.to_owned()
+        };
+    let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+    let mut out = axum::http::Request::builder()
+        .method(parts.method)
+        .uri(format!("{path}{query}"));
+    for (k, v) in &parts.headers {
+        if k != axum::http::header::HOST {
+            out = out.header(k, v);
+        }
+    }
+    let resp = st
+        .client
+        .send(out.body(kube::client::Body::from(body.to_vec())).unwrap())
+        .await
+        .unwrap();
+    let (parts, body) = resp.into_parts();
+    let bytes = body.collect().await.unwrap().to_bytes();
+    axum::response::Response::from_parts(parts, axum::body::Body::from(bytes))
+}
+
+impl HidingProxy {
+    async fn start(client: kube::Client, plural: &'static str) -> Self {
+        let hidden_hits = Arc::default();
+        let state = ProxyState {
+            client,
+            plural,
+            hidden_hits: Arc::clone(&hidden_hits),
+        };
+        let app = axum::Router::new().fallback(forward).with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        HidingProxy {
+            url,
+            hidden_hits,
+            task,
+        }
+    }
+
+    /// A kubeconfig that reaches the apiserver only through this proxy.
+    fn kubeconfig(&self, dir: &tempfile::TempDir) -> std::path::PathBuf {
+        let path = dir.path().join("kubeconfig");
+        let text = format!(
+            "apiVersion: v1\nkind: Config\n\
+             clusters: [{{name: proxy, cluster: {{server: \"{}\"}}}}]\n\
+             users: [{{name: proxy, user: {{}}}}]\n\
+             contexts: [{{name: proxy, context: {{cluster: proxy, user: proxy}}}}]\n\
+             current-context: proxy\n",
+            self.url
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+/// `exo operator run` stops at once when a CRD is not installed: exit code
+/// 2 and a message naming exactly the missing CRD.
+#[tokio::test]
+async fn a_missing_crd_stops_the_operator_with_a_message_naming_it() {
+    let ns = restricted_namespace("op-nocrd").await;
+    let crds = [
+        ("agents", "agents.autonomic.sh"),
+        ("tools", "tools.autonomic.sh"),
+        ("agentfs", "agentfs.autonomic.sh"),
+    ];
+    for (plural, crd) in crds {
+        let proxy = HidingProxy::start(ns.client.clone(), plural).await;
+        let dir = support::scratch();
+        let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_exo"))
+            .args(["operator", "run", "--namespace", &ns.name])
+            .args(["--lease-namespace", &ns.name, "--identity", "nocrd"])
+            .args(["--metrics-addr", "127.0.0.1:0"])
+            .env("KUBECONFIG", proxy.kubeconfig(&dir))
+            .env("RUST_LOG", "info,kube=warn")
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(Duration::from_secs(30), run)
+            .await
+            .unwrap_or_else(|_| panic!("the operator kept running without the {crd} CRD"))
+            .expect("run exo operator run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{crd}: {stderr}");
+        let line = stderr
+            .lines()
+            .find(|l| l.starts_with("exo operator: "))
+            .unwrap_or_else(|| panic!("{crd}: no error line in\n{stderr}"));
+        assert!(
+            line.contains(&format!("the {crd} CRD is not installed")),
+            "{line}"
+        );
+        for (_, other) in crds.iter().filter(|(_, c)| *c != crd) {
+            assert!(
+                !stderr.contains(other),
+                "{crd} missing, {other} named:\n{stderr}"
+            );
+        }
+        assert!(
+            proxy.hidden_hits.load(Ordering::SeqCst) > 0,
+            "{crd}: the operator never asked for it"
+        );
     }
 }

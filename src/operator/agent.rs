@@ -23,7 +23,7 @@ use super::build::{self, Owner, agent_secret_name, agent_service_name, hash_of};
 use super::conditions::{Cond, defer_progress, merge};
 use super::error::{Error, Result};
 use super::events::Reason;
-use super::fs::{effective_mounts, validate_mounts};
+use super::fs::{effective_mounts, mount_applied, unavailable_mounts, validate_mounts};
 use super::metrics::Controller;
 use super::phase::{PodState, agent_phase, pod_state};
 use super::pods::PodSet;
@@ -118,8 +118,16 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
     let missing = missing_filesystems(ctx, ns, &mounts).await?;
     ensure_secret(ctx, &owner, pods.is_empty()).await?;
     ensure_service(ctx, &owner).await?;
+    let closing = closing_filesystems(ctx, ns, &mounts, &missing, agent.status.as_ref()).await?;
+    // A refused mount is not recorded as applied: it stays refused, and
+    // never holds the volume's deletion.
+    let mounts: Vec<FilesystemMount> = mounts
+        .into_iter()
+        .filter(|m| !closing.contains(&m.name))
+        .collect();
+    let available = missing.is_empty() && closing.is_empty();
 
-    let desired = if agent.spec.paused || !missing.is_empty() {
+    let desired = if agent.spec.paused || !available {
         None
     } else {
         let restart = agent
@@ -134,8 +142,9 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
             restart.map(String::as_str),
         )?)
     };
-    // With file systems missing nothing is rolled: the pod stays as it is.
-    let set = if missing.is_empty() || agent.spec.paused {
+    // With file systems missing or refused nothing is rolled: the pod
+    // stays as it is.
+    let set = if available || agent.spec.paused {
         PodSet::split(&pods, desired.as_ref())
     } else {
         PodSet {
@@ -206,7 +215,7 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
         forget_secret(ctx, &owner);
     }
     let mut report = agent_phase(false, agent.spec.paused, agent.spec.restart_policy, &state);
-    let fs_cond = if missing.is_empty() {
+    let fs_cond = if available {
         Cond::new(
             "FilesystemsReady",
             true,
@@ -214,17 +223,29 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
             format!("{} file system(s) mounted", mounts.len()),
         )
     } else {
-        let msg = format!(
-            "AgentFS not found in namespace {ns}: {}",
-            missing.join(", ")
-        );
+        let (reason, msg) = unavailable_mounts(ns, &missing, &closing);
         if !agent.spec.paused {
             report.phase = AgentPhase::Pending;
-            report.reason = "FilesystemNotFound";
+            report.reason = reason;
             report.message = msg.clone();
         }
         requeue = Some(Duration::from_secs(10));
-        Cond::new("FilesystemsReady", false, "FilesystemNotFound", msg)
+        // Once per refusal (FilesystemNotFound has its Event below).
+        let shown = old
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "FilesystemsReady")
+            .is_some_and(|c| c.message == msg);
+        if !closing.is_empty() && !shown {
+            ctx.event(
+                agent,
+                EventType::Warning,
+                Reason::FilesystemTerminating,
+                msg.clone(),
+            )
+            .await;
+        }
+        Cond::new("FilesystemsReady", false, reason, msg)
     };
     let status = AgentStatus {
         phase: Some(report.phase),
@@ -376,6 +397,35 @@ async fn missing_filesystems(
         }
     }
     Ok(missing)
+}
+
+/// The new mounts (not applied before, see `fs::mount_applied`) whose
+/// AgentFS is being deleted. They are refused: a volume being deleted
+/// gains no new users, while Agents that already mount it keep it, and
+/// hold its deletion, until they detach. Mounts already applied cost no
+/// read, so a steady Agent makes none here.
+async fn closing_filesystems(
+    ctx: &Ctx,
+    ns: &str,
+    mounts: &[FilesystemMount],
+    missing: &[String],
+    status: Option<&AgentStatus>,
+) -> Result<Vec<String>> {
+    let api: Api<AgentFS> = ctx.api(ns);
+    let mut closing = Vec::new();
+    let new = mounts
+        .iter()
+        .filter(|m| !missing.contains(&m.name) && !mount_applied(status, &m.name));
+    for m in new {
+        let found = api
+            .get_metadata_opt(&m.name)
+            .await
+            .map_err(|e| Error::kube("get AgentFS", e))?;
+        if found.is_some_and(|f| f.metadata.deletion_timestamp.is_some()) {
+            closing.push(m.name.clone());
+        }
+    }
+    Ok(closing)
 }
 
 /// Creates the per-agent Secret with a fresh random token when it is

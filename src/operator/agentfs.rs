@@ -4,7 +4,10 @@
 //! - resize is grow-only and capped at `maxSize`; a refused size leaves the
 //!   PVC untouched and shows in a `Resizable=False` condition and an Event;
 //! - delete is held (finalizer) while any Agent in the namespace mounts the
-//!   volume; status and an Event name those Agents;
+//!   volume; status and an Event name those Agents. Once deletion has
+//!   begun, only Agents that had already mounted it hold it (a volume being
+//!   deleted gains no new users, see `fs::holders`);
+//! - Agents are read from the operator's Agent cache, never listed;
 //! - `retain: true`: the PVC's owner reference is removed before the
 //!   finalizer is released, so it outlives the AgentFS with its data;
 //! - status shows requested vs provisioned capacity, the PVC and mountedBy.
@@ -16,7 +19,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use tracing::{info, instrument, warn};
@@ -26,10 +29,10 @@ use super::build::{self, Owner, pvc_name};
 use super::conditions::{Cond, merge};
 use super::error::{Error, Result};
 use super::events::Reason;
-use super::fs::{SizeRefusal, capacities, mounted_by, phase, plan_size};
+use super::fs::{SizeRefusal, capacities, holders, mounted_by, phase, plan_size};
 use super::metrics::Controller;
 use super::{ANNOTATION_RETAINED, FINALIZER_AGENTFS};
-use crate::crd::{Agent, AgentFS, AgentFSPhase, AgentFSStatus};
+use crate::crd::{AgentFS, AgentFSPhase, AgentFSStatus};
 
 const C: Controller = Controller::Agentfs;
 
@@ -65,6 +68,11 @@ pub fn error_policy(fs: Arc<AgentFS>, err: &Error, ctx: Arc<Ctx>) -> Action {
 
 #[instrument(skip_all, fields(namespace = fs.metadata.namespace.as_deref(), agentfs = fs.metadata.name.as_deref()))]
 async fn reconcile_inner(fs: &AgentFS, ctx: &Ctx) -> Result<Action> {
+    // `mountedBy` and the delete hold come from the Agent cache: an empty
+    // cache would release a volume that is in use.
+    if !ctx.caches_synced() {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
     let owner = Owner::of(fs)?;
     let ns = owner.namespace.as_str();
     let pvc_name = pvc_name(&owner.name);
@@ -73,12 +81,18 @@ async fn reconcile_inner(fs: &AgentFS, ctx: &Ctx) -> Result<Action> {
         .get_opt(&pvc_name)
         .await
         .map_err(|e| Error::kube("get PVC", e))?;
-    let agents: Api<Agent> = ctx.api(ns);
+    let agents = ctx.agents.state();
     let agents = agents
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| Error::kube("list agents", e))?;
-    let mounted = mounted_by(&agents.items, &owner.name);
+        .iter()
+        .map(|a| a.as_ref())
+        .filter(|a| a.metadata.namespace.as_deref() == Some(ns));
+    // Being deleted, only Agents that had it mounted hold it: newcomers
+    // are refused the mount by the Agent reconciler.
+    let mounted = if fs.metadata.deletion_timestamp.is_some() {
+        holders(agents, &owner.name)
+    } else {
+        mounted_by(agents, &owner.name)
+    };
     let finalizers = fs.metadata.finalizers.clone().unwrap_or_default();
     let old = fs.status.clone().unwrap_or_default();
     let generation = fs.metadata.generation;

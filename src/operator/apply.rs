@@ -24,6 +24,7 @@ use super::error::{Error, Result, is_not_found};
 use super::events::Reason;
 use super::metrics::{Controller, Metrics, Verb};
 use super::pods::PodSet;
+use crate::crd::Agent;
 
 /// What every reconcile gets.
 pub struct Ctx {
@@ -37,6 +38,9 @@ pub struct Ctx {
     pub pods: Store<Pod>,
     /// The operator's Services, likewise.
     pub services: Store<Service>,
+    /// Every Agent in scope, from the one Agent watch (the Agent
+    /// controller's own store).
+    pub agents: Store<Agent>,
     /// `true` once every cache has listed once; reconciles wait for it.
     pub caches_synced: watch::Receiver<bool>,
     /// Agents (`namespace/name/uid`) whose token Secret is known to exist:

@@ -16,6 +16,9 @@ pub enum Reason {
     InvalidSpec,
     /// A mounted AgentFS does not exist in the namespace.
     FilesystemNotFound,
+    /// An Agent asks to mount an AgentFS that is being deleted: the mount
+    /// is refused (a volume being deleted gains no new users).
+    FilesystemTerminating,
     /// A PVC was created for an AgentFS.
     VolumeCreated,
     /// The PVC request grew.
@@ -41,6 +44,7 @@ impl Reason {
             Reason::PodRestarted => "PodRestarted",
             Reason::InvalidSpec => "InvalidSpec",
             Reason::FilesystemNotFound => "FilesystemNotFound",
+            Reason::FilesystemTerminating => "FilesystemTerminating",
             Reason::VolumeCreated => "VolumeCreated",
             Reason::VolumeResized => "VolumeResized",
             Reason::ShrinkRefused => "ShrinkRefused",
@@ -59,9 +63,10 @@ impl Reason {
             Reason::PodRemoved => "Delete",
             Reason::VolumeResized | Reason::ShrinkRefused | Reason::AboveMaxSize => "Resize",
             Reason::DeleteRefused | Reason::VolumeRetained => "Delete",
-            Reason::InvalidSpec | Reason::FilesystemNotFound | Reason::ReconcileError => {
-                "Reconcile"
-            }
+            Reason::InvalidSpec
+            | Reason::FilesystemNotFound
+            | Reason::FilesystemTerminating
+            | Reason::ReconcileError => "Reconcile",
         }
     }
 }

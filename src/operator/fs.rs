@@ -1,6 +1,8 @@
 //! Pure AgentFS rules: which mounts an Agent has (omitted-preserves),
 //! whether a requested size may be applied (grow-only, capped at
-//! `maxSize`), which Agents mount a volume, and the AgentFS phase.
+//! `maxSize`), which Agents mount a volume and which hold it while it is
+//! being deleted (a volume being deleted gains no new users), and the
+//! AgentFS phase.
 
 use std::collections::BTreeSet;
 
@@ -197,13 +199,67 @@ pub fn phase(pvc: Option<&PersistentVolumeClaim>, deleting: bool, failed: bool) 
 
 /// Names of the Agents (sorted) whose effective mounts include `fs`.
 pub fn mounted_by<'a>(agents: impl IntoIterator<Item = &'a Agent>, fs: &str) -> Vec<String> {
+    names_where(agents, |a| mounts(a, fs))
+}
+
+/// Names of the Agents (sorted) that hold `fs` while it is being deleted:
+/// they mount it, and had mounted it already ([`mount_applied`]). An Agent
+/// that only starts to mount a volume being deleted is refused the mount
+/// (a volume being deleted gains no new users), so it holds nothing.
+pub fn holders<'a>(agents: impl IntoIterator<Item = &'a Agent>, fs: &str) -> Vec<String> {
+    names_where(agents, |a| {
+        mounts(a, fs) && mount_applied(a.status.as_ref(), fs)
+    })
+}
+
+/// Whether the operator has applied a mount of `fs` to this Agent:
+/// `status.filesystems`, the mounts last applied, names it.
+pub fn mount_applied(status: Option<&AgentStatus>, fs: &str) -> bool {
+    status.is_some_and(|s| s.filesystems.iter().any(|m| m.name == fs))
+}
+
+/// The `FilesystemsReady=False` reason and message for mounts that cannot
+/// be honoured: `missing` AgentFS do not exist, `closing` ones are being
+/// deleted and refuse this Agent as a new user. Both are named.
+pub fn unavailable_mounts(
+    ns: &str,
+    missing: &[String],
+    closing: &[String],
+) -> (&'static str, String) {
+    let mut parts = Vec::new();
+    if !missing.is_empty() {
+        parts.push(format!(
+            "AgentFS not found in namespace {ns}: {}",
+            missing.join(", ")
+        ));
+    }
+    if !closing.is_empty() {
+        parts.push(format!(
+            "AgentFS being deleted in namespace {ns} takes no new mounts: {}",
+            closing.join(", ")
+        ));
+    }
+    let reason = if missing.is_empty() {
+        "FilesystemTerminating"
+    } else {
+        "FilesystemNotFound"
+    };
+    (reason, parts.join("; "))
+}
+
+fn mounts(a: &Agent, fs: &str) -> bool {
+    effective_mounts(&a.spec, a.status.as_ref())
+        .iter()
+        .any(|m| m.name == fs)
+}
+
+fn names_where<'a>(
+    agents: impl IntoIterator<Item = &'a Agent>,
+    keep: impl Fn(&Agent) -> bool,
+) -> Vec<String> {
     let mut names: Vec<String> = agents
         .into_iter()
-        .filter(|a| {
-            effective_mounts(&a.spec, a.status.as_ref())
-                .iter()
-                .any(|m| m.name == fs)
-        })
+        .filter(|a| keep(a))
         .filter_map(|a| a.metadata.name.clone())
         .collect();
     names.sort();
@@ -332,5 +388,54 @@ mod tests {
             mk("d", Some(vec![mount("other", None, false)]), vec![]),
         ];
         assert_eq!(mounted_by(&agents, "ws"), vec!["a", "b"]);
+        // "b" asks for ws but never had it applied: it does not hold it.
+        assert_eq!(holders(&agents, "ws"), vec!["a"]);
+    }
+
+    #[test]
+    fn unavailable_mounts_are_named_with_one_reason() {
+        let s = |v: &[&str]| v.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+        let (reason, msg) = unavailable_mounts("ns", &s(&[]), &s(&["a", "b"]));
+        assert_eq!(reason, "FilesystemTerminating");
+        assert_eq!(
+            msg,
+            "AgentFS being deleted in namespace ns takes no new mounts: a, b"
+        );
+        let (reason, msg) = unavailable_mounts("ns", &s(&["gone"]), &s(&["a"]));
+        assert_eq!(reason, "FilesystemNotFound");
+        assert!(msg.contains("not found in namespace ns: gone") && msg.contains("mounts: a"));
+    }
+
+    #[test]
+    fn only_applied_mounts_hold_a_volume_being_deleted() {
+        let mk = |name: &str, spec_fs: Option<Vec<&str>>, applied: Vec<&str>| {
+            let mut a = Agent::new(
+                name,
+                AgentSpec {
+                    filesystems: spec_fs
+                        .map(|l| l.into_iter().map(|n| mount(n, None, false)).collect()),
+                    ..AgentSpec::default()
+                },
+            );
+            a.status = Some(AgentStatus {
+                filesystems: applied.into_iter().map(|n| mount(n, None, false)).collect(),
+                ..AgentStatus::default()
+            });
+            a
+        };
+        // (agent, holds "ws")
+        let cases = [
+            (mk("kept", Some(vec!["ws"]), vec!["ws"]), true),
+            (mk("omitted", None, vec!["ws", "other"]), true),
+            (mk("newcomer", Some(vec!["ws"]), vec!["other"]), false),
+            (mk("detached", Some(vec![]), vec!["ws"]), false),
+            (mk("never", Some(vec!["other"]), vec!["other"]), false),
+        ];
+        for (agent, want) in &cases {
+            let got = holders([agent], "ws");
+            assert_eq!(!got.is_empty(), *want, "{:?}", agent.metadata.name);
+        }
+        assert!(mount_applied(cases[0].0.status.as_ref(), "ws"));
+        assert!(!mount_applied(None, "ws"));
     }
 }

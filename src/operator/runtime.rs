@@ -166,6 +166,44 @@ async fn child_feed<C>(
         .await;
 }
 
+/// The one Agent watch. It fills `writer`'s cache (the Agent controller's
+/// store and `Ctx::agents`, which the AgentFS reconciler reads), then wakes
+/// the Agent controller for each changed Agent and the AgentFS controller
+/// for each volume an Agent mounts or did, deletions included. The cache
+/// takes each event before the triggers fire, so an AgentFS reconcile sees
+/// at least the Agent change that woke it.
+async fn agent_feed(
+    api: Api<Agent>,
+    writer: reflector::store::Writer<Agent>,
+    agents: UnboundedSender<ObjectRef<Agent>>,
+    filesystems: UnboundedSender<ObjectRef<AgentFS>>,
+) {
+    watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .for_each(|event| {
+            match event {
+                Ok(watcher::Event::Apply(a) | watcher::Event::InitApply(a)) => {
+                    let _ = agents.unbounded_send(ObjectRef::from_obj(&a));
+                    for fs in agent_to_filesystems(&a) {
+                        let _ = filesystems.unbounded_send(fs);
+                    }
+                }
+                // A gone Agent has nothing left to reconcile, but the
+                // volumes it held may now be released.
+                Ok(watcher::Event::Delete(a)) => {
+                    for fs in agent_to_filesystems(&a) {
+                        let _ = filesystems.unbounded_send(fs);
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => warn!(error = %e, "agent watch failed; retrying"),
+            }
+            futures::future::ready(())
+        })
+        .await;
+}
+
 fn children(component: &str) -> watcher::Config {
     watcher::Config::default().labels(&format!(
         "{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_COMPONENT}={component}"
@@ -175,7 +213,7 @@ fn children(component: &str) -> watcher::Config {
 /// The AgentFS volumes an Agent mounts now or did until its last status:
 /// both must be re-checked when the Agent changes (a detach removes the
 /// name from the spec but not yet from the status).
-fn agent_to_filesystems(a: Agent) -> Vec<ObjectRef<AgentFS>> {
+fn agent_to_filesystems(a: &Agent) -> Vec<ObjectRef<AgentFS>> {
     let ns = a.metadata.namespace.clone().unwrap_or_default();
     let mut names: Vec<String> = a
         .spec
@@ -235,14 +273,23 @@ pub async fn run(
         shutdown.clone(),
     ));
 
-    // One watch per child kind feeds both the cache the reconcilers read
-    // (no apiserver read per reconcile) and the controllers' triggers. The
-    // cache takes each event before the trigger fires, so a reconcile sees
-    // at least the change that woke it, deletions included.
+    // One watch per child kind, and one for Agents, feeds both the cache
+    // the reconcilers read (no apiserver read per reconcile) and the
+    // controllers' triggers. The cache takes each event before the trigger
+    // fires, so a reconcile sees at least the change that woke it,
+    // deletions included.
     let (pods_store, pods_writer) = reflector::store::<Pod>();
     let (services_store, services_writer) = reflector::store::<Service>();
+    let (agents_store, agents_writer) = reflector::store::<Agent>();
     let (agent_tx, agent_rx) = futures::channel::mpsc::unbounded();
     let (tool_tx, tool_rx) = futures::channel::mpsc::unbounded();
+    let (fs_tx, fs_rx) = futures::channel::mpsc::unbounded();
+    let agents_feed = agent_feed(
+        api::<Agent>(&client, ns),
+        agents_writer,
+        agent_tx.clone(),
+        fs_tx,
+    );
     let pod_feed = child_feed(
         api::<Pod>(&client, ns),
         pods_writer,
@@ -262,6 +309,7 @@ pub async fn run(
         metrics: metrics.clone(),
         leader: leader_rx.clone(),
         pods: pods_store.clone(),
+        agents: agents_store.clone(),
         services: services_store.clone(),
         caches_synced: caches_rx,
         secrets_seen: std::sync::Mutex::default(),
@@ -285,7 +333,10 @@ pub async fn run(
 
     // Secrets are not watched: the operator only reads its own by name
     // (`get`), so its RBAC needs no list/watch over every Secret.
-    let agents = Controller::new(api::<Agent>(&client, ns), watcher::Config::default())
+    // Agents come from `agent_feed` (their own changes) and the child
+    // feeds (their pods and Services), all through `agent_rx`: the
+    // controller runs no watch of its own.
+    let agents = Controller::for_stream(futures::stream::pending(), agents_store)
         .with_config(ccfg.clone())
         .reconcile_on(agent_rx)
         .reconcile_all_on(became_leader(leader_rx.clone()))
@@ -301,11 +352,7 @@ pub async fn run(
             api::<PersistentVolumeClaim>(&client, ns),
             children("agentfs"),
         )
-        .watches(
-            api::<Agent>(&client, ns),
-            watcher::Config::default(),
-            agent_to_filesystems,
-        )
+        .reconcile_on(fs_rx)
         .reconcile_all_on(became_leader(leader_rx.clone()))
         .graceful_shutdown_on(stop());
 
@@ -343,6 +390,7 @@ pub async fn run(
 
     let controllers = async {
         tokio::join!(
+            agents_feed,
             pod_feed,
             service_feed,
             agents
