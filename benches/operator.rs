@@ -7,6 +7,8 @@
 //! - `kubectl apply --server-side` of the same rendered children (pods,
 //!   Services, Secrets owned by the same kind of Agents): wall time and
 //!   kubectl peak RSS;
+//! - a floor: the same children POSTed by a client that does nothing else
+//!   (32 in flight per kind);
 //! - steady state: a restart over the unchanged fleet; writes it makes;
 //!
 //! Then once: operator RSS while watching W objects.
@@ -349,8 +351,10 @@ async fn main() {
         eprintln!("run {}/{runs}: {n} agents", run + 1);
         let ns_op = format!("bench-op-{tag}-{run}");
         let ns_kc = format!("bench-kc-{tag}-{run}");
+        let ns_fl = format!("bench-fl-{tag}-{run}");
         create_ns(&c, &ns_op).await;
         create_ns(&c, &ns_kc).await;
+        create_ns(&c, &ns_fl).await;
         let agents_op: Api<Agent> = Api::namespaced(c.clone(), &ns_op);
         let agents_kc: Api<Agent> = Api::namespaced(c.clone(), &ns_kc);
         create_all(
@@ -473,10 +477,37 @@ async fn main() {
         let kpods: Api<Pod> = Api::namespaced(c.clone(), &ns_kc);
         assert_eq!(count(&kpods).await, n);
 
+        // The floor: the same 3000 children POSTed by a client that does
+        // nothing else, 32 in flight per kind. No operator can create them faster
+        // on this apiserver; the scheduler, kwok and the endpoints
+        // controllers react to them as they do for the other two.
+        let agents_fl: Api<Agent> = Api::namespaced(c.clone(), &ns_fl);
+        let fl_agents = create_all(
+            &agents_fl,
+            (0..n).map(|i| agent(&format!("a{i}"))).collect(),
+        )
+        .await;
+        let (mut pods_fl, mut svcs_fl, mut secrets_fl) = (Vec::new(), Vec::new(), Vec::new());
+        for a in &fl_agents {
+            let owner = Owner::of(a).unwrap();
+            pods_fl.push(build::agent_pod(&owner, &a.spec, &[]).unwrap());
+            svcs_fl.push(build::agent_service(&owner).unwrap());
+            secrets_fl.push(build::agent_secret(&owner, &hex::encode([7u8; 32])));
+        }
+        let start = Instant::now();
+        tokio::join!(
+            create_all(&Api::<Pod>::namespaced(c.clone(), &ns_fl), pods_fl),
+            create_all(&Api::<Service>::namespaced(c.clone(), &ns_fl), svcs_fl),
+            create_all(&Api::<Secret>::namespaced(c.clone(), &ns_fl), secrets_fl),
+        );
+        let floor = start.elapsed().as_secs_f64();
+        s.add("floor_s", floor);
+
         delete_ns(&c, &ns_op).await;
         delete_ns(&c, &ns_kc).await;
+        delete_ns(&c, &ns_fl).await;
         eprintln!(
-            "  operator: children {:.1}s, active {:.1}s, peak {:.0} MiB, writes {writes}, resync writes {resync_writes}; kubectl: {secs:.1}s, {:.0} MiB",
+            "  operator: children {:.1}s, active {:.1}s, peak {:.0} MiB, writes {writes}, resync writes {resync_writes}; kubectl: {secs:.1}s, {:.0} MiB; parallel POST floor: {floor:.1}s",
             children.as_secs_f64(),
             active.as_secs_f64(),
             peak,
@@ -557,6 +588,15 @@ async fn main() {
         println!(
             "| ratio operator children / kubectl apply | {:.2} |",
             s.median("op_children_s") / s.median("kubectl_s")
+        );
+        println!(
+            "| floor: the same {} children POSTed, 32 in flight per kind, nothing else | {:.1} s |",
+            3 * n,
+            s.median("floor_s")
+        );
+        println!(
+            "| ratio floor / kubectl apply | {:.2} |",
+            s.median("floor_s") / s.median("kubectl_s")
         );
         println!(
             "| steady-state restart: API writes | {:.0} |",
