@@ -14,7 +14,8 @@
 //! Then once: operator RSS while watching W objects.
 //!
 //! Knobs: EXO_BENCH_AGENTS (1000), EXO_BENCH_RUNS (3), EXO_BENCH_WATCHED
-//! (10000). Prints a Markdown table for BENCHMARKS.md.
+//! (10000), EXO_BENCH_CONCURRENCY (the operator's `--concurrency`, 16).
+//! Prints a Markdown table for BENCHMARKS.md.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // a bench: a panic is a failed run
 
@@ -109,6 +110,18 @@ async fn delete_ns(c: &Client, name: &str) {
     release::<exo::crd::AgentFS>(c, name).await;
 }
 
+async fn wait_gone(c: &Client, name: &str) {
+    let nss = Api::<Namespace>::all(c.clone());
+    let start = Instant::now();
+    while nss.get_opt(name).await.unwrap().is_some() {
+        assert!(
+            start.elapsed() < Duration::from_secs(600),
+            "namespace {name} still there after 10 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 async fn release<K>(c: &Client, ns: &str)
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
@@ -176,6 +189,10 @@ impl Op {
                 "3",
                 "--log-format",
                 "json",
+            ])
+            .args([
+                "--concurrency",
+                &knob("EXO_BENCH_CONCURRENCY", 16).to_string(),
             ])
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "warn")
@@ -494,11 +511,16 @@ async fn main() {
             svcs_fl.push(build::agent_service(&owner).unwrap());
             secrets_fl.push(build::agent_secret(&owner, &hex::encode([7u8; 32])));
         }
+        let (pod_api, svc_api, secret_api) = (
+            Api::<Pod>::namespaced(c.clone(), &ns_fl),
+            Api::<Service>::namespaced(c.clone(), &ns_fl),
+            Api::<Secret>::namespaced(c.clone(), &ns_fl),
+        );
         let start = Instant::now();
         tokio::join!(
-            create_all(&Api::<Pod>::namespaced(c.clone(), &ns_fl), pods_fl),
-            create_all(&Api::<Service>::namespaced(c.clone(), &ns_fl), svcs_fl),
-            create_all(&Api::<Secret>::namespaced(c.clone(), &ns_fl), secrets_fl),
+            create_all(&pod_api, pods_fl),
+            create_all(&svc_api, svcs_fl),
+            create_all(&secret_api, secrets_fl),
         );
         let floor = start.elapsed().as_secs_f64();
         s.add("floor_s", floor);
@@ -506,6 +528,11 @@ async fn main() {
         delete_ns(&c, &ns_op).await;
         delete_ns(&c, &ns_kc).await;
         delete_ns(&c, &ns_fl).await;
+        // The next run starts on a quiet cluster, not while kwok and the
+        // garbage collector still delete this one's 6000 objects.
+        for ns in [&ns_op, &ns_kc, &ns_fl] {
+            wait_gone(&c, ns).await;
+        }
         eprintln!(
             "  operator: children {:.1}s, active {:.1}s, peak {:.0} MiB, writes {writes}, resync writes {resync_writes}; kubectl: {secs:.1}s, {:.0} MiB; parallel POST floor: {floor:.1}s",
             children.as_secs_f64(),

@@ -65,7 +65,7 @@ git -C "$work/fleet" fetch -q origin && git -C "$work/fleet" branch -q -u origin
 git -C "$work/fleet" config user.name bench; git -C "$work/fleet" config user.email bench@exo.invalid
 (cd "$work/fleet" && "$EXO" release lint >/dev/null)
 
-"$EXO" crd | kubectl apply -f - >/dev/null
+"$EXO" crd | kubectl apply --server-side --force-conflicts -f - >/dev/null
 kubectl create ns exo-bench --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 cat <<YAML | kubectl apply -f - >/dev/null
 apiVersion: autonomic.sh/v1alpha1

@@ -76,16 +76,21 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
     if agent.metadata.deletion_timestamp.is_some() {
         return finalize(agent, ctx, &owner, &pods, &finalizers).await;
     }
-    if let Some(list) = with_finalizer(&finalizers, FINALIZER_AGENT, true) {
-        ctx.patch_metadata::<Agent>(
-            C,
-            ns,
-            &owner.name,
-            agent.metadata.resource_version.clone(),
-            serde_json::json!({ "finalizers": list }),
-        )
-        .await?;
-    }
+    // Sent together with the Secret and the Service below (or alone for
+    // an invalid spec): three round trips in the time of one.
+    let finalizer = async {
+        if let Some(list) = with_finalizer(&finalizers, FINALIZER_AGENT, true) {
+            ctx.patch_metadata::<Agent>(
+                C,
+                ns,
+                &owner.name,
+                agent.metadata.resource_version.clone(),
+                serde_json::json!({ "finalizers": list }),
+            )
+            .await?;
+        }
+        Ok::<(), Error>(())
+    };
 
     let old = agent.status.clone().unwrap_or_default();
     let generation = agent.metadata.generation;
@@ -93,6 +98,7 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
     let baseline_path = agent.spec.baseline.as_ref().map(|b| b.mount_path());
     let problems = validate_mounts(&mounts, baseline_path);
     if !problems.is_empty() {
+        finalizer.await?;
         let message = problems.join("; ");
         let status = AgentStatus {
             phase: Some(AgentPhase::Error),
@@ -116,8 +122,14 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
     }
 
     let missing = missing_filesystems(ctx, ns, &mounts).await?;
-    ensure_secret(ctx, &owner, pods.is_empty()).await?;
-    ensure_service(ctx, &owner).await?;
+    let (finalized, secret, service) = tokio::join!(
+        finalizer,
+        ensure_secret(ctx, &owner, pods.is_empty()),
+        ensure_service(ctx, &owner)
+    );
+    finalized?;
+    secret?;
+    service?;
     let closing = closing_filesystems(ctx, ns, &mounts, &missing, agent.status.as_ref()).await?;
     // A refused mount is not recorded as applied: it stays refused, and
     // never holds the volume's deletion.
