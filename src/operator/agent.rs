@@ -285,8 +285,9 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
         && old.observed_generation == status.observed_generation
         && old.filesystems == status.filesystems;
     // Coming up: the first status, or a new generation rolling out, while
-    // the pod is being replaced, created or started.
-    let coming_up = missing.is_empty()
+    // the pod is being replaced, created or started. A refused mount is
+    // not progress: it is shown at once.
+    let coming_up = available
         && old.filesystems == status.filesystems
         && matches!(
             state,
