@@ -164,9 +164,6 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
             stale: Vec::new(),
         }
     };
-    if let Some(name) = set.current.and_then(|p| p.metadata.name.as_deref()) {
-        ctx.expected.seen(&format!("{ns}/{name}"));
-    }
     let mut requeue = None;
     let mut shown = set.shown().and_then(|p| p.metadata.name.clone());
     let mut state = pod_state(set.shown());

@@ -91,9 +91,10 @@ impl Ctx {
 
     /// The pods in `ns` carrying `labels` and controlled by `owner_uid`
     /// (a label alone could be forged by any pod in the namespace), from
-    /// the cache. It may lag the operator's own last write by a moment;
-    /// every write it leads to is idempotent (create of an existing name,
-    /// delete with a uid precondition).
+    /// the cache. It may lag the operator's own last write by a moment:
+    /// a pod just created is remembered until it shows up here
+    /// ([`Ctx::create_pod`]), and every other write it leads to is
+    /// idempotent (delete with a uid precondition).
     pub fn owned_pods(
         &self,
         ns: &str,
@@ -114,7 +115,13 @@ impl Ctx {
                         .iter()
                         .all(|(k, v)| p.metadata.labels.as_ref().and_then(|l| l.get(k)) == Some(v))
             })
-            .map(|p| Pod::clone(&p))
+            .map(|p| {
+                // Shown by the cache: no longer expected.
+                if let Some(name) = &p.metadata.name {
+                    self.expected.seen(&format!("{ns}/{name}"));
+                }
+                Pod::clone(&p)
+            })
             .collect()
     }
 

@@ -70,9 +70,6 @@ async fn reconcile_inner(tool: &Tool, ctx: &Ctx) -> Result<Action> {
         None
     };
     let set = PodSet::split(&pods, desired.as_ref());
-    if let Some(name) = set.current.and_then(|p| p.metadata.name.as_deref()) {
-        ctx.expected.seen(&format!("{ns}/{name}"));
-    }
     let mut requeue = None;
     let mut shown = set.shown().and_then(|p| p.metadata.name.clone());
     let mut state = pod_state(set.shown());
