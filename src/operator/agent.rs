@@ -20,7 +20,7 @@ use tracing::{info, instrument, warn};
 
 use super::apply::{Created, Ctx, with_finalizer};
 use super::build::{self, Owner, agent_secret_name, agent_service_name, hash_of};
-use super::conditions::{Cond, defer_progress, merge};
+use super::conditions::{Cond, merge};
 use super::error::{Error, Result};
 use super::events::Reason;
 use super::fs::{effective_mounts, mount_applied, unavailable_mounts, validate_mounts};
@@ -292,18 +292,13 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
         )
         && report.phase == AgentPhase::Pending
         && (old.phase.is_none() || old.observed_generation != status.observed_generation);
-    let deferred = if same {
-        defer_progress(&old.conditions, &status.conditions, Timestamp::now())
-    } else if coming_up {
-        ctx.holds.hold(uid, Instant::now())
-    } else {
-        None
-    };
+    let deferred = ctx
+        .holds
+        .wait(uid, same, coming_up, &old.conditions, &status.conditions);
     if let Some(wait) = deferred {
         // Progress while not ready: shown if it lasts, folded otherwise.
         return Ok(Action::requeue(requeue.map_or(wait, |r| r.min(wait))));
     }
-    ctx.holds.release(uid);
     if write_status(ctx, &owner, &old, &status).await? && !missing.is_empty() {
         ctx.event(
             agent,

@@ -82,6 +82,32 @@ impl Holds {
             .filter(|w| !w.is_zero())
     }
 
+    /// How long the status write of `key` may wait, if at all: a
+    /// reason-only move while not ready (`unchanged`: phase, generation and
+    /// mounts as before) waits by [`defer_progress`]; a workload
+    /// `coming_up` is held by [`Holds::hold`]. Any other write ends the
+    /// hold.
+    pub fn wait(
+        &self,
+        key: &str,
+        unchanged: bool,
+        coming_up: bool,
+        old: &[Condition],
+        new: &[Condition],
+    ) -> Option<Duration> {
+        let wait = if unchanged {
+            defer_progress(old, new, Timestamp::now())
+        } else if coming_up {
+            self.hold(key, Instant::now())
+        } else {
+            None
+        };
+        if wait.is_none() {
+            self.release(key);
+        }
+        wait
+    }
+
     /// Ends the hold of `key` (its status was written).
     pub fn release(&self, key: &str) {
         if let Ok(mut map) = self.0.lock() {
@@ -196,6 +222,10 @@ mod tests {
         assert_eq!(holds.len(), 1);
         // A new hold starts afresh.
         assert_eq!(holds.hold("a", t0 + SETTLE), Some(SETTLE));
+        // A write that is neither progress nor coming up ends it.
+        assert_eq!(holds.wait("a", false, false, &[], &[]), None);
+        assert_eq!(holds.len(), 1);
+        assert!(holds.wait("c", false, true, &[], &[]).is_some());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use tracing::{info, instrument, warn};
 
 use super::apply::{Created, Ctx};
 use super::build::{self, Owner, hash_of, tool_service_name};
-use super::conditions::{Cond, defer_progress, merge};
+use super::conditions::{Cond, merge};
 use super::error::{Error, Result};
 use super::events::Reason;
 use super::metrics::Controller;
@@ -148,18 +148,18 @@ async fn reconcile_inner(tool: &Tool, ctx: &Ctx) -> Result<Action> {
             PodState::Missing | PodState::Deleting | PodState::Starting
         )
         && (old.phase.is_none() || old.observed_generation != status.observed_generation);
-    let deferred =
-        if old.phase == status.phase && old.observed_generation == status.observed_generation {
-            defer_progress(&old.conditions, &status.conditions, Timestamp::now())
-        } else if coming_up {
-            ctx.holds.hold(uid, Instant::now())
-        } else {
-            None
-        };
+    let unchanged =
+        old.phase == status.phase && old.observed_generation == status.observed_generation;
+    let deferred = ctx.holds.wait(
+        uid,
+        unchanged,
+        coming_up,
+        &old.conditions,
+        &status.conditions,
+    );
     if let Some(wait) = deferred {
         return Ok(Action::requeue(requeue.map_or(wait, |r| r.min(wait))));
     }
-    ctx.holds.release(uid);
     if status != old {
         ctx.apply_status::<Tool>(C, ns, &owner.name, &status)
             .await?;
