@@ -18,7 +18,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use tracing::{info, instrument, warn};
 
-use super::apply::{Created, Ctx, with_finalizer};
+use super::apply::{Created, Ctx};
 use super::build::{self, Owner, agent_secret_name, agent_service_name, hash_of};
 use super::conditions::{Cond, merge};
 use super::error::{Error, Result};
@@ -78,19 +78,7 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
     }
     // Sent together with the Secret and the Service below (or alone for
     // an invalid spec): three round trips in the time of one.
-    let finalizer = async {
-        if let Some(list) = with_finalizer(&finalizers, FINALIZER_AGENT, true) {
-            ctx.patch_metadata::<Agent>(
-                C,
-                ns,
-                &owner.name,
-                agent.metadata.resource_version.clone(),
-                serde_json::json!({ "finalizers": list }),
-            )
-            .await?;
-        }
-        Ok::<(), Error>(())
-    };
+    let finalizer = ctx.set_finalizer(C, agent, FINALIZER_AGENT, true);
 
     let old = agent.status.clone().unwrap_or_default();
     let generation = agent.metadata.generation;
@@ -357,16 +345,7 @@ async fn finalize(
         // The pod's deletion triggers the next reconcile; requeue as backstop.
         return Ok(Action::requeue(Duration::from_secs(5)));
     }
-    if let Some(list) = with_finalizer(finalizers, FINALIZER_AGENT, false) {
-        ctx.patch_metadata::<Agent>(
-            C,
-            ns,
-            &owner.name,
-            agent.metadata.resource_version.clone(),
-            serde_json::json!({ "finalizers": list }),
-        )
-        .await?;
-    }
+    ctx.set_finalizer(C, agent, FINALIZER_AGENT, false).await?;
     Ok(Action::await_change())
 }
 

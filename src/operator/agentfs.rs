@@ -24,7 +24,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use tracing::{info, instrument, warn};
 
-use super::apply::{Ctx, with_finalizer};
+use super::apply::Ctx;
 use super::build::{self, Owner, pvc_name};
 use super::conditions::{Cond, merge};
 use super::error::{Error, Result};
@@ -142,29 +142,11 @@ async fn reconcile_inner(fs: &AgentFS, ctx: &Ctx) -> Result<Action> {
                     .await?;
             }
         }
-        if let Some(list) = with_finalizer(&finalizers, FINALIZER_AGENTFS, false) {
-            ctx.patch_metadata::<AgentFS>(
-                C,
-                ns,
-                &owner.name,
-                fs.metadata.resource_version.clone(),
-                serde_json::json!({ "finalizers": list }),
-            )
-            .await?;
-        }
+        ctx.set_finalizer(C, fs, FINALIZER_AGENTFS, false).await?;
         return Ok(Action::await_change());
     }
 
-    if let Some(list) = with_finalizer(&finalizers, FINALIZER_AGENTFS, true) {
-        ctx.patch_metadata::<AgentFS>(
-            C,
-            ns,
-            &owner.name,
-            fs.metadata.resource_version.clone(),
-            serde_json::json!({ "finalizers": list }),
-        )
-        .await?;
-    }
+    ctx.set_finalizer(C, fs, FINALIZER_AGENTFS, true).await?;
 
     let plan = plan_size(&fs.spec.size.0, &fs.spec.max_size.0, requested.as_deref());
     let mut pvc_now = pvc.clone();

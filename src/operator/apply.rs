@@ -240,6 +240,38 @@ impl Ctx {
         }
     }
 
+    /// Adds (`add`) or removes `finalizer` on `obj` with one metadata
+    /// patch, guarded by its resourceVersion; nothing is sent when the
+    /// list already is as wanted.
+    pub async fn set_finalizer<K>(
+        &self,
+        c: Controller,
+        obj: &K,
+        finalizer: &str,
+        add: bool,
+    ) -> Result<()>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + Debug
+            + DeserializeOwned,
+    {
+        let meta = obj.meta();
+        let current = meta.finalizers.as_deref().unwrap_or_default();
+        let Some(list) = with_finalizer(current, finalizer, add) else {
+            return Ok(());
+        };
+        let (ns, name) = ns_name(obj)?;
+        self.patch_metadata::<K>(
+            c,
+            &ns,
+            &name,
+            meta.resource_version.clone(),
+            serde_json::json!({ "finalizers": list }),
+        )
+        .await
+    }
+
     /// A merge patch of metadata (finalizers, owner references) guarded
     /// by `resource_version`: a concurrent edit conflicts instead of being
     /// clobbered.
