@@ -5,16 +5,11 @@
 //! building desired objects) and thin I/O edges around them.
 
 pub mod cli;
-pub mod configmap;
 pub mod controlplane;
 pub mod crd;
 pub mod fleet;
-pub mod fleetrepo;
-pub mod gitsync;
 pub mod operator;
-pub mod pin;
 pub mod release;
 pub mod rollout;
 pub mod upstream;
 pub mod wire;
-pub mod yaml;

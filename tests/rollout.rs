@@ -287,7 +287,7 @@ impl Fixture {
             .get_path(Path::new("releases/waves.yaml"))
             .unwrap();
         let blob = repo.find_blob(entry.id()).unwrap();
-        exo::yaml::from_str(
+        exo::fleet::yaml::from_str(
             Path::new("waves.yaml"),
             std::str::from_utf8(blob.content()).unwrap(),
         )
@@ -342,7 +342,7 @@ fn out(o: &Output) -> String {
 }
 
 fn digest_of(release_file: &[u8], component: &str) -> String {
-    let r: exo::release::Release = exo::yaml::from_str(
+    let r: exo::release::Release = exo::fleet::yaml::from_str(
         Path::new("r.yaml"),
         std::str::from_utf8(release_file).unwrap(),
     )
@@ -464,7 +464,7 @@ async fn canary_content_mismatch_stops_the_rollout_and_gates_the_next_wave() {
         }
     }
     src.insert("release-notes.md".into(), b"2026.11.1\n".to_vec());
-    let baseline = exo::configmap::Baseline::new("platform-baseline", src.clone());
+    let baseline = exo::fleet::configmap::Baseline::new("platform-baseline", src.clone());
     for (name, content) in &src {
         files.insert(
             format!("configmaps/platform-baseline@{NEW}/{name}"),
@@ -473,7 +473,7 @@ async fn canary_content_mismatch_stops_the_rollout_and_gates_the_next_wave() {
     }
     let rel = format!("releases/{NEW}.yaml");
     let text = String::from_utf8(files[&rel].clone()).unwrap();
-    let old_cm = exo::configmap::Baseline::new(
+    let old_cm = exo::fleet::configmap::Baseline::new(
         "platform-baseline",
         files
             .iter()

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use crate::cli::exit;
-use crate::configmap;
+use crate::fleet::configmap;
 
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
@@ -61,7 +61,7 @@ fn build(args: &BuildArgs) -> Result<(), String> {
             ordered.extend(std::mem::take(obj));
             *obj = ordered;
         }
-        let yaml = crate::yaml::to_string(&cm).map_err(|e| e.to_string())?;
+        let yaml = crate::fleet::yaml::to_string(&cm).map_err(|e| e.to_string())?;
         rendered.push((b.version(), yaml));
     }
     match &args.out_dir {

@@ -207,7 +207,7 @@ async fn promote(
         "promote {release} to the {wave} wave\n\nPrevious: {}",
         current.release
     );
-    match crate::fleetrepo::commit_file(&root, &rel, &edited, &message, push) {
+    match crate::fleet::repo::commit_file(&root, &rel, &edited, &message, push) {
         Ok(id) => {
             println!(
                 "promoted {release} to {wave} (commit {})",
@@ -301,7 +301,7 @@ pub fn run_rollback(args: &RollbackArgs) -> u8 {
             "roll back the {wave} wave to {target}\n\nFrom: {}",
             current.release
         );
-        match crate::fleetrepo::commit_file(
+        match crate::fleet::repo::commit_file(
             &root,
             &format!("releases/{WAVES_FILE}"),
             &edited,
@@ -440,7 +440,7 @@ pub fn run_status(args: &StatusArgs) -> u8 {
                     return exit::UNUSABLE;
                 }
             },
-            Output::Yaml => match crate::yaml::to_string(&rows) {
+            Output::Yaml => match crate::fleet::yaml::to_string(&rows) {
                 Ok(y) => print!("{y}"),
                 Err(e) => {
                     eprintln!("exo release status: {e}");

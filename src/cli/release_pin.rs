@@ -9,7 +9,7 @@ use clap::Args;
 
 use crate::cli::exit;
 use crate::cli::release::{RootArg, load_fleet};
-use crate::pin::{self, Credentials, ResolverOptions};
+use crate::fleet::pin::{self, Credentials, ResolverOptions};
 use crate::release::pin_edit;
 
 #[derive(Debug, Args)]

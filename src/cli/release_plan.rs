@@ -68,7 +68,7 @@ fn emit(p: &Plan, output: Output) -> u8 {
         Output::Json => serde_json::to_string_pretty(p)
             .map(|s| s + "\n")
             .map_err(|e| e.to_string()),
-        Output::Yaml => crate::yaml::to_string(p).map_err(|e| e.to_string()),
+        Output::Yaml => crate::fleet::yaml::to_string(p).map_err(|e| e.to_string()),
     };
     match text {
         Ok(t) => {

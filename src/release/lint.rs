@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use super::model::{
     API_VERSION, ImageRef, KIND_RELEASE, KIND_WAVES, Layer, Release, WaveName, parse_duration,
 };
-use crate::configmap::version_name;
+use crate::fleet::configmap::version_name;
 use crate::fleet::{Fleet, Sourced};
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -88,7 +88,7 @@ pub struct ConfigMapVersion {
     pub name: String,
     /// `<name>-<short hash>`: the immutable ConfigMap's name.
     pub version: String,
-    /// Full sha256 of the content (see `crate::configmap`).
+    /// Full sha256 of the content (see `crate::fleet::configmap`).
     pub sha256: String,
 }
 

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::model::{ImageRef, Layer, Release, WaveName};
-use crate::configmap::SHORT_HASH_LEN;
+use crate::fleet::configmap::SHORT_HASH_LEN;
 use crate::fleet::{Fleet, Tenant};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -18,14 +18,14 @@ pub fn set_pointer(
     let mut want = doc.clone();
     *want.spec.get_mut(wave) = pointer.clone();
     if let Some(edited) = edit(text, wave, pointer)
-        && crate::yaml::from_str::<WavePointers>(path, &edited)
+        && crate::fleet::yaml::from_str::<WavePointers>(path, &edited)
             .ok()
             .as_ref()
             == Some(&want)
     {
         return Ok(edited);
     }
-    crate::yaml::to_string(&want).map_err(|e| e.to_string())
+    crate::fleet::yaml::to_string(&want).map_err(|e| e.to_string())
 }
 
 fn edit(text: &str, wave: WaveName, p: &WavePointer) -> Option<String> {
@@ -116,7 +116,7 @@ mod tests {
     #[test]
     fn promote_then_rollback_keeps_comments() {
         let p = Path::new("releases/waves.yaml");
-        let doc: WavePointers = crate::yaml::from_str(p, TEXT).unwrap();
+        let doc: WavePointers = crate::fleet::yaml::from_str(p, TEXT).unwrap();
         let next = promoted(doc.spec.get(WaveName::Canary), "r2");
         assert_eq!(next.history, ["r1"]);
         let out = set_pointer(p, TEXT, &doc, WaveName::Canary, &next).unwrap();
@@ -125,7 +125,7 @@ mod tests {
             "{out}"
         );
         assert!(out.starts_with("# which release"));
-        let doc2: WavePointers = crate::yaml::from_str(p, &out).unwrap();
+        let doc2: WavePointers = crate::fleet::yaml::from_str(p, &out).unwrap();
         assert_eq!(doc2.spec.canary.release, "r2");
         assert_eq!(doc2.spec.low_risk, doc.spec.low_risk);
 
@@ -135,7 +135,7 @@ mod tests {
             ("r1", &["r2".to_owned()][..])
         );
         let out2 = set_pointer(p, &out, &doc2, WaveName::Canary, &back).unwrap();
-        let doc3: WavePointers = crate::yaml::from_str(p, &out2).unwrap();
+        let doc3: WavePointers = crate::fleet::yaml::from_str(p, &out2).unwrap();
         assert_eq!(doc3.spec.canary.release, "r1");
         assert_eq!(doc3.spec.canary.history, ["r2"]);
     }

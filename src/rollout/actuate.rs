@@ -15,9 +15,9 @@ use super::saga::{
     Outcome, StepKind, Workload, baselines_needed, combine, digest_of_image_id, groups,
     parse_hash_output,
 };
-use crate::configmap::{self, ANNOTATION_SHA256, LABEL_MANAGED_BY, LABEL_SOURCE};
 use crate::crd::{Agent, Tool};
 use crate::fleet::Fleet;
+use crate::fleet::configmap::{self, ANNOTATION_SHA256, LABEL_MANAGED_BY, LABEL_SOURCE};
 use crate::operator::FIELD_MANAGER;
 use crate::operator::build::{agent_labels, tool_labels};
 use crate::release::{ImageRef, Release};

@@ -32,8 +32,8 @@ use super::saga::{self, Outcome, StepKind};
 use crate::crd::{
     AgentFS, Fleet as FleetCr, FleetStatus, Rollout, RolloutPhase, RolloutStatus, StepState,
 };
+use crate::fleet::gitsync::{self, Credentials, Source};
 use crate::fleet::{self, Fleet};
-use crate::gitsync::{self, Credentials, Source};
 use crate::operator::FIELD_MANAGER;
 use crate::release::{WaveName, lint, parse_duration};
 

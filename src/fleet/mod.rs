@@ -10,16 +10,28 @@
 //!
 //! Loading is all-or-nothing: every unusable file is reported, and nothing is
 //! returned unless all of them parsed.
+//!
+//! Submodules, everything about the fleet repository in one place:
+//! - [`yaml`]: strict YAML reading with budgets and positioned errors (pure);
+//! - [`configmap`]: baseline folders -> immutable content-hashed ConfigMaps;
+//! - [`gitsync`]: fetch and materialise one commit (git I/O, for the engine);
+//! - [`repo`]: the user's checkout: commit a file and push (for the CLI);
+//! - [`pin`]: tag -> digest against the registry.
+
+pub mod configmap;
+pub mod gitsync;
+pub mod pin;
+pub mod repo;
+pub mod yaml;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::configmap::{self, Baseline};
 use crate::crd::{Agent, AgentFS, Tool};
 use crate::release::{KIND_RELEASE, KIND_WAVES, Release, WavePointers};
-use crate::yaml;
+use configmap::Baseline;
 
 pub const WAVES_FILE: &str = "waves.yaml";
 
