@@ -51,6 +51,46 @@ pub struct FleetSpec {
     /// Largest file the checkout may hold, in bytes (default 1 MiB).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_file_bytes: Option<i64>,
+    /// Delete the objects a tenant's inventory holds once git no longer
+    /// has them (default `true`). Objects Exo did not apply are never touched.
+    #[serde(default = "default_true")]
+    pub prune: bool,
+    /// Stop applying, pruning and healing (like `flux suspend`); fetching
+    /// and reporting go on. `exo release suspend|resume` sets it.
+    #[serde(default)]
+    pub suspend: bool,
+    /// How often verified pods have their live content and image digests
+    /// checked again, e.g. `10m` (jittered by up to a tenth).
+    #[serde(default = "default_reverify_interval")]
+    pub reverify_interval: String,
+    /// What a live-content mismatch found by a re-check does.
+    #[serde(default)]
+    pub drift_policy: DriftPolicy,
+    /// A Secret in this namespace whose key `token` signs push
+    /// notifications to `POST /hooks/fleet/<namespace>/<name>` (HMAC-SHA256
+    /// of the body, GitHub or Gitea header). Without it the hook is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_secret_ref: Option<String>,
+}
+
+/// What a live-content mismatch found by a re-check does.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum DriftPolicy {
+    /// Replace the pod and verify it again.
+    #[default]
+    Heal,
+    /// Report only (condition, Event, metric, upstream alert).
+    Alert,
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_reverify_interval() -> String {
+    "10m".into()
 }
 
 fn default_branch() -> String {
@@ -106,8 +146,15 @@ pub struct RolloutSpec {
     pub tenant: String,
     pub wave: String,
     pub release: String,
-    /// The fleet commit the release was read at.
+    /// The fleet commit that last changed what this tenant runs (the
+    /// commit at which `desiredHash` was computed).
     pub commit: String,
+    /// sha256 over everything rendered for the tenant at (commit,
+    /// release): its workloads re-pointed to the release (so the digests
+    /// and baseline versions they mount), its AgentFS, and the baselines'
+    /// content hashes. The saga runs again whenever it changes.
+    #[serde(default)]
+    pub desired_hash: String,
 }
 
 #[derive(
@@ -173,6 +220,129 @@ pub struct RolloutStatus {
     pub verified_releases: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The `metadata.generation` this status was computed for. A reader
+    /// trusts the status only when it equals the current generation and
+    /// `desiredHash` equals the spec's (see [`Rollout::current_status`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// The `spec.desiredHash` the steps above are for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_hash: Option<String>,
+    /// The `spec.commit` the steps above are for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_commit: Option<String>,
+    /// Every object the saga applied for this tenant and has not pruned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inventory: Vec<InventoryEntry>,
+    /// `Pruned` (False while an object git dropped cannot be deleted) and
+    /// `ContentDrift` (True while a re-check found live content that is
+    /// not the release's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The last managed object put back to what git says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_drift: Option<DriftRecord>,
+    /// The last live re-check of the verified pods, and what it found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_live_check: Option<LiveCheck>,
+}
+
+/// One object in a tenant's inventory.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InventoryEntry {
+    pub kind: InventoryKind,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    /// Set while git no longer has the object and deleting it did not
+    /// finish: why (a finalizer, a refusal). It stays here until it is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prune_blocked: Option<String>,
+}
+
+#[derive(
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    schemars::JsonSchema,
+)]
+pub enum InventoryKind {
+    #[default]
+    Agent,
+    Tool,
+    AgentFS,
+}
+
+impl InventoryKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InventoryKind::Agent => "Agent",
+            InventoryKind::Tool => "Tool",
+            InventoryKind::AgentFS => "AgentFS",
+        }
+    }
+}
+
+impl std::fmt::Display for InventoryKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A managed object found different from git and put back.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftRecord {
+    pub at: Option<Time>,
+    /// `Agent/name`, `ConfigMap/name`, …
+    pub object: String,
+    /// The fields that differed (`spec.runtime.image`), or `deleted`.
+    pub fields: Vec<String>,
+}
+
+/// A live re-check of verified pods.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveCheck {
+    pub at: Option<Time>,
+    /// Pods checked.
+    pub pods: u32,
+    /// `true` when every pod's content and image digests matched.
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Condition types on a Rollout.
+pub const CONDITION_PRUNED: &str = "Pruned";
+pub const CONDITION_CONTENT_DRIFT: &str = "ContentDrift";
+
+impl Rollout {
+    /// The status, only when it was computed for the current spec: its
+    /// `observedGeneration` is the object's generation and its
+    /// `desiredHash` the spec's. Every reader goes through this.
+    pub fn current_status(&self) -> Option<&RolloutStatus> {
+        let s = self.status.as_ref()?;
+        let generation_ok =
+            s.observed_generation.is_some() && s.observed_generation == self.metadata.generation;
+        let hash_ok = s.desired_hash.as_deref() == Some(self.spec.desired_hash.as_str());
+        (generation_ok && hash_ok).then_some(s)
+    }
+
+    /// Whether a live re-check currently reports content drift.
+    pub fn content_drift(&self) -> Option<&Condition> {
+        self.current_status()?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_CONTENT_DRIFT && c.status == "True")
+    }
 }

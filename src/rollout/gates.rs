@@ -180,6 +180,7 @@ mod tests {
                 wave: wave.into(),
                 release: release.into(),
                 commit: "c".into(),
+                desired_hash: "h".into(),
             },
         );
         r.status = Some(RolloutStatus {

@@ -280,11 +280,19 @@ pub fn fresh_status(
             .collect(),
         started_at: Some(now),
         verified_at: None,
+        message: None,
+        observed_generation: None,
+        desired_hash: None,
+        applied_commit: None,
+        // What outlives one saga: the releases verified (for rollback),
+        // the inventory (for pruning), and the drift and re-check record.
         verified_releases: previous
             .map(|p| p.verified_releases.clone())
             .unwrap_or_default(),
-        message: None,
-        observed_generation: None,
+        inventory: previous.map(|p| p.inventory.clone()).unwrap_or_default(),
+        conditions: previous.map(|p| p.conditions.clone()).unwrap_or_default(),
+        last_drift: previous.and_then(|p| p.last_drift.clone()),
+        last_live_check: previous.and_then(|p| p.last_live_check.clone()),
     }
 }
 
