@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::model::{ImageRef, Layer, Release, WaveName};
+use super::repoint;
 use crate::fleet::configmap::SHORT_HASH_LEN;
 use crate::fleet::{Fleet, Tenant};
 
@@ -204,31 +205,16 @@ fn workloads(t: &Tenant) -> Vec<WorkloadState> {
 fn repointed(w: &WorkloadState, r: &Release) -> WorkloadState {
     let mut out = w.clone();
     for (_, image) in &mut out.images {
-        let repo = ImageRef::parse(image).repository;
-        if let Some(c) = r
-            .spec
-            .components
-            .iter()
-            .find(|c| ImageRef::parse(&c.image).repository == repo)
-        {
-            *image = c.image.clone();
-        }
+        *image = repoint::image(image, r);
     }
     if let Some(b) = &mut out.baseline {
-        let name = baseline_name(b).to_owned();
-        if let Some(cm) = r.spec.config_maps.iter().find(|cm| cm.name == name) {
-            *b = cm.version.clone();
-        }
+        *b = repoint::baseline(b, r);
     }
     out
 }
 
 fn component_of<'r>(r: &'r Release, image: &str) -> Option<&'r super::model::Component> {
-    let repo = ImageRef::parse(image).repository;
-    r.spec
-        .components
-        .iter()
-        .find(|c| ImageRef::parse(&c.image).repository == repo)
+    repoint::component_for(r, image)
 }
 
 fn describe(r: &Release, image: &str) -> String {

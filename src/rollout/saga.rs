@@ -16,7 +16,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::crd::{Agent, RolloutPhase, RolloutStatus, SagaStep, StepState, Tool};
 use crate::fleet::Tenant;
-use crate::release::plan::{apply_order, baseline_name};
+use crate::release::plan::apply_order;
+use crate::release::repoint;
 use crate::release::{ImageRef, Release};
 
 pub const STEP_CONFIGMAPS: &str = "configmaps-published";
@@ -107,37 +108,22 @@ impl Workload {
     }
 }
 
-fn repoint_image(image: &mut String, release: &Release) {
-    let repo = ImageRef::parse(image).repository;
-    if let Some(c) = release
-        .spec
-        .components
-        .iter()
-        .find(|c| ImageRef::parse(&c.image).repository == repo)
-    {
-        image.clone_from(&c.image);
-    }
-}
-
 /// The tenant's workloads re-pointed to `release`: images by repository,
 /// baselines by name. Everything else is the manifest as written.
 pub fn desired_workloads(tenant: &Tenant, release: &Release) -> Vec<Workload> {
     let mut out = Vec::new();
     for t in &tenant.tools {
         let mut tool = t.value.clone();
-        repoint_image(&mut tool.spec.container.image, release);
+        tool.spec.container.image = repoint::image(&tool.spec.container.image, release);
         tool.status = None;
         out.push(Workload::Tool(tool));
     }
     for a in &tenant.agents {
         let mut agent = a.value.clone();
-        repoint_image(&mut agent.spec.runtime.image, release);
-        repoint_image(&mut agent.spec.agentlet.image, release);
+        agent.spec.runtime.image = repoint::image(&agent.spec.runtime.image, release);
+        agent.spec.agentlet.image = repoint::image(&agent.spec.agentlet.image, release);
         if let Some(b) = agent.spec.baseline.as_mut() {
-            let name = baseline_name(&b.config_map).to_owned();
-            if let Some(cm) = release.spec.config_maps.iter().find(|cm| cm.name == name) {
-                b.config_map.clone_from(&cm.version);
-            }
+            b.config_map = repoint::baseline(&b.config_map, release);
         }
         agent.status = None;
         out.push(Workload::Agent(agent));
