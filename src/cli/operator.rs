@@ -143,8 +143,8 @@ fn run_operator(args: RunArgs) -> u8 {
             // A namespace-scoped operator follows only its own namespace's Fleets.
             fleet_namespace: args.fleet_namespace.clone().or_else(|| args.namespace.clone()),
         };
-        leader_tasks.push(std::sync::Arc::new(move |client| {
-            Box::pin(crate::rollout::engine::run(client, engine.clone()))
+        leader_tasks.push(std::sync::Arc::new(move |ctx| {
+            Box::pin(crate::rollout::engine::run(ctx, engine.clone()))
         }));
         // The upstream connection (AUTONOMIC_MANAGED=true): leader only.
         match crate::upstream::UpstreamConfig::from_env() {
@@ -170,7 +170,8 @@ fn run_operator(args: RunArgs) -> u8 {
                         return exit::UNUSABLE;
                     }
                 }
-                leader_tasks.push(std::sync::Arc::new(move |client| {
+                leader_tasks.push(std::sync::Arc::new(move |ctx| {
+                    let client = ctx.client.clone();
                     let up = up.clone();
                     let health = health.clone();
                     Box::pin(async move {

@@ -8,8 +8,8 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -24,7 +24,7 @@ use super::error::{Error, Result, is_not_found};
 use super::events::Reason;
 use super::metrics::{Controller, Metrics, Verb};
 use super::pods::PodSet;
-use crate::crd::Agent;
+use crate::crd::{Agent, AgentFS, Tool};
 
 /// What every reconcile gets.
 pub struct Ctx {
@@ -41,6 +41,13 @@ pub struct Ctx {
     /// Every Agent in scope, from the one Agent watch (the Agent
     /// controller's own store).
     pub agents: Store<Agent>,
+    /// Every Tool in scope (the Tool controller's store).
+    pub tools: Store<Tool>,
+    /// Every AgentFS in scope (the AgentFS controller's store).
+    pub filesystems: Store<AgentFS>,
+    /// Exo's baseline ConfigMaps (label `app.kubernetes.io/managed-by:
+    /// exo`), for the GitOps engine's drift check.
+    pub configmaps: Store<ConfigMap>,
     /// `true` once every cache has listed once; reconciles wait for it.
     pub caches_synced: watch::Receiver<bool>,
     /// Agents (`namespace/name/uid`) whose token Secret is known to exist:
@@ -73,6 +80,10 @@ fn kind_label<K: Resource<DynamicType = ()>>() -> &'static str {
         "Agent" => "Agent",
         "Tool" => "Tool",
         "AgentFS" => "AgentFS",
+        "ConfigMap" => "ConfigMap",
+        "Namespace" => "Namespace",
+        "Rollout" => "Rollout",
+        "Fleet" => "Fleet",
         _ => "Other",
     }
 }
@@ -154,6 +165,32 @@ impl Ctx {
             )
             .await
             .map_err(|e| Error::kube(format!("apply {} {ns}/{name}", K::kind(&())), e))?;
+        self.metrics.wrote(c, kind_label::<K>(), Verb::Apply);
+        Ok(out)
+    }
+
+    /// Server-side apply of a cluster-scoped object (a tenant's Namespace).
+    pub async fn apply_cluster<K>(&self, c: Controller, obj: &K) -> Result<K>
+    where
+        K: Resource<Scope = ClusterResourceScope, DynamicType = ()>
+            + Clone
+            + Debug
+            + Serialize
+            + DeserializeOwned,
+    {
+        let name = obj
+            .meta()
+            .name
+            .clone()
+            .ok_or(Error::MissingField("metadata.name"))?;
+        let out = Api::<K>::all(self.client.clone())
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(obj),
+            )
+            .await
+            .map_err(|e| Error::kube(format!("apply {} {name}", K::kind(&())), e))?;
         self.metrics.wrote(c, kind_label::<K>(), Verb::Apply);
         Ok(out)
     }

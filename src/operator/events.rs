@@ -33,6 +33,17 @@ pub enum Reason {
     VolumeRetained,
     /// A reconcile failed; the note has the error category.
     ReconcileError,
+    /// A managed object differed from git (a hand edit) or was deleted,
+    /// and was put back; the note names the fields.
+    DriftReverted,
+    /// A live re-check found pod content or an image digest that is not
+    /// the release's; the note names the pod and the file.
+    ContentDrift,
+    /// An object git no longer has was deleted from the tenant's inventory.
+    Pruned,
+    /// Deleting an object git no longer has did not finish (a finalizer,
+    /// a refusal); it stays in the inventory.
+    PruneBlocked,
 }
 
 impl Reason {
@@ -52,6 +63,10 @@ impl Reason {
             Reason::DeleteRefused => "DeleteRefused",
             Reason::VolumeRetained => "VolumeRetained",
             Reason::ReconcileError => "ReconcileError",
+            Reason::DriftReverted => "DriftReverted",
+            Reason::ContentDrift => "ContentDrift",
+            Reason::Pruned => "Pruned",
+            Reason::PruneBlocked => "PruneBlocked",
         }
     }
 
@@ -63,6 +78,9 @@ impl Reason {
             Reason::PodRemoved => "Delete",
             Reason::VolumeResized | Reason::ShrinkRefused | Reason::AboveMaxSize => "Resize",
             Reason::DeleteRefused | Reason::VolumeRetained => "Delete",
+            Reason::DriftReverted => "Apply",
+            Reason::ContentDrift => "Verify",
+            Reason::Pruned | Reason::PruneBlocked => "Prune",
             Reason::InvalidSpec
             | Reason::FilesystemNotFound
             | Reason::FilesystemTerminating

@@ -16,6 +16,8 @@ pub enum Controller {
     Agent,
     Tool,
     Agentfs,
+    /// The GitOps engine (sync, sagas, drift, prune, re-checks).
+    Rollout,
 }
 
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
@@ -47,8 +49,22 @@ pub struct WriteLabels {
     pub verb: Verb,
 }
 
+/// A GitOps-managed kind (`Agent`, `Tool`, `AgentFS`, `ConfigMap`): a fixed set.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub kind: &'static str,
+}
+
 pub struct Metrics {
     pub registry: Registry,
+    /// Managed objects found different from git and put back, by kind.
+    pub drift_reverted: Family<KindLabels, Counter>,
+    /// Objects git dropped that were deleted, by kind.
+    pub pruned: Family<KindLabels, Counter>,
+    /// Live re-checks that found content or digests not the release's.
+    pub content_drift: Counter,
+    /// Execs into pods made by live re-checks.
+    pub live_check_execs: Counter,
     pub reconciles: Family<ReconcileLabels, Counter>,
     pub reconcile_seconds: Family<ControllerLabels, Histogram>,
     pub writes: Family<WriteLabels, Counter>,
@@ -72,6 +88,30 @@ impl Metrics {
         let writes = Family::<WriteLabels, Counter>::default();
         let leader = Gauge::default();
         let ready = Gauge::default();
+        let drift_reverted = Family::<KindLabels, Counter>::default();
+        let pruned = Family::<KindLabels, Counter>::default();
+        let content_drift = Counter::default();
+        let live_check_execs = Counter::default();
+        registry.register(
+            "drift_reverted",
+            "Managed objects found different from git and re-applied, by kind",
+            drift_reverted.clone(),
+        );
+        registry.register(
+            "pruned",
+            "Objects no longer in git deleted from a tenant's inventory, by kind",
+            pruned.clone(),
+        );
+        registry.register(
+            "content_drift",
+            "Live re-checks that found pod content or image digests other than the release's",
+            content_drift.clone(),
+        );
+        registry.register(
+            "live_check_execs",
+            "Execs into pods made by the periodic live re-checks",
+            live_check_execs.clone(),
+        );
         registry.register(
             "reconciles",
             "Reconciles by controller and result",
@@ -95,6 +135,10 @@ impl Metrics {
         registry.register("ready", "1 once every watch has synced", ready.clone());
         Metrics {
             registry,
+            drift_reverted,
+            pruned,
+            content_drift,
+            live_check_execs,
             reconciles,
             reconcile_seconds,
             writes,

@@ -16,7 +16,7 @@ use std::time::Duration;
 use futures::channel::mpsc::UnboundedSender;
 use futures::{Stream, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Service};
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
@@ -42,7 +42,11 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// A background task that runs only while this replica leads: started on
 /// gaining the Lease, aborted on losing it. The upstream connector
 /// (`src/upstream/`) is meant to be one of these.
-pub type LeaderTask = Arc<dyn Fn(Client) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+/// It gets the operator's [`Ctx`]: the client, the counted write path and
+/// the shared watch caches (the GitOps engine reads those instead of
+/// running watches of its own).
+pub type LeaderTask =
+    Arc<dyn Fn(Arc<Ctx>) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
 pub struct OperatorConfig {
     /// Watch one namespace, or all when `None`.
@@ -204,6 +208,23 @@ async fn agent_feed(
         .await;
 }
 
+/// Exo's ConfigMaps (the published baseline versions) into a cache the
+/// GitOps engine reads for its drift check. No controller is woken: the
+/// engine looks at its own pace.
+async fn configmap_feed(api: Api<ConfigMap>, writer: reflector::store::Writer<ConfigMap>) {
+    let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
+    watcher(api, managed)
+        .default_backoff()
+        .reflect(writer)
+        .for_each(|event| {
+            if let Err(e) = event {
+                warn!(error = %e, "ConfigMap watch failed; retrying");
+            }
+            futures::future::ready(())
+        })
+        .await;
+}
+
 fn children(component: &str) -> watcher::Config {
     watcher::Config::default().labels(&format!(
         "{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_COMPONENT}={component}"
@@ -302,27 +323,6 @@ pub async fn run(
         agent_tx,
         tool_tx,
     );
-    let (caches_tx, caches_rx) = watch::channel(false);
-
-    let ctx = Arc::new(Ctx {
-        client: client.clone(),
-        metrics: metrics.clone(),
-        leader: leader_rx.clone(),
-        pods: pods_store.clone(),
-        agents: agents_store.clone(),
-        services: services_store.clone(),
-        caches_synced: caches_rx,
-        secrets_seen: std::sync::Mutex::default(),
-        holds: Default::default(),
-        expected: Default::default(),
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: CONTROLLER_NAME.to_owned(),
-                instance: Some(cfg.leader.identity.clone()),
-            },
-        ),
-    });
     let ccfg = ControllerConfig::default().concurrency(cfg.concurrency);
     let stop = || {
         let mut s = shutdown.clone();
@@ -336,7 +336,7 @@ pub async fn run(
     // Agents come from `agent_feed` (their own changes) and the child
     // feeds (their pods and Services), all through `agent_rx`: the
     // controller runs no watch of its own.
-    let agents = Controller::for_stream(futures::stream::pending(), agents_store)
+    let agents = Controller::for_stream(futures::stream::pending(), agents_store.clone())
         .with_config(ccfg.clone())
         .reconcile_on(agent_rx)
         .reconcile_all_on(became_leader(leader_rx.clone()))
@@ -356,6 +356,32 @@ pub async fn run(
         .reconcile_all_on(became_leader(leader_rx.clone()))
         .graceful_shutdown_on(stop());
 
+    let (configmaps_store, configmaps_writer) = reflector::store::<ConfigMap>();
+    let cm_feed = configmap_feed(api::<ConfigMap>(&client, ns), configmaps_writer);
+    let (caches_tx, caches_rx) = watch::channel(false);
+
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        metrics: metrics.clone(),
+        leader: leader_rx.clone(),
+        pods: pods_store.clone(),
+        agents: agents_store.clone(),
+        tools: tools.store(),
+        filesystems: filesystems.store(),
+        configmaps: configmaps_store.clone(),
+        services: services_store.clone(),
+        caches_synced: caches_rx,
+        secrets_seen: std::sync::Mutex::default(),
+        holds: Default::default(),
+        expected: Default::default(),
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: CONTROLLER_NAME.to_owned(),
+                instance: Some(cfg.leader.identity.clone()),
+            },
+        ),
+    });
     // Ready once the primary watches have listed everything once.
     let stores = (agents.store(), tools.store(), filesystems.store());
     let ready_metrics = metrics.clone();
@@ -364,7 +390,8 @@ pub async fn run(
             && synced(&stores.1).await
             && synced(&stores.2).await
             && synced(&pods_store).await
-            && synced(&services_store).await;
+            && synced(&services_store).await
+            && synced(&configmaps_store).await;
         caches_tx.send_replace(ok);
         if ok {
             info!("watches synced: ready");
@@ -382,7 +409,7 @@ pub async fn run(
         });
     }
     let leader_tasks = tokio::spawn(run_leader_tasks(
-        client.clone(),
+        ctx.clone(),
         leader_rx.clone(),
         cfg.leader_tasks,
         shutdown.clone(),
@@ -393,6 +420,7 @@ pub async fn run(
             agents_feed,
             pod_feed,
             service_feed,
+            cm_feed,
             agents
                 .run(agent::reconcile, agent::error_policy, ctx.clone())
                 .for_each(log),
@@ -464,7 +492,7 @@ async fn log<K, E1, E2>(
 /// Starts every leader task when the Lease is gained and aborts them when
 /// it is lost. This is the hook for the upstream WebSocket connector.
 async fn run_leader_tasks(
-    client: Client,
+    ctx: Arc<Ctx>,
     mut leader: watch::Receiver<bool>,
     tasks: Vec<LeaderTask>,
     mut shutdown: watch::Receiver<bool>,
@@ -473,10 +501,7 @@ async fn run_leader_tasks(
     loop {
         let leading = *leader.borrow_and_update();
         if leading && running.is_empty() {
-            running = tasks
-                .iter()
-                .map(|t| tokio::spawn(t(client.clone())))
-                .collect();
+            running = tasks.iter().map(|t| tokio::spawn(t(ctx.clone()))).collect();
             if !tasks.is_empty() {
                 info!(count = tasks.len(), "leader tasks started");
             }

@@ -5,21 +5,21 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, AttachParams, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
-use tokio::io::AsyncReadExt;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+use kube::runtime::reflector::ObjectRef;
 
 use futures::StreamExt;
 
-use super::saga::{
-    Outcome, StepKind, Workload, baselines_needed, combine, digest_of_image_id, groups,
-    parse_hash_output,
-};
+use super::saga::{Outcome, StepKind, Workload, combine, digest_of_image_id, groups};
+use super::verify::{self, Content};
 use crate::crd::{Agent, Tool};
 use crate::fleet::Fleet;
 use crate::fleet::configmap::{self, ANNOTATION_SHA256, LABEL_MANAGED_BY, LABEL_SOURCE};
-use crate::operator::FIELD_MANAGER;
+use crate::operator::apply::Ctx;
 use crate::operator::build::{agent_labels, tool_labels};
+use crate::operator::metrics::Controller;
+use crate::operator::{Error as OpError, ErrorCategory};
 use crate::release::{ImageRef, Release};
 
 /// Annotation the last step projects onto every workload.
@@ -27,20 +27,15 @@ pub const ANNOTATION_RELEASE: &str = "autonomic.sh/release";
 pub const ANNOTATION_VERIFIED_AT: &str = "autonomic.sh/verified-at";
 pub const LABEL_TENANT: &str = "autonomic.sh/tenant";
 
-/// Runs in a pod to hash the mounted baseline exactly as the release did:
-/// `sha256sum` of the files sorted by name, then the sha256 of that listing.
-/// `EXO_POD_ROOT`, when the exec environment sets it, prefixes the path:
-/// the kwok test environment's exec runs on the host, where the volumes are
-/// written under that root (see `tests/testenv/provisioner`).
-const VERIFY_SCRIPT: &str =
-    r#"cd "${EXO_POD_ROOT:+$EXO_POD_ROOT/$1/$2}$3" && LC_ALL=C sha256sum -- * | sha256sum"#;
-
 pub struct StepCtx<'a> {
-    pub client: &'a Client,
+    /// The operator's counted, leader-only write path and watch caches.
+    pub op: &'a Ctx,
     pub namespace: &'a str,
     pub release: &'a Release,
     pub fleet: &'a Fleet,
     pub workloads: &'a [Workload],
+    /// Baseline version -> the release's sha256, for these workloads.
+    pub baselines: &'a BTreeMap<String, Option<String>>,
     /// How long the step has been running; live content may lag a pod's
     /// start by a moment (the kubelet writes volumes asynchronously).
     pub step_age: std::time::Duration,
@@ -48,7 +43,7 @@ pub struct StepCtx<'a> {
     pub verify_grace: std::time::Duration,
 }
 
-fn is_forbidden(e: &kube::Error) -> bool {
+pub fn is_forbidden(e: &kube::Error) -> bool {
     match e {
         kube::Error::Api(s) => s.code == 403,
         kube::Error::UpgradeConnection(kube::client::UpgradeConnectionError::ProtocolSwitch(
@@ -58,13 +53,20 @@ fn is_forbidden(e: &kube::Error) -> bool {
     }
 }
 
-fn is_not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
+/// Classifies an error of the write path like [`blocked`].
+pub fn blocked_op(what: &str, e: &OpError) -> Outcome {
+    if e.category() == ErrorCategory::Forbidden {
+        Outcome::Waiting(format!(
+            "{what}: forbidden for the operator's service account (missing RBAC)"
+        ))
+    } else {
+        Outcome::Pending(format!("{what}: {e}"))
+    }
 }
 
 /// Classifies a kube error: forbidden means a missing actuator (Waiting),
 /// anything else is transient (Pending).
-fn blocked(what: &str, e: &kube::Error) -> Outcome {
+pub fn blocked(what: &str, e: &kube::Error) -> Outcome {
     if is_forbidden(e) {
         Outcome::Waiting(format!(
             "{what}: forbidden for the operator's service account (missing RBAC)"
@@ -97,6 +99,8 @@ pub async fn execute(kind: &StepKind, ctx: &StepCtx<'_>) -> Outcome {
         StepKind::PodsRolled(c) => pods_rolled(ctx, &group(ctx, c)).await,
         StepKind::Verified(c) => verify_live(ctx, &group(ctx, c)).await,
         StepKind::ProjectStatus => project(ctx).await,
+        // The engine runs it: it moves the inventory in the status.
+        StepKind::Prune => Outcome::Done,
     }
 }
 
@@ -121,8 +125,8 @@ fn live_hash(cm: &ConfigMap) -> String {
 }
 
 async fn publish_configmaps(ctx: &StepCtx<'_>) -> Outcome {
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ctx.namespace);
-    for (version, sha) in baselines_needed(ctx.workloads, ctx.release) {
+    let api: Api<ConfigMap> = ctx.op.api(ctx.namespace);
+    for (version, sha) in ctx.baselines.clone() {
         let Some(sha) = sha else {
             return Outcome::Failed(format!(
                 "baseline {version} is not a ConfigMap version of release {}",
@@ -148,13 +152,13 @@ async fn publish_configmaps(ctx: &StepCtx<'_>) -> Outcome {
                 };
                 let mut cm = source.value.to_configmap();
                 cm.metadata.namespace = Some(ctx.namespace.to_owned());
-                match api.create(&PostParams::default(), &cm).await {
+                if let Err(e) = ctx.op.create(Controller::Rollout, &cm).await {
+                    return blocked_op(&format!("create ConfigMap {version}"), &e);
+                }
+                // Created now, or by someone a moment ago: read what is there.
+                match api.get(&version).await {
                     Ok(c) => c,
-                    Err(kube::Error::Api(s)) if s.code == 409 => match api.get(&version).await {
-                        Ok(c) => c,
-                        Err(e) => return blocked(&format!("read ConfigMap {version}"), &e),
-                    },
-                    Err(e) => return blocked(&format!("create ConfigMap {version}"), &e),
+                    Err(e) => return blocked(&format!("read ConfigMap {version}"), &e),
                 }
             }
         };
@@ -174,16 +178,41 @@ async fn publish_configmaps(ctx: &StepCtx<'_>) -> Outcome {
     Outcome::Done
 }
 
-fn owned_meta(w_meta: &kube::api::ObjectMeta, namespace: &str) -> serde_json::Value {
-    let mut labels = w_meta.labels.clone().unwrap_or_default();
+/// `meta` as Exo applies it in `namespace`: the manifest's name, labels
+/// and annotations, plus the managed-by and tenant labels that the drift
+/// check and pruning rely on.
+pub fn owned_meta(meta: &kube::api::ObjectMeta, namespace: &str) -> kube::api::ObjectMeta {
+    let mut labels = meta.labels.clone().unwrap_or_default();
     labels.insert(LABEL_MANAGED_BY.to_owned(), "exo".to_owned());
     labels.insert(LABEL_TENANT.to_owned(), namespace.to_owned());
-    serde_json::json!({
-        "name": w_meta.name,
-        "namespace": namespace,
-        "labels": labels,
-        "annotations": w_meta.annotations.clone().unwrap_or_default(),
-    })
+    kube::api::ObjectMeta {
+        name: meta.name.clone(),
+        namespace: Some(namespace.to_owned()),
+        labels: Some(labels),
+        annotations: Some(meta.annotations.clone().unwrap_or_default()),
+        ..kube::api::ObjectMeta::default()
+    }
+}
+
+/// Applies `w` as git wants it (server-side, the one field manager,
+/// counted).
+pub async fn apply_workload(op: &Ctx, namespace: &str, w: &Workload) -> Result<Workload, OpError> {
+    match w {
+        Workload::Agent(a) => {
+            let mut obj = Agent::new(w.name(), a.spec.clone());
+            obj.metadata = owned_meta(&a.metadata, namespace);
+            op.apply(Controller::Rollout, &obj)
+                .await
+                .map(Workload::Agent)
+        }
+        Workload::Tool(t) => {
+            let mut obj = Tool::new(w.name(), t.spec.clone());
+            obj.metadata = owned_meta(&t.metadata, namespace);
+            op.apply(Controller::Rollout, &obj)
+                .await
+                .map(Workload::Tool)
+        }
+    }
 }
 
 async fn repoint(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
@@ -215,7 +244,7 @@ impl Live {
     async fn list(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Result<Self, Outcome> {
         let mut live = Live::default();
         if workloads.iter().any(|w| matches!(w, Workload::Agent(_))) {
-            let api: Api<Agent> = Api::namespaced(ctx.client.clone(), ctx.namespace);
+            let api: Api<Agent> = ctx.op.api(ctx.namespace);
             let list = api
                 .list(&ListParams::default())
                 .await
@@ -223,7 +252,7 @@ impl Live {
             live.agents = list.items.into_iter().map(|a| (a.name_any(), a)).collect();
         }
         if workloads.iter().any(|w| matches!(w, Workload::Tool(_))) {
-            let api: Api<Tool> = Api::namespaced(ctx.client.clone(), ctx.namespace);
+            let api: Api<Tool> = ctx.op.api(ctx.namespace);
             let list = api
                 .list(&ListParams::default())
                 .await
@@ -235,64 +264,53 @@ impl Live {
 }
 
 async fn repoint_one(ctx: &StepCtx<'_>, w: &Workload, live: &Live) -> Outcome {
-    let params = PatchParams::apply(FIELD_MANAGER).force();
     let name = w.name().to_owned();
     // Apply only when the spec differs: re-applying while waiting for the
     // reconciler would race its own writes.
-    let result = match w {
-        Workload::Agent(a) => {
-            let current = match live.agents.get(&name) {
-                Some(l) if l.spec == a.spec => Ok(l.clone()),
-                _ => {
-                    let body = serde_json::json!({
-                        "apiVersion": "autonomic.sh/v1alpha1", "kind": "Agent",
-                        "metadata": owned_meta(&a.metadata, ctx.namespace), "spec": a.spec,
-                    });
-                    Api::<Agent>::namespaced(ctx.client.clone(), ctx.namespace)
-                        .patch(&name, &params, &Patch::Apply(&body))
-                        .await
-                }
-            };
-            current.map(|l| {
-                l.spec.runtime.image == a.spec.runtime.image
-                    && l.spec.agentlet.image == a.spec.agentlet.image
-                    && l.spec.baseline == a.spec.baseline
-                    && l.status.as_ref().and_then(|s| s.observed_generation)
-                        == l.metadata.generation
-            })
-        }
-        Workload::Tool(t) => {
-            let current = match live.tools.get(&name) {
-                Some(l) if l.spec == t.spec => Ok(l.clone()),
-                _ => {
-                    let body = serde_json::json!({
-                        "apiVersion": "autonomic.sh/v1alpha1", "kind": "Tool",
-                        "metadata": owned_meta(&t.metadata, ctx.namespace), "spec": t.spec,
-                    });
-                    Api::<Tool>::namespaced(ctx.client.clone(), ctx.namespace)
-                        .patch(&name, &params, &Patch::Apply(&body))
-                        .await
-                }
-            };
-            current.map(|l| {
-                l.spec.container.image == t.spec.container.image
-                    && l.status.as_ref().and_then(|s| s.observed_generation)
-                        == l.metadata.generation
-            })
-        }
+    let current = match w {
+        Workload::Agent(a) => live
+            .agents
+            .get(&name)
+            .filter(|l| l.spec == a.spec)
+            .map(|l| Workload::Agent(l.clone())),
+        Workload::Tool(t) => live
+            .tools
+            .get(&name)
+            .filter(|l| l.spec == t.spec)
+            .map(|l| Workload::Tool(l.clone())),
     };
-    match result {
-        Ok(true) => Outcome::Done,
-        Ok(false) => Outcome::Pending(format!(
+    let current = match current {
+        Some(c) => c,
+        None => match apply_workload(ctx.op, ctx.namespace, w).await {
+            Ok(c) => c,
+            Err(e) => return blocked_op(&format!("apply {} {name}", w.kind()), &e),
+        },
+    };
+    let observed = match (&current, w) {
+        (Workload::Agent(l), Workload::Agent(a)) => {
+            l.spec.runtime.image == a.spec.runtime.image
+                && l.spec.agentlet.image == a.spec.agentlet.image
+                && l.spec.baseline == a.spec.baseline
+                && l.status.as_ref().and_then(|s| s.observed_generation) == l.metadata.generation
+        }
+        (Workload::Tool(l), Workload::Tool(t)) => {
+            l.spec.container.image == t.spec.container.image
+                && l.status.as_ref().and_then(|s| s.observed_generation) == l.metadata.generation
+        }
+        _ => false,
+    };
+    if observed {
+        Outcome::Done
+    } else {
+        Outcome::Pending(format!(
             "{} {name}: waiting for the reconciler to observe the new spec",
             w.kind()
-        )),
-        Err(e) => blocked(&format!("apply {} {name}", w.kind()), &e),
+        ))
     }
 }
 
 /// The labels the operator puts on `w`'s pods.
-fn pod_labels(w: &Workload) -> BTreeMap<String, String> {
+pub fn pod_labels(w: &Workload) -> BTreeMap<String, String> {
     match w {
         Workload::Agent(_) => agent_labels(w.name()),
         Workload::Tool(_) => tool_labels(w.name()),
@@ -301,7 +319,7 @@ fn pod_labels(w: &Workload) -> BTreeMap<String, String> {
 
 /// Lists the operator's pods in the tenant namespace once.
 async fn managed_pods(ctx: &StepCtx<'_>) -> Result<Vec<Pod>, Outcome> {
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ctx.namespace);
+    let api: Api<Pod> = ctx.op.api(ctx.namespace);
     api.list(&ListParams::default().labels(&format!("{LABEL_MANAGED_BY}=exo")))
         .await
         .map(|l| l.items)
@@ -311,7 +329,7 @@ async fn managed_pods(ctx: &StepCtx<'_>) -> Result<Vec<Pod>, Outcome> {
 /// The one pod `w` runs now. Pod names change with the template, so the
 /// pod is found by its labels; while an older pod is still there the roll
 /// is not over.
-fn current_pod<'a>(w: &Workload, pods: &'a [Pod]) -> Result<&'a Pod, Outcome> {
+pub fn current_pod<'a>(w: &Workload, pods: &'a [Pod]) -> Result<&'a Pod, Outcome> {
     let want = pod_labels(w);
     let mine: Vec<&Pod> = pods
         .iter()
@@ -346,7 +364,7 @@ fn current_pod<'a>(w: &Workload, pods: &'a [Pod]) -> Result<&'a Pod, Outcome> {
 }
 
 /// Whether the workload is meant to have a pod at all.
-fn expects_pod(w: &Workload) -> bool {
+pub fn expects_pod(w: &Workload) -> bool {
     match w {
         Workload::Agent(a) => !a.spec.paused,
         Workload::Tool(t) => t.spec.enabled,
@@ -370,7 +388,7 @@ async fn pods_rolled(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
 
 /// Whether `pod` is `w`'s pod rolled to the release: the new spec, Ready,
 /// and every container's imageID carrying the pinned digest.
-fn pod_rolled(w: &Workload, pod: &Pod) -> Outcome {
+pub fn pod_rolled(w: &Workload, pod: &Pod) -> Outcome {
     let name = pod.metadata.name.as_deref().unwrap_or_default();
     {
         let spec_images: BTreeMap<String, String> = pod
@@ -426,8 +444,6 @@ fn pod_rolled(w: &Workload, pod: &Pod) -> Outcome {
 }
 
 async fn verify_live(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
-    let expected: BTreeMap<String, Option<String>> = baselines_needed(workloads, ctx.release);
-    let expected = &expected;
     let pods = match managed_pods(ctx).await {
         Ok(p) => p,
         Err(o) => return o,
@@ -437,90 +453,108 @@ async fn verify_live(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
         workloads
             .iter()
             .filter(|w| expects_pod(w))
-            .map(|w| verify_one(ctx, w, pods, expected))
+            .map(|w| async move {
+                let pod = match current_pod(w, pods) {
+                    Ok(p) => p,
+                    Err(o) => return o,
+                };
+                match check_content(ctx.op, ctx.namespace, ctx.release, ctx.baselines, w, pod).await
+                {
+                    Ok(()) => Outcome::Done,
+                    Err(ContentError::Blocked(o)) => o,
+                    Err(ContentError::Mismatch { message, .. }) => {
+                        if ctx.step_age < ctx.verify_grace {
+                            Outcome::Pending(format!(
+                                "{message} (retrying for {}s)",
+                                ctx.verify_grace.as_secs()
+                            ))
+                        } else {
+                            Outcome::Failed(message)
+                        }
+                    }
+                }
+            })
             .collect(),
     )
     .await
 }
 
-async fn verify_one(
-    ctx: &StepCtx<'_>,
+/// Why a pod's live content was not confirmed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ContentError {
+    /// Could not look (exec forbidden, not readable yet): the outcome.
+    Blocked(Outcome),
+    /// Looked, and it is not the release's. `files` names what differs.
+    Mismatch {
+        pod: String,
+        files: Vec<String>,
+        message: String,
+    },
+}
+
+/// Execs into `pod` (of workload `w`) and checks its mounted baseline
+/// against the release. A workload without a baseline passes.
+pub async fn check_content(
+    op: &Ctx,
+    namespace: &str,
+    release: &Release,
+    baselines: &BTreeMap<String, Option<String>>,
     w: &Workload,
-    pods: &[Pod],
-    expected: &BTreeMap<String, Option<String>>,
-) -> Outcome {
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), ctx.namespace);
-    {
-        let Workload::Agent(a) = w else {
-            return Outcome::Done;
+    pod: &Pod,
+) -> Result<(), ContentError> {
+    let Workload::Agent(a) = w else {
+        return Ok(());
+    };
+    let Some(b) = &a.spec.baseline else {
+        return Ok(());
+    };
+    let Some(Some(want)) = baselines.get(&b.config_map) else {
+        return Err(ContentError::Blocked(Outcome::Failed(format!(
+            "baseline {} is not in release {}",
+            b.config_map, release.metadata.name
+        ))));
+    };
+    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+    let expected = op
+        .configmaps
+        .get(&ObjectRef::new(&b.config_map).within(namespace))
+        .map(|cm| verify::expected_files(&cm));
+    let (out, err) =
+        match verify::exec_listing(&op.client, namespace, &pod_name, b.mount_path()).await {
+            Ok(r) => r,
+            Err(e) => {
+                return Err(ContentError::Blocked(blocked(
+                    &format!("exec into pod {pod_name}"),
+                    &e,
+                )));
+            }
         };
-        let Some(b) = &a.spec.baseline else {
-            return Outcome::Done;
-        };
-        let Some(Some(want)) = expected.get(&b.config_map) else {
-            return Outcome::Failed(format!(
-                "baseline {} is not in release {}",
-                b.config_map, ctx.release.metadata.name
-            ));
-        };
-        // The pod the previous step found rolled; a newer one (a restart
-        // since) is checked in its place.
-        let pod = match current_pod(w, pods) {
-            Ok(p) => p.metadata.name.clone().unwrap_or_default(),
-            Err(o) => return o,
-        };
-        let params = AttachParams::default()
-            .container("runtime")
-            .stdout(true)
-            .stderr(true);
-        let cmd = vec![
-            "sh".to_owned(),
-            "-c".to_owned(),
-            VERIFY_SCRIPT.to_owned(),
-            "sh".to_owned(),
-            ctx.namespace.to_owned(),
-            pod.clone(),
-            b.mount_path().to_owned(),
-        ];
-        let mut attached = match api.exec(&pod, cmd, &params).await {
-            Ok(a) => a,
-            Err(e) => return blocked(&format!("exec into pod {pod}"), &e),
-        };
-        let mut out = String::new();
-        let mut err = String::new();
-        if let Some(mut s) = attached.stdout() {
-            let _ = s.read_to_string(&mut out).await;
-        }
-        if let Some(mut s) = attached.stderr() {
-            let _ = s.read_to_string(&mut err).await;
-        }
-        let _ = attached.join().await;
-        match parse_hash_output(&out) {
-            Some(live) if live == want => {}
-            Some(live) => {
-                let message = format!(
-                    "live content of pod {pod} at {} hashes to {live}; release {} pins {want}",
+    match verify::compare(&out, want, expected.as_ref()) {
+        Content::Matches => Ok(()),
+        Content::Differs { live, files } => {
+            let which = if files.is_empty() {
+                String::new()
+            } else {
+                format!(" (files differing: {})", files.join(", "))
+            };
+            Err(ContentError::Mismatch {
+                message: format!(
+                    "live content of pod {pod_name} at {} hashes to {live}; release {} pins {want}{which}",
                     b.mount_path(),
-                    ctx.release.metadata.name
-                );
-                if ctx.step_age < ctx.verify_grace {
-                    return Outcome::Pending(format!(
-                        "{message} (retrying for {}s)",
-                        ctx.verify_grace.as_secs()
-                    ));
-                }
-                return Outcome::Failed(message);
-            }
-            None => {
-                let why = err.lines().next().unwrap_or("no output").to_owned();
-                return Outcome::Pending(format!(
-                    "cannot hash {} in pod {pod} yet: {why}",
-                    b.mount_path()
-                ));
-            }
+                    release.metadata.name
+                ),
+                pod: pod_name,
+                files,
+            })
+        }
+        Content::Unreadable(first) => {
+            let why = if err.is_empty() { first } else { err };
+            Err(ContentError::Blocked(Outcome::Pending(format!(
+                "cannot hash {} in pod {pod_name} yet: {why}",
+                b.mount_path()
+            ))))
         }
     }
-    Outcome::Done
 }
 
 async fn project(ctx: &StepCtx<'_>) -> Outcome {
@@ -542,36 +576,34 @@ async fn project(ctx: &StepCtx<'_>) -> Outcome {
 /// Stamps the release and the verification time on one workload.
 async fn project_one(ctx: &StepCtx<'_>, w: &Workload, now: &str) -> Outcome {
     let release = &ctx.release.metadata.name;
-    let patch = serde_json::json!({"metadata": {"annotations": {
+    let meta = serde_json::json!({"annotations": {
         ANNOTATION_RELEASE: release, ANNOTATION_VERIFIED_AT: now,
-    }}});
+    }});
     let name = w.name();
-    let pp = PatchParams::default();
     let result = match w {
-        Workload::Agent(_) => Api::<Agent>::namespaced(ctx.client.clone(), ctx.namespace)
-            .patch(name, &pp, &Patch::Merge(&patch))
-            .await
-            .map(|o| o.annotations().get(ANNOTATION_RELEASE) == Some(release)),
-        Workload::Tool(_) => Api::<Tool>::namespaced(ctx.client.clone(), ctx.namespace)
-            .patch(name, &pp, &Patch::Merge(&patch))
-            .await
-            .map(|o| o.annotations().get(ANNOTATION_RELEASE) == Some(release)),
+        Workload::Agent(_) => {
+            ctx.op
+                .patch_metadata::<Agent>(Controller::Rollout, ctx.namespace, name, None, meta)
+                .await
+        }
+        Workload::Tool(_) => {
+            ctx.op
+                .patch_metadata::<Tool>(Controller::Rollout, ctx.namespace, name, None, meta)
+                .await
+        }
     };
     match result {
-        Ok(true) => Outcome::Done,
-        Ok(false) => Outcome::Pending(format!("{} {name}: projection not visible yet", w.kind())),
-        Err(e) => blocked(&format!("annotate {} {name}", w.kind()), &e),
+        Ok(()) => Outcome::Done,
+        Err(e) => blocked_op(&format!("annotate {} {name}", w.kind()), &e),
     }
 }
 
 /// Deletes Exo's baseline ConfigMaps in the namespace that the release does
 /// not use and that no pod references any more.
 pub async fn collect_old_configmaps(ctx: &StepCtx<'_>) {
-    let keep: Vec<String> = baselines_needed(ctx.workloads, ctx.release)
-        .into_keys()
-        .collect();
-    let cms: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), ctx.namespace);
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), ctx.namespace);
+    let keep: Vec<String> = ctx.baselines.keys().cloned().collect();
+    let cms: Api<ConfigMap> = ctx.op.api(ctx.namespace);
+    let pods: Api<Pod> = ctx.op.api(ctx.namespace);
     let Ok(list) = cms
         .list(&ListParams::default().labels(&format!("{LABEL_MANAGED_BY}=exo,{LABEL_SOURCE}")))
         .await
@@ -593,11 +625,19 @@ pub async fn collect_old_configmaps(ctx: &StepCtx<'_>) {
             && !keep.contains(&name)
             && !referenced.contains(&name)
         {
-            match cms.delete(&name, &DeleteParams::default()).await {
-                Ok(_) => {
+            match ctx
+                .op
+                .delete::<ConfigMap>(
+                    Controller::Rollout,
+                    ctx.namespace,
+                    &name,
+                    cm.metadata.uid.clone(),
+                )
+                .await
+            {
+                Ok(()) => {
                     tracing::info!(namespace = ctx.namespace, configmap = %name, "deleted unused baseline version")
                 }
-                Err(e) if is_not_found(&e) => {}
                 Err(e) => {
                     tracing::warn!(namespace = ctx.namespace, configmap = %name, error = %e, "cannot delete unused baseline version")
                 }

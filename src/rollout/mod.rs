@@ -3,6 +3,16 @@
 //! repository and drives each tenant's saga (`engine`).
 
 pub mod actuate;
+pub mod desired;
+pub mod drift;
 pub mod engine;
 pub mod gates;
+pub mod prune;
+pub mod reverify;
 pub mod saga;
+pub mod verify;
+
+/// Now, as the Kubernetes `Time` the statuses carry.
+pub fn now() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now())
+}

@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::crd::{Agent, RolloutPhase, RolloutStatus, SagaStep, StepState, Tool};
+use crate::crd::{
+    Agent, InventoryEntry, InventoryKind, RolloutPhase, RolloutStatus, SagaStep, StepState, Tool,
+};
 use crate::fleet::Tenant;
 use crate::release::plan::apply_order;
 use crate::release::repoint;
@@ -22,6 +24,7 @@ use crate::release::{ImageRef, Release};
 
 pub const STEP_CONFIGMAPS: &str = "configmaps-published";
 pub const STEP_PROJECTED: &str = "status-projected";
+pub const STEP_PRUNED: &str = "pruned";
 /// How many verified releases a Rollout remembers for rollback.
 pub const VERIFIED_HISTORY: usize = 10;
 
@@ -31,6 +34,8 @@ pub enum StepKind {
     Repoint(String),
     PodsRolled(String),
     Verified(String),
+    /// Objects in the inventory that git no longer has are deleted.
+    Prune,
     ProjectStatus,
 }
 
@@ -41,6 +46,7 @@ impl StepKind {
             StepKind::Repoint(c) => format!("repointed/{c}"),
             StepKind::PodsRolled(c) => format!("pods-rolled/{c}"),
             StepKind::Verified(c) => format!("verified/{c}"),
+            StepKind::Prune => STEP_PRUNED.into(),
             StepKind::ProjectStatus => STEP_PROJECTED.into(),
         }
     }
@@ -52,6 +58,7 @@ impl StepKind {
             StepKind::Repoint(_) => "exo-operator/rollout (server-side apply)",
             StepKind::PodsRolled(_) => "exo-operator/workload-reconciler",
             StepKind::Verified(_) => "exo-operator/verifier (pods/exec)",
+            StepKind::Prune => "exo-operator/rollout (inventory)",
             StepKind::ProjectStatus => "exo-operator/rollout",
         }
     }
@@ -60,6 +67,7 @@ impl StepKind {
         match name {
             STEP_CONFIGMAPS => Some(StepKind::PublishConfigMaps),
             STEP_PROJECTED => Some(StepKind::ProjectStatus),
+            STEP_PRUNED => Some(StepKind::Prune),
             _ => {
                 let (kind, component) = name.split_once('/')?;
                 let c = component.to_owned();
@@ -181,6 +189,8 @@ pub fn steps(workloads: &[Workload], release: &Release) -> Vec<StepKind> {
         out.push(StepKind::PodsRolled(c.clone()));
         out.push(StepKind::Verified(c));
     }
+    // Removals last: whatever replaces a pruned object is verified first.
+    out.push(StepKind::Prune);
     out.push(StepKind::ProjectStatus);
     out
 }
@@ -282,6 +292,68 @@ pub fn fresh_status(
     }
 }
 
+/// What a saga is started for: the spec's desired hash, commit and
+/// generation, stamped on the status so every reader can tell whether the
+/// status is about the spec it sees.
+#[derive(Debug, Clone, Copy)]
+pub struct StartedFor<'a> {
+    pub desired_hash: &'a str,
+    pub commit: &'a str,
+    pub generation: Option<i64>,
+}
+
+/// A fresh saga for the current spec (see [`fresh_status`]), stamped with
+/// what it is for. The objects git wants join the inventory before
+/// anything is applied, so one applied and then dropped from git before
+/// the saga ends is still pruned.
+pub fn start(
+    previous: Option<&RolloutStatus>,
+    release: &str,
+    kinds: &[StepKind],
+    now: Time,
+    for_: StartedFor<'_>,
+    desired: &BTreeSet<(InventoryKind, String)>,
+) -> RolloutStatus {
+    let mut s = fresh_status(previous, release, kinds, now);
+    s.desired_hash = Some(for_.desired_hash.to_owned());
+    s.applied_commit = Some(for_.commit.to_owned());
+    s.observed_generation = for_.generation;
+    for (kind, name) in desired {
+        if !s
+            .inventory
+            .iter()
+            .any(|e| e.kind == *kind && e.name == *name)
+        {
+            s.inventory.push(InventoryEntry {
+                kind: *kind,
+                name: name.clone(),
+                ..InventoryEntry::default()
+            });
+        }
+    }
+    s.inventory
+        .sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
+    s
+}
+
+/// Runs the saga again for the same spec (after a drift revert or a
+/// healed pod): every step Pending, the stamp and the record kept, and
+/// `why` as the message until the first step reports.
+pub fn restart(
+    status: &RolloutStatus,
+    kinds: &[StepKind],
+    now: Time,
+    why: String,
+) -> RolloutStatus {
+    let release = status.release.clone().unwrap_or_default();
+    let mut s = fresh_status(Some(status), &release, kinds, now);
+    s.desired_hash.clone_from(&status.desired_hash);
+    s.applied_commit.clone_from(&status.applied_commit);
+    s.observed_generation = status.observed_generation;
+    s.message = Some(why);
+    s
+}
+
 /// Index of the step to run: the first that is not Done.
 pub fn next_step(status: &RolloutStatus) -> Option<usize> {
     status.steps.iter().position(|s| s.state != StepState::Done)
@@ -338,12 +410,6 @@ pub fn next_look(poll: Duration, step_age: Duration) -> Duration {
     (step_age / 10).clamp(poll, MAX_LOOK_INTERVAL.max(poll))
 }
 
-/// Parses `sha256sum | sha256sum` output: the first field.
-pub fn parse_hash_output(stdout: &str) -> Option<&str> {
-    let first = stdout.split_whitespace().next()?;
-    (first.len() == 64 && first.bytes().all(|b| b.is_ascii_hexdigit())).then_some(first)
-}
-
 /// The digest in a container status `imageID`, whatever runtime prefix it has
 /// (`docker-pullable://repo@sha256:…`, `repo@sha256:…`, `sha256:…`).
 pub fn digest_of_image_id(image_id: &str) -> Option<&str> {
@@ -396,6 +462,7 @@ mod tests {
                 "repointed/agent-runtime",
                 "pods-rolled/agent-runtime",
                 "verified/agent-runtime",
+                "pruned",
                 "status-projected"
             ]
         );
@@ -478,9 +545,6 @@ mod tests {
 
     #[test]
     fn parses_runtime_outputs() {
-        let h = "a".repeat(64);
-        assert_eq!(parse_hash_output(&format!("{h}  -\n")), Some(h.as_str()));
-        assert_eq!(parse_hash_output("sh: cd: no such file"), None);
         assert_eq!(
             digest_of_image_id("docker-pullable://r/x@sha256:abc"),
             Some("sha256:abc")

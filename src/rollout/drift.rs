@@ -1,0 +1,290 @@
+//! Drift: a managed object that no longer says what git says (a
+//! `kubectl edit`, a `kubectl delete`) is put back.
+//!
+//! The check reads the operator's watch caches, so a steady fleet costs no
+//! API request; a suspected drift is confirmed by one fresh read before
+//! anything is written (a cache can lag). Each revert is a server-side
+//! apply with the one field manager (taking the fields back from whoever
+//! changed them), a `DriftReverted` Event on the object naming the fields,
+//! and a count in `exo_operator_drift_reverted_total{kind}`.
+
+use kube::ResourceExt;
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
+use serde_json::Value;
+use tracing::{info, warn};
+
+use super::actuate::{apply_workload, owned_meta};
+use super::desired::TenantDesired;
+use super::saga::Workload;
+use crate::crd::{Agent, AgentFS, DriftRecord, Tool};
+use crate::fleet::Fleet;
+use crate::operator::apply::Ctx;
+use crate::operator::events::Reason;
+use crate::operator::metrics::{Controller, KindLabels};
+use k8s_openapi::api::core::v1::ConfigMap;
+
+/// At most this many differing fields are named per object.
+const MAX_FIELDS: usize = 8;
+
+/// The JSON paths (`spec.runtime.image`) where `live` and `want` differ.
+/// Pure.
+pub fn diff_paths(live: &Value, want: &Value, prefix: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    walk(live, want, prefix, &mut out);
+    out.truncate(MAX_FIELDS);
+    out
+}
+
+fn walk(live: &Value, want: &Value, prefix: &str, out: &mut Vec<String>) {
+    if out.len() >= MAX_FIELDS || live == want {
+        return;
+    }
+    match (live, want) {
+        (Value::Object(l), Value::Object(w)) => {
+            let mut keys: Vec<&String> = l.keys().chain(w.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let null = Value::Null;
+                walk(
+                    l.get(k).unwrap_or(&null),
+                    w.get(k).unwrap_or(&null),
+                    &format!("{prefix}.{k}"),
+                    out,
+                );
+            }
+        }
+        _ => out.push(prefix.to_owned()),
+    }
+}
+
+/// What one pass found and did.
+#[derive(Debug, Default)]
+pub struct Reverted {
+    /// The last object put back, for the Rollout's status.
+    pub record: Option<DriftRecord>,
+    /// Set when a workload was put back: its pod rolls, so the saga must
+    /// verify again. The message says what was reverted.
+    pub rerun: Option<String>,
+    pub changed: bool,
+}
+
+/// How `w` differs from what the cache (then a fresh read) shows:
+/// `Some(["deleted"])`, the differing fields, or `None`.
+fn workload_drift(live: Option<Workload>, want: &Workload) -> Option<Vec<String>> {
+    let spec = |w: &Workload| match w {
+        Workload::Agent(a) => serde_json::to_value(&a.spec).ok(),
+        Workload::Tool(t) => serde_json::to_value(&t.spec).ok(),
+    };
+    let Some(live) = live else {
+        return Some(vec!["deleted".to_owned()]);
+    };
+    let (l, w) = (spec(&live)?, spec(want)?);
+    let fields = diff_paths(&l, &w, "spec");
+    (!fields.is_empty()).then_some(fields)
+}
+
+fn cached_workload(op: &Ctx, ns: &str, w: &Workload) -> Option<Workload> {
+    match w {
+        Workload::Agent(_) => op
+            .agents
+            .get(&ObjectRef::new(w.name()).within(ns))
+            .map(|a| Workload::Agent(Agent::clone(&a))),
+        Workload::Tool(_) => op
+            .tools
+            .get(&ObjectRef::new(w.name()).within(ns))
+            .map(|t| Workload::Tool(Tool::clone(&t))),
+    }
+}
+
+async fn read_workload(op: &Ctx, ns: &str, w: &Workload) -> Result<Option<Workload>, kube::Error> {
+    Ok(match w {
+        Workload::Agent(_) => op
+            .api::<Agent>(ns)
+            .get_opt(w.name())
+            .await?
+            .map(Workload::Agent),
+        Workload::Tool(_) => op
+            .api::<Tool>(ns)
+            .get_opt(w.name())
+            .await?
+            .map(Workload::Tool),
+    })
+}
+
+fn note(object: &str, fields: &[String]) -> String {
+    if fields == ["deleted"] {
+        format!("{object} was deleted outside git; restored from git")
+    } else {
+        format!(
+            "{object} differed from git in {}; re-applied from git",
+            fields.join(", ")
+        )
+    }
+}
+
+/// Checks every managed object of one tenant against git and puts back
+/// what drifted.
+pub async fn revert(op: &Ctx, ns: &str, desired: &TenantDesired, fleet: &Fleet) -> Reverted {
+    let mut out = Reverted::default();
+    let mut rerun = Vec::new();
+    let record = |out: &mut Reverted, object: String, fields: Vec<String>, kind: &'static str| {
+        op.metrics
+            .drift_reverted
+            .get_or_create(&KindLabels { kind })
+            .inc();
+        info!(namespace = %ns, %object, fields = %fields.join(","), "drift reverted");
+        out.changed = true;
+        out.record = Some(DriftRecord {
+            at: Some(super::now()),
+            object,
+            fields,
+        });
+    };
+    for w in &desired.workloads {
+        if workload_drift(cached_workload(op, ns, w), w).is_none() {
+            continue;
+        }
+        let fields = match read_workload(op, ns, w).await {
+            Ok(live) => match workload_drift(live, w) {
+                Some(f) => f,
+                None => continue,
+            },
+            Err(e) => {
+                warn!(namespace = %ns, name = %w.name(), error = %e, "cannot confirm drift");
+                continue;
+            }
+        };
+        let object = format!("{}/{}", w.kind(), w.name());
+        match apply_workload(op, ns, w).await {
+            Ok(applied) => {
+                let n = note(&format!("{} {ns}/{}", w.kind(), w.name()), &fields);
+                match &applied {
+                    Workload::Agent(a) => {
+                        op.event(a, EventType::Warning, Reason::DriftReverted, n)
+                            .await
+                    }
+                    Workload::Tool(t) => {
+                        op.event(t, EventType::Warning, Reason::DriftReverted, n)
+                            .await
+                    }
+                }
+                record(&mut out, object.clone(), fields, w.kind());
+                rerun.push(object);
+            }
+            Err(e) => warn!(namespace = %ns, %object, error = %e, "cannot revert drift"),
+        }
+    }
+    for fs in &desired.filesystems {
+        let name = fs.name_any();
+        let cached = op.filesystems.get(&ObjectRef::new(&name).within(ns));
+        let drifted = |live: Option<&AgentFS>| match live {
+            None => Some(vec!["deleted".to_owned()]),
+            Some(l) => {
+                let f = diff_paths(
+                    &serde_json::to_value(&l.spec).unwrap_or_default(),
+                    &serde_json::to_value(&fs.spec).unwrap_or_default(),
+                    "spec",
+                );
+                (!f.is_empty()).then_some(f)
+            }
+        };
+        if drifted(cached.as_deref()).is_none() {
+            continue;
+        }
+        let Ok(live) = op.api::<AgentFS>(ns).get_opt(&name).await else {
+            continue;
+        };
+        let Some(fields) = drifted(live.as_ref()) else {
+            continue;
+        };
+        let mut obj = AgentFS::new(&name, fs.spec.clone());
+        obj.metadata = owned_meta(&fs.metadata, ns);
+        match op.apply(Controller::Rollout, &obj).await {
+            Ok(applied) => {
+                let n = note(&format!("AgentFS {ns}/{name}"), &fields);
+                op.event(&applied, EventType::Warning, Reason::DriftReverted, n)
+                    .await;
+                record(&mut out, format!("AgentFS/{name}"), fields, "AgentFS");
+            }
+            Err(e) => warn!(namespace = %ns, agentfs = %name, error = %e, "cannot revert drift"),
+        }
+    }
+    for (version, sha) in &desired.baselines {
+        if op
+            .configmaps
+            .get(&ObjectRef::new(version).within(ns))
+            .is_some()
+        {
+            continue;
+        }
+        match op.api::<ConfigMap>(ns).get_opt(version).await {
+            Ok(None) => {}
+            _ => continue,
+        }
+        // An immutable version is only ever re-created with its own content.
+        let Some(source) = fleet
+            .baselines
+            .iter()
+            .find(|b| b.value.version() == *version && Some(&b.value.sha256) == sha.as_ref())
+        else {
+            warn!(namespace = %ns, configmap = %version, "deleted, and the fleet repository has no source for it at this commit");
+            continue;
+        };
+        let mut cm = source.value.to_configmap();
+        cm.metadata.namespace = Some(ns.to_owned());
+        match op.create(Controller::Rollout, &cm).await {
+            Ok(_) => {
+                let fields = vec!["deleted".to_owned()];
+                let n = note(&format!("ConfigMap {ns}/{version}"), &fields);
+                op.event(&cm, EventType::Warning, Reason::DriftReverted, n)
+                    .await;
+                record(
+                    &mut out,
+                    format!("ConfigMap/{version}"),
+                    fields,
+                    "ConfigMap",
+                );
+            }
+            Err(e) => warn!(namespace = %ns, configmap = %version, error = %e, "cannot restore"),
+        }
+    }
+    if !rerun.is_empty() {
+        out.rerun = Some(format!(
+            "drift reverted ({}); rolling and verifying again",
+            rerun.join(", ")
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn names_the_fields_that_differ() {
+        let want = json!({"runtime": {"image": "a@sha256:1", "env": []}, "paused": false});
+        let live = json!({"runtime": {"image": "b:latest", "env": []}, "paused": false});
+        assert_eq!(diff_paths(&live, &want, "spec"), ["spec.runtime.image"]);
+        assert!(diff_paths(&want, &want, "spec").is_empty());
+        let added =
+            json!({"runtime": {"image": "a@sha256:1", "env": [{"name": "X"}]}, "paused": true});
+        assert_eq!(
+            diff_paths(&added, &want, "spec"),
+            ["spec.paused", "spec.runtime.env"]
+        );
+        let many: serde_json::Map<String, Value> =
+            (0..20).map(|i| (format!("k{i:02}"), json!(i))).collect();
+        assert_eq!(
+            diff_paths(&Value::Object(many), &json!({}), "spec").len(),
+            MAX_FIELDS
+        );
+        assert_eq!(
+            note("Agent a/b", &["deleted".to_owned()]),
+            "Agent a/b was deleted outside git; restored from git"
+        );
+    }
+}

@@ -1,0 +1,293 @@
+//! Driving each tenant's saga, and keeping a verified tenant equal to git.
+//!
+//! A Rollout whose status is for another `desiredHash` starts a fresh
+//! saga; one in progress runs its next step; a verified one gets, at each
+//! Fleet interval, the drift check and the prune retry, and, when due, the
+//! live re-check. A drift revert or a healed pod runs the saga again for
+//! the same spec, so `Verified` always means verified after the last change.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use tracing::{Instrument, info, warn};
+
+use super::{EngineConfig, Loaded, State, TenantPlan, now};
+use crate::crd::{Rollout, RolloutPhase, RolloutStatus, StepState};
+use crate::operator::apply::Ctx;
+use crate::operator::metrics::Controller as Writer;
+use crate::rollout::actuate::{StepCtx, execute};
+use crate::rollout::saga::{self, Outcome, StartedFor, StepKind};
+use crate::rollout::{drift, prune, reverify};
+
+pub(super) struct DriveCtx {
+    pub op: Arc<Ctx>,
+    pub cfg: EngineConfig,
+    pub state: Arc<State>,
+    /// When each Rollout's status last got a progress-only write.
+    progress_written: std::sync::Mutex<BTreeMap<String, Instant>>,
+}
+
+/// How often a step still running may rewrite only its progress message:
+/// a tenant's saga is looked at every `poll`, and writing each new message
+/// (a different pod is the one still rolling) would cost a status write per
+/// look.
+const PROGRESS_WRITE_EVERY: Duration = Duration::from_secs(2);
+
+impl DriveCtx {
+    /// Whether a progress-only write for `key` is due now (and, if so,
+    /// records it).
+    fn progress_due(&self, key: &str) -> bool {
+        let Ok(mut map) = self.progress_written.lock() else {
+            return true;
+        };
+        match map.get(key) {
+            Some(at) if at.elapsed() < PROGRESS_WRITE_EVERY => false,
+            _ => {
+                map.insert(key.to_owned(), Instant::now());
+                true
+            }
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DriveError {
+    #[error("read Rollout: {0}")]
+    Read(#[source] kube::Error),
+    #[error(transparent)]
+    Write(#[from] crate::operator::Error),
+}
+
+/// The Rollout controller, and its store (the sync compares Rollout specs
+/// with it instead of reading them).
+pub(super) fn controller(client: &Client) -> (Controller<Rollout>, Store<Rollout>) {
+    let c = Controller::new(
+        Api::<Rollout>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let store = c.store();
+    (c, store)
+}
+
+pub(super) async fn run(
+    controller: Controller<Rollout>,
+    op: Arc<Ctx>,
+    cfg: EngineConfig,
+    state: Arc<State>,
+) {
+    let ctx = Arc::new(DriveCtx {
+        op,
+        cfg,
+        state,
+        progress_written: std::sync::Mutex::default(),
+    });
+    controller
+        .run(
+            reconcile,
+            |_, e: &DriveError, _| {
+                warn!(error = %e, "rollout reconcile failed");
+                Action::requeue(Duration::from_secs(2))
+            },
+            ctx,
+        )
+        .for_each_concurrent(16, |_| async {})
+        .await;
+}
+
+async fn write_status(op: &Ctx, ro: &Rollout, status: &RolloutStatus) -> Result<(), DriveError> {
+    let ns = ro.namespace().unwrap_or_default();
+    op.apply_status::<Rollout>(Writer::Rollout, &ns, &ro.name_any(), status)
+        .await?;
+    Ok(())
+}
+
+async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, DriveError> {
+    let ns = cached.namespace().unwrap_or_default();
+    // Read the saga state from the apiserver, not the watch cache: a cached
+    // copy can lag our own last status write, and acting on it would run a
+    // completed step again.
+    let ro = match ctx.op.api::<Rollout>(&ns).get_opt(&cached.name_any()).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return Ok(Action::await_change()),
+        Err(e) => return Err(DriveError::Read(e)),
+    };
+    let Some((loaded, plan)) = ctx.state.tenant(&ro.spec.tenant).await else {
+        // Not synced yet since this leader started, or another engine's
+        // fleet: look again later.
+        return Ok(Action::requeue(Duration::from_secs(2)));
+    };
+    if plan.desired.hash != ro.spec.desired_hash {
+        // The spec is from another commit than this leader's last sync:
+        // the sync writes the new spec (or a refused commit keeps it).
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    let kinds = saga::steps(&plan.desired.workloads, &plan.release);
+    let mut status = ro.status.clone().unwrap_or_default();
+    let unknown_step = status
+        .steps
+        .iter()
+        .any(|s| StepKind::parse(&s.name).is_none());
+    if status.desired_hash.as_deref() != Some(ro.spec.desired_hash.as_str())
+        || status.steps.is_empty()
+        || unknown_step
+    {
+        info!(tenant = %ro.spec.tenant, wave = %ro.spec.wave, release = %plan.release.metadata.name, "saga started");
+        status = saga::start(
+            ro.status.as_ref(),
+            &plan.release.metadata.name,
+            &kinds,
+            now(),
+            StartedFor {
+                desired_hash: &ro.spec.desired_hash,
+                commit: &ro.spec.commit,
+                generation: ro.metadata.generation,
+            },
+            &plan.desired.keys(),
+        );
+        write_status(&ctx.op, &ro, &status).await?;
+    } else if status.observed_generation != ro.metadata.generation {
+        // Same desired state, a new generation (the wave moved, say): the
+        // saga's result still holds for it.
+        status.observed_generation = ro.metadata.generation;
+        write_status(&ctx.op, &ro, &status).await?;
+    }
+    if loaded.policy.suspend {
+        return Ok(Action::requeue(loaded.policy.interval));
+    }
+    match status.phase {
+        Some(RolloutPhase::Verified) => {
+            return maintain(&ctx, &ro, status, &loaded, &plan, &kinds).await;
+        }
+        Some(RolloutPhase::Failed) => return Ok(Action::await_change()),
+        _ => {}
+    }
+    run_steps(&ctx, &ro, status, &loaded, &plan).await
+}
+
+async fn run_steps(
+    ctx: &DriveCtx,
+    ro: &Rollout,
+    mut status: RolloutStatus,
+    loaded: &Loaded,
+    plan: &TenantPlan,
+) -> Result<Action, DriveError> {
+    let ns = ro.namespace().unwrap_or_default();
+    while let Some(i) = saga::next_step(&status) {
+        let started = status.steps[i].started_at.as_ref().map(|t| t.0.as_second());
+        let step_age = started
+            .map(|s| Duration::from_secs(u64::try_from(now().0.as_second() - s).unwrap_or(0)))
+            .unwrap_or_default();
+        let Some(kind) = StepKind::parse(&status.steps[i].name) else {
+            break;
+        };
+        let span = tracing::info_span!("saga_step", tenant = %ro.spec.tenant, step = %kind.name());
+        // Instrument, never enter, across an await: an entered span would
+        // leak onto whatever else runs on this thread.
+        let outcome = if kind == StepKind::Prune {
+            prune::run(&ctx.op, ro, &mut status, &plan.desired, loaded.policy.prune)
+                .instrument(span)
+                .await;
+            Outcome::Done
+        } else {
+            let step_ctx = StepCtx {
+                op: &ctx.op,
+                namespace: &ns,
+                release: &plan.release,
+                fleet: &loaded.fleet,
+                workloads: &plan.desired.workloads,
+                baselines: &plan.desired.baselines,
+                step_age,
+                verify_grace: ctx.cfg.verify_grace,
+            };
+            execute(&kind, &step_ctx).instrument(span).await
+        };
+        let was_running = status.steps[i].state == StepState::Running;
+        let mut changed = saga::record(&mut status, i, &outcome, &now());
+        if status.phase == Some(RolloutPhase::Verified) {
+            // Verified after a heal: the drift it healed is over.
+            changed |= reverify::clear_healed(&mut status, ro.metadata.generation);
+        }
+        let progress_only = was_running && matches!(outcome, Outcome::Pending(_));
+        if changed && (!progress_only || ctx.progress_due(&format!("{ns}/{}", ro.name_any()))) {
+            write_status(&ctx.op, ro, &status).await?;
+        }
+        match outcome {
+            Outcome::Done => {
+                info!(tenant = %ro.spec.tenant, step = %kind.name(), "step done");
+                continue;
+            }
+            Outcome::Pending(_) => {
+                return Ok(Action::requeue(saga::next_look(ctx.cfg.poll, step_age)));
+            }
+            Outcome::Waiting(m) => {
+                warn!(tenant = %ro.spec.tenant, step = %kind.name(), reason = %m, "saga waiting");
+                return Ok(Action::requeue(Duration::from_secs(5)));
+            }
+            Outcome::Failed(m) => {
+                warn!(tenant = %ro.spec.tenant, step = %kind.name(), reason = %m, "saga failed");
+                return Ok(Action::await_change());
+            }
+        }
+    }
+    info!(tenant = %ro.spec.tenant, release = %plan.release.metadata.name, "tenant verified");
+    Ok(Action::requeue(
+        loaded.policy.interval.min(Duration::from_secs(60)),
+    ))
+}
+
+/// A verified tenant between changes: put back drift, retry blocked
+/// prunes, and re-check live content when due. Writes only what changed.
+async fn maintain(
+    ctx: &DriveCtx,
+    ro: &Rollout,
+    mut status: RolloutStatus,
+    loaded: &Loaded,
+    plan: &TenantPlan,
+    kinds: &[StepKind],
+) -> Result<Action, DriveError> {
+    let ns = ro.namespace().unwrap_or_default();
+    let interval = loaded.policy.interval;
+    // Drift: from the caches; acted on only after a fresh read confirms it.
+    let reverted = drift::revert(&ctx.op, &ns, &plan.desired, &loaded.fleet).await;
+    if let Some(last) = reverted.record {
+        status.last_drift = Some(last);
+    }
+    if let Some(why) = reverted.rerun {
+        // The reverted workloads roll: verify them again before `Verified`
+        // is true again.
+        let restarted = saga::restart(&status, kinds, now(), why);
+        write_status(&ctx.op, ro, &restarted).await?;
+        return Ok(Action::requeue(ctx.cfg.poll));
+    }
+    let mut changed = reverted.changed;
+    // Prunes that were blocked, and the inventory's uids.
+    changed |= prune::run(&ctx.op, ro, &mut status, &plan.desired, loaded.policy.prune).await;
+    // The live re-check, when due.
+    let mut next = interval;
+    let due_in = reverify::due_in(&status, &ns, loaded.policy.reverify, now());
+    if due_in.is_zero() {
+        let result = reverify::run(&ctx.op, &ns, plan).await;
+        let heal = reverify::record(&ctx.op, ro, &mut status, &result, loaded.policy.drift).await;
+        changed = true;
+        if let Some(why) = heal {
+            let mut restarted = saga::restart(&status, kinds, now(), why);
+            restarted.conditions.clone_from(&status.conditions);
+            write_status(&ctx.op, ro, &restarted).await?;
+            return Ok(Action::requeue(ctx.cfg.poll));
+        }
+        next = next.min(loaded.policy.reverify);
+    } else {
+        next = next.min(due_in);
+    }
+    if changed {
+        write_status(&ctx.op, ro, &status).await?;
+    }
+    Ok(Action::requeue(next.max(Duration::from_secs(1))))
+}

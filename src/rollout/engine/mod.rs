@@ -1,0 +1,221 @@
+//! The GitOps engine, run by the leader only. It follows each `Fleet`
+//! (watched, fetched at its interval or at once on a push), renders every
+//! tenant's desired state at (commit, release), and drives one saga per
+//! tenant whenever that state changes. Between changes it keeps the
+//! cluster equal to git: drift is reverted, removals are pruned from the
+//! tenant's inventory, and verified pods are re-checked live.
+//!
+//! - [`sync`]: Fleet -> fetch, load, lint -> Namespaces, AgentFS and one
+//!   `Rollout` spec per tenant (`desiredHash`, `commit`).
+//! - [`drive`]: Rollout -> saga steps; once verified, drift, prune retry
+//!   and live re-check (`super::drift`, `super::prune`, `super::reverify`).
+//!
+//! Guarantees:
+//! - a fetch, checkout or lint failure is reported on the Fleet's `Ready`
+//!   condition and changes nothing in the cluster: the last good state stays;
+//! - the saga's state lives in the Rollout's status and is written after
+//!   every step, stamped with the spec it is for (`observedGeneration`,
+//!   `desiredHash`), so a restarted operator resumes at the step it was on
+//!   and a reader never mistakes an old status for the current one;
+//! - every write goes through the operator's counted write path
+//!   ([`crate::operator::apply::Ctx`]) and every read of managed objects
+//!   outside a running step comes from the operator's watch caches;
+//! - nothing is applied, pruned or healed while the Fleet is suspended.
+
+mod drive;
+mod sync;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use kube::{Client, ResourceExt};
+use tokio::sync::RwLock;
+use tracing::info;
+
+use super::desired::TenantDesired;
+use crate::crd::{DriftPolicy, Fleet as FleetCr};
+use crate::fleet::Fleet;
+use crate::fleet::gitsync::{self, Credentials, Source};
+use crate::operator::apply::Ctx;
+use crate::release::{Release, WaveName, parse_duration};
+
+/// Name of the Rollout object in each tenant namespace.
+pub const ROLLOUT_NAME: &str = "release";
+pub const ANNOTATION_SYNC_REQUESTED: &str = "autonomic.sh/sync-requested-at";
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Where the git mirror and checkouts live.
+    pub cache_dir: PathBuf,
+    /// How often a Rollout in progress is looked at again.
+    pub poll: Duration,
+    /// How long a live-content mismatch is retried before the saga fails.
+    pub verify_grace: Duration,
+    /// Follow only the Fleets in this namespace (default: every namespace).
+    pub fleet_namespace: Option<String>,
+}
+
+/// A Fleet's knobs, as its spec said at the last sync.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Policy {
+    pub interval: Duration,
+    pub prune: bool,
+    pub suspend: bool,
+    pub reverify: Duration,
+    pub drift: DriftPolicy,
+}
+
+impl Policy {
+    pub fn of(f: &FleetCr) -> Self {
+        Policy {
+            interval: parse_duration(&f.spec.interval)
+                .unwrap_or(Duration::from_secs(60))
+                .max(Duration::from_secs(1)),
+            prune: f.spec.prune,
+            suspend: f.spec.suspend,
+            reverify: parse_duration(&f.spec.reverify_interval)
+                .unwrap_or(Duration::from_secs(600))
+                .max(Duration::from_secs(1)),
+            drift: f.spec.drift_policy,
+        }
+    }
+}
+
+/// One tenant at the synced commit.
+pub struct TenantPlan {
+    pub wave: WaveName,
+    pub release: Release,
+    pub desired: TenantDesired,
+}
+
+/// One Fleet's last good sync: the commit, the fleet read at it, and what
+/// each tenant should run.
+pub struct Loaded {
+    pub commit: String,
+    pub fleet: Fleet,
+    pub policy: Policy,
+    pub tenants: BTreeMap<String, Arc<TenantPlan>>,
+}
+
+#[derive(Default)]
+pub struct State {
+    /// `namespace/name` of the Fleet -> its last good sync.
+    loaded: RwLock<BTreeMap<String, Arc<Loaded>>>,
+    /// What this process last applied of the objects a sync writes each
+    /// time (Namespaces, AgentFS): key -> hash of the body. An unchanged
+    /// body is not sent again, so a sync of an unchanged commit writes
+    /// nothing; the drift check puts back what someone else changed.
+    applied: std::sync::Mutex<BTreeMap<String, String>>,
+}
+
+impl State {
+    /// The sync and plan that hold `tenant`.
+    async fn tenant(&self, tenant: &str) -> Option<(Arc<Loaded>, Arc<TenantPlan>)> {
+        let map = self.loaded.read().await;
+        map.values().find_map(|l| {
+            l.tenants
+                .get(tenant)
+                .map(|p| (Arc::clone(l), Arc::clone(p)))
+        })
+    }
+}
+
+use super::now;
+
+/// Runs until aborted (the operator aborts it when the Lease is lost).
+pub async fn run(op: Arc<Ctx>, cfg: EngineConfig) {
+    // The drift check and prune read the operator's caches: acting on a
+    // cache that has not listed yet would see every object as deleted.
+    let mut synced = op.caches_synced.clone();
+    if synced.wait_for(|v| *v).await.is_err() {
+        return;
+    }
+    info!("gitops engine started");
+    let state = Arc::new(State::default());
+    let (controller, rollouts) = drive::controller(&op.client);
+    let sync = tokio::spawn(sync::run(op.clone(), cfg.clone(), state.clone(), rollouts));
+    drive::run(controller, op, cfg, state).await;
+    sync.abort();
+}
+
+/// Which tenant runs which release: each wave's tenants are chosen by the
+/// release that wave points at; a tenant already taken by an earlier wave
+/// stays there.
+pub fn assign(fleet: &Fleet) -> Result<Vec<(String, WaveName, String)>, String> {
+    let pointers = fleet
+        .waves
+        .as_ref()
+        .ok_or_else(|| "releases/waves.yaml is missing".to_owned())?;
+    let mut taken: BTreeMap<String, (WaveName, String)> = BTreeMap::new();
+    for wave in WaveName::ORDER {
+        let release_name = &pointers.value.spec.get(wave).release;
+        let release = fleet.release(release_name).ok_or_else(|| {
+            format!("wave {wave} points at {release_name:?}, which is not in releases/")
+        })?;
+        for (w, tenants) in crate::release::plan::wave_tenants(&release.value, &fleet.tenants) {
+            if w != wave {
+                continue;
+            }
+            for t in tenants {
+                taken.entry(t).or_insert((wave, release_name.clone()));
+            }
+        }
+    }
+    // A tenant no wave selected follows the fleet wave.
+    let fleet_release = &pointers.value.spec.fleet.release;
+    for t in fleet.tenants.keys() {
+        taken
+            .entry(t.clone())
+            .or_insert((WaveName::Fleet, fleet_release.clone()));
+    }
+    Ok(taken.into_iter().map(|(t, (w, r))| (t, w, r)).collect())
+}
+
+async fn source_for(client: &Client, f: &FleetCr) -> Result<Source, String> {
+    let ns = f.namespace().unwrap_or_default();
+    let credentials = match &f.spec.secret_ref {
+        None => None,
+        Some(name) => {
+            let secret = Api::<Secret>::namespaced(client.clone(), &ns)
+                .get(name)
+                .await
+                .map_err(|e| format!("Secret {ns}/{name}: {}", short_kube_error(&e)))?;
+            let data = secret.data.unwrap_or_default();
+            let field = |k: &str| {
+                data.get(k)
+                    .map(|v| String::from_utf8_lossy(&v.0).trim().to_owned())
+                    .ok_or_else(|| format!("Secret {ns}/{name} has no key {k:?}"))
+            };
+            Some(Credentials {
+                username: field("username").unwrap_or_else(|_| "git".into()),
+                password: field("password")?,
+            })
+        }
+    };
+    Ok(Source {
+        url: f.spec.url.clone(),
+        branch: f.spec.branch.clone(),
+        credentials,
+        allow_insecure: f.spec.allow_insecure,
+        max_file_bytes: f
+            .spec
+            .max_file_bytes
+            .and_then(|b| u64::try_from(b).ok())
+            .unwrap_or(gitsync::DEFAULT_MAX_FILE_BYTES),
+    })
+}
+
+fn short_kube_error(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
+        other => other.to_string(),
+    }
+}
+
+fn short(commit: &str) -> &str {
+    &commit[..commit.len().min(12)]
+}

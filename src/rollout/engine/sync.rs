@@ -1,0 +1,403 @@
+//! Following Fleets: one watch on Fleet resources (no listing loop). A
+//! Fleet is synced when it appears, when its spec changes, when its
+//! `autonomic.sh/sync-requested-at` annotation changes (the push receiver
+//! and `exo release promote` set it), and then every `spec.interval`.
+//!
+//! A sync fetches, loads, lints and assigns tenants to releases; then it
+//! renders each tenant's desired state and writes what changed: the
+//! tenant's Namespace and AgentFS, and its Rollout spec (wave, release,
+//! `desiredHash`, and the commit that produced them). A tenant whose
+//! rendering did not change gets no write, so a commit that touches one
+//! tenant moves only that tenant's saga.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::ResourceExt;
+use kube::api::{Api, ObjectMeta};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
+use sha2::{Digest, Sha256};
+use tracing::{info, warn};
+
+use super::{
+    EngineConfig, Loaded, Policy, ROLLOUT_NAME, State, TenantPlan, assign, now, short, source_for,
+};
+use crate::crd::{AgentFS, Fleet as FleetCr, FleetStatus, Rollout, RolloutSpec};
+use crate::fleet::{self, gitsync};
+use crate::operator::apply::Ctx;
+use crate::operator::metrics::Controller as Writer;
+use crate::release::{WaveName, lint};
+use crate::rollout::actuate::{LABEL_TENANT, owned_meta};
+use crate::rollout::desired::TenantDesired;
+
+struct SyncCtx {
+    op: Arc<Ctx>,
+    cfg: EngineConfig,
+    state: Arc<State>,
+    rollouts: Store<Rollout>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {}
+
+pub(super) async fn run(
+    op: Arc<Ctx>,
+    cfg: EngineConfig,
+    state: Arc<State>,
+    rollouts: Store<Rollout>,
+) {
+    let api: Api<FleetCr> = match &cfg.fleet_namespace {
+        Some(ns) => Api::namespaced(op.client.clone(), ns),
+        None => Api::all(op.client.clone()),
+    };
+    let (reader, writer) = reflector::store();
+    // Only what asks for a sync wakes it: a new generation (the spec) or
+    // new annotations (a sync request). The engine's own status writes do
+    // not, or every sync would schedule the next one.
+    let fleets = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(
+            predicates::generation.combine(predicates::annotations),
+            Default::default(),
+        );
+    let ctx = Arc::new(SyncCtx {
+        op,
+        cfg,
+        state,
+        rollouts,
+    });
+    Controller::for_stream(fleets, reader)
+        .run(
+            reconcile,
+            |_, e: &SyncError, _| {
+                warn!(error = %e, "fleet sync failed");
+                Action::requeue(Duration::from_secs(5))
+            },
+            ctx,
+        )
+        .for_each(|_| futures::future::ready(()))
+        .await;
+}
+
+async fn reconcile(f: Arc<FleetCr>, ctx: Arc<SyncCtx>) -> Result<Action, SyncError> {
+    let policy = Policy::of(&f);
+    let key = format!("{}/{}", f.namespace().unwrap_or_default(), f.name_any());
+    if let Some(loaded) = sync_one(&ctx, &f, policy).await {
+        ctx.state.loaded.write().await.insert(key, loaded);
+    } else if let Some(prev) = ctx.state.loaded.read().await.get(&key).cloned() {
+        // A refused commit keeps the last good one, with today's knobs
+        // (suspend in particular must hold even when git is broken).
+        if prev.policy != policy {
+            let kept = Loaded {
+                commit: prev.commit.clone(),
+                fleet: prev.fleet.clone(),
+                policy,
+                tenants: prev.tenants.clone(),
+            };
+            ctx.state.loaded.write().await.insert(key, Arc::new(kept));
+        }
+    }
+    Ok(Action::requeue(policy.interval))
+}
+
+fn ready(status: bool, reason: &str, message: String, generation: Option<i64>) -> Condition {
+    Condition {
+        type_: "Ready".into(),
+        status: if status { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message,
+        last_transition_time: now(),
+        observed_generation: generation,
+    }
+}
+
+/// Writes the Fleet's status when it says something new. `lastSyncTime`
+/// alone is not news: a steady fleet costs no write per interval, and
+/// `lastSyncTime` is the time of the last sync that changed the status.
+async fn set_fleet_status(op: &Ctx, f: &FleetCr, mut status: FleetStatus) {
+    let old = f.status.clone().unwrap_or_default();
+    let same_condition = |a: &[Condition], b: &[Condition]| {
+        a.len() == b.len()
+            && a.iter().zip(b).all(|(x, y)| {
+                x.type_ == y.type_
+                    && x.status == y.status
+                    && x.reason == y.reason
+                    && x.message == y.message
+                    && x.observed_generation == y.observed_generation
+            })
+    };
+    if old.applied_commit == status.applied_commit
+        && old.fetched_commit == status.fetched_commit
+        && old.waves == status.waves
+        && same_condition(&old.conditions, &status.conditions)
+    {
+        return;
+    }
+    // A condition keeps its transition time while its status holds.
+    for c in &mut status.conditions {
+        if let Some(o) = old
+            .conditions
+            .iter()
+            .find(|o| o.type_ == c.type_ && o.status == c.status)
+        {
+            c.last_transition_time = o.last_transition_time.clone();
+        }
+    }
+    status.last_sync_time = Some(now());
+    let ns = f.namespace().unwrap_or_default();
+    if let Err(e) = op
+        .apply_status::<FleetCr>(Writer::Rollout, &ns, &f.name_any(), &status)
+        .await
+    {
+        warn!(fleet = %f.name_any(), error = %e, "cannot write Fleet status");
+    }
+}
+
+/// Fetches, checks and applies one Fleet. Returns the loaded fleet when it
+/// was good; on any failure the Fleet's status says why and nothing changes.
+async fn sync_one(ctx: &SyncCtx, f: &FleetCr, policy: Policy) -> Option<Arc<Loaded>> {
+    let op = &ctx.op;
+    let ns = f.namespace().unwrap_or_default();
+    let mut status = f.status.clone().unwrap_or_default();
+    let generation = f.metadata.generation;
+    let fail = |mut status: FleetStatus, reason: &str, message: String| {
+        warn!(fleet = %f.name_any(), reason, %message, "fleet sync refused");
+        status.conditions = vec![ready(false, reason, message, generation)];
+        status
+    };
+    let source = match source_for(&op.client, f).await {
+        Ok(s) => s,
+        Err(m) => {
+            set_fleet_status(op, f, fail(status, "CredentialsUnavailable", m)).await;
+            return None;
+        }
+    };
+    let cache = ctx.cfg.cache_dir.join(format!("{ns}-{}", f.name_any()));
+    let checkout = match tokio::task::spawn_blocking(move || gitsync::sync(&source, &cache)).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            let reason = match e {
+                gitsync::GitSyncError::UrlRefused(_) => "URLRefused",
+                gitsync::GitSyncError::Refused { .. } => "CheckoutRefused",
+                _ => "FetchFailed",
+            };
+            set_fleet_status(op, f, fail(status, reason, e.to_string())).await;
+            return None;
+        }
+        Err(e) => {
+            set_fleet_status(op, f, fail(status, "FetchFailed", e.to_string())).await;
+            return None;
+        }
+    };
+    status.fetched_commit = Some(checkout.commit.clone());
+    let loaded = match fleet::load(&checkout.path) {
+        Ok(fl) => fl,
+        Err(e) => {
+            let m = format!(
+                "commit {}: {}",
+                short(&checkout.commit),
+                e.to_string().replace('\n', "; ")
+            );
+            set_fleet_status(op, f, fail(status, "InvalidFleet", m)).await;
+            return None;
+        }
+    };
+    let findings = lint::lint_fleet(&loaded);
+    if !findings.is_empty() {
+        let m = format!(
+            "commit {}: {} lint finding(s): {}",
+            short(&checkout.commit),
+            findings.len(),
+            findings
+                .iter()
+                .take(3)
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        set_fleet_status(op, f, fail(status, "LintFailed", m)).await;
+        return None;
+    }
+    let assignment = match assign(&loaded) {
+        Ok(a) => a,
+        Err(m) => {
+            set_fleet_status(op, f, fail(status, "InvalidFleet", m)).await;
+            return None;
+        }
+    };
+    let mut tenants = BTreeMap::new();
+    for (tenant, wave, release) in &assignment {
+        let (Some(t), Some(r)) = (loaded.tenants.get(tenant), loaded.release(release)) else {
+            continue;
+        };
+        tenants.insert(
+            tenant.clone(),
+            Arc::new(TenantPlan {
+                wave: *wave,
+                release: r.value.clone(),
+                desired: TenantDesired::new(t, &r.value),
+            }),
+        );
+    }
+    if policy.suspend {
+        let message = format!(
+            "suspended: commit {} fetched, nothing applied, pruned or healed until resumed",
+            short(&checkout.commit)
+        );
+        status.conditions = vec![ready(true, "Suspended", message, generation)];
+        set_fleet_status(op, f, status).await;
+        return Some(Arc::new(Loaded {
+            commit: checkout.commit,
+            fleet: loaded,
+            policy,
+            tenants,
+        }));
+    }
+    let changed = match apply_tenants(ctx, &tenants, &checkout.commit).await {
+        Ok(n) => n,
+        Err(m) => {
+            set_fleet_status(op, f, fail(status, "ApplyFailed", m)).await;
+            return None;
+        }
+    };
+    if status.applied_commit.as_deref() != Some(checkout.commit.as_str()) {
+        info!(fleet = %f.name_any(), commit = %short(&checkout.commit), tenants_changed = changed, "applied fleet commit");
+    }
+    status.applied_commit = Some(checkout.commit.clone());
+    status.waves = loaded
+        .waves
+        .as_ref()
+        .map(|w| {
+            WaveName::ORDER
+                .iter()
+                .map(|n| (n.to_string(), w.value.spec.get(*n).release.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let message = format!(
+        "applied {} to {} tenant(s)",
+        short(&checkout.commit),
+        assignment.len()
+    );
+    status.conditions = vec![ready(true, "Applied", message, generation)];
+    set_fleet_status(op, f, status).await;
+    Some(Arc::new(Loaded {
+        commit: checkout.commit,
+        fleet: loaded,
+        policy,
+        tenants,
+    }))
+}
+
+fn body_hash(v: &impl serde::Serialize) -> String {
+    hex::encode(Sha256::digest(serde_json::to_vec(v).unwrap_or_default()))
+}
+
+impl State {
+    /// Whether `body` differs from what this process last applied as `key`
+    /// (and, if so, remembers it as applied once `apply` succeeds).
+    fn unchanged(&self, key: &str, hash: &str) -> bool {
+        self.applied
+            .lock()
+            .map(|m| m.get(key).map(String::as_str) == Some(hash))
+            .unwrap_or(false)
+    }
+
+    fn remember(&self, key: String, hash: String) {
+        if let Ok(mut m) = self.applied.lock() {
+            m.insert(key, hash);
+        }
+    }
+}
+
+/// Namespaces and AgentFS first (they do not depend on the release; an
+/// AgentFS exists before the Agents that mount it), then each tenant's
+/// Rollout spec where it changed. Agents and Tools are applied only by
+/// sagas. Returns how many Rollout specs changed.
+async fn apply_tenants(
+    ctx: &SyncCtx,
+    tenants: &BTreeMap<String, Arc<TenantPlan>>,
+    commit: &str,
+) -> Result<usize, String> {
+    let op = &ctx.op;
+    let mut changed = 0;
+    for (tenant, plan) in tenants {
+        let labels = BTreeMap::from([
+            (LABEL_TENANT.to_owned(), tenant.clone()),
+            (
+                crate::operator::LABEL_MANAGED_BY.to_owned(),
+                crate::operator::MANAGED_BY.to_owned(),
+            ),
+        ]);
+        let namespace = Namespace {
+            metadata: ObjectMeta {
+                name: Some(tenant.clone()),
+                labels: Some(labels),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        let key = format!("Namespace/{tenant}");
+        let hash = body_hash(&namespace);
+        if !ctx.state.unchanged(&key, &hash) {
+            op.apply_cluster(Writer::Rollout, &namespace)
+                .await
+                .map_err(|e| format!("namespace {tenant}: {e}"))?;
+            ctx.state.remember(key, hash);
+        }
+        for fs in &plan.desired.filesystems {
+            let name = fs.name_any();
+            let mut obj = AgentFS::new(&name, fs.spec.clone());
+            obj.metadata = owned_meta(&fs.metadata, tenant);
+            let key = format!("AgentFS/{tenant}/{name}");
+            let hash = body_hash(&obj);
+            if !ctx.state.unchanged(&key, &hash) {
+                op.apply(Writer::Rollout, &obj)
+                    .await
+                    .map_err(|e| format!("AgentFS {tenant}/{name}: {e}"))?;
+                ctx.state.remember(key, hash);
+            }
+        }
+        let spec = RolloutSpec {
+            tenant: tenant.clone(),
+            wave: plan.wave.as_str().to_owned(),
+            release: plan.release.metadata.name.clone(),
+            commit: commit.to_owned(),
+            desired_hash: plan.desired.hash.clone(),
+        };
+        let live = ctx
+            .rollouts
+            .get(&ObjectRef::new(ROLLOUT_NAME).within(tenant));
+        let same = live.as_ref().is_some_and(|r| {
+            r.spec.tenant == spec.tenant
+                && r.spec.wave == spec.wave
+                && r.spec.release == spec.release
+                && r.spec.desired_hash == spec.desired_hash
+        });
+        if same {
+            continue;
+        }
+        let mut ro = Rollout::new(ROLLOUT_NAME, spec);
+        ro.metadata.namespace = Some(tenant.clone());
+        ro.metadata.labels = Some(BTreeMap::from([
+            (LABEL_TENANT.to_owned(), tenant.clone()),
+            (
+                crate::operator::LABEL_MANAGED_BY.to_owned(),
+                crate::operator::MANAGED_BY.to_owned(),
+            ),
+        ]));
+        op.apply(Writer::Rollout, &ro)
+            .await
+            .map_err(|e| format!("Rollout {tenant}/{ROLLOUT_NAME}: {e}"))?;
+        changed += 1;
+    }
+    Ok(changed)
+}

@@ -1,0 +1,447 @@
+//! Inventory and prune. A tenant's Rollout status lists every object the
+//! saga applied (kind, name, uid). An entry git no longer has is deleted,
+//! and it leaves the inventory only once it is really gone:
+//! - the object must still carry `app.kubernetes.io/managed-by: exo` and
+//!   the inventory's uid (a same-named object made by hand is not ours);
+//! - the delete carries a uid precondition and is made only after a read
+//!   shows the object still there, so a restart mid-prune never deletes
+//!   anything twice;
+//! - a delete that does not finish (a finalizer, a refusal, RBAC) keeps the
+//!   entry with the reason, and the `Pruned` condition says so, instead of
+//!   forgetting the object and leaving an orphan;
+//! - `spec.prune: false` on the Fleet keeps everything, reported the same way.
+//!
+//! Objects that were never in the inventory are never touched.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use tracing::{info, warn};
+
+use super::desired::TenantDesired;
+use crate::crd::{
+    Agent, AgentFS, CONDITION_PRUNED, InventoryEntry, InventoryKind, Rollout, RolloutStatus, Tool,
+};
+use crate::operator::apply::Ctx;
+use crate::operator::events::Reason;
+use crate::operator::metrics::{Controller, KindLabels};
+use crate::operator::{ErrorCategory, LABEL_MANAGED_BY, MANAGED_BY};
+
+/// What to do with one inventory entry git no longer has, given what the
+/// cluster holds now. Pure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Gone (or replaced by another object of the same name): drop it.
+    Gone,
+    /// No longer carries Exo's label: someone took it over; drop it,
+    /// leave the object.
+    Released,
+    /// Still there: delete it (uid precondition).
+    Delete { uid: String },
+    /// Keep it, and say why.
+    Keep(String),
+}
+
+pub fn decide(entry: &InventoryEntry, live: Option<&ObjectMeta>, prune_enabled: bool) -> Decision {
+    let Some(meta) = live else {
+        return Decision::Gone;
+    };
+    let uid = meta.uid.clone().unwrap_or_default();
+    if !entry.uid.is_empty() && uid != entry.uid {
+        return Decision::Gone;
+    }
+    let ours = meta
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_MANAGED_BY))
+        .map(String::as_str)
+        == Some(MANAGED_BY);
+    if !ours {
+        return Decision::Released;
+    }
+    if meta.deletion_timestamp.is_some() {
+        let finalizers = meta.finalizers.clone().unwrap_or_default();
+        return Decision::Keep(if finalizers.is_empty() {
+            "being deleted".to_owned()
+        } else {
+            format!("deletion waits on finalizer(s) {}", finalizers.join(", "))
+        });
+    }
+    if !prune_enabled {
+        return Decision::Keep("pruning is off (the Fleet's spec.prune is false)".to_owned());
+    }
+    Decision::Delete { uid }
+}
+
+/// The `Pruned` condition for an inventory. Pure.
+pub fn condition(inventory: &[InventoryEntry], generation: Option<i64>) -> Condition {
+    let blocked: Vec<String> = inventory
+        .iter()
+        .filter_map(|e| {
+            e.prune_blocked
+                .as_ref()
+                .map(|why| format!("{} {}: {why}", e.kind, e.name))
+        })
+        .collect();
+    let (status, reason, message) = if blocked.is_empty() {
+        (
+            "True",
+            "InSync",
+            "every object git dropped is gone".to_owned(),
+        )
+    } else {
+        ("False", "PruneBlocked", blocked.join("; "))
+    };
+    Condition {
+        type_: CONDITION_PRUNED.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message,
+        last_transition_time: crate::rollout::now(),
+        observed_generation: generation,
+    }
+}
+
+/// Sets `c` in `conditions` (by type), keeping the transition time when
+/// the status did not change. Returns whether anything changed.
+pub fn set_condition(conditions: &mut Vec<Condition>, c: Condition) -> bool {
+    match conditions.iter_mut().find(|x| x.type_ == c.type_) {
+        Some(x) => {
+            let same = x.status == c.status
+                && x.reason == c.reason
+                && x.message == c.message
+                && x.observed_generation == c.observed_generation;
+            if same {
+                return false;
+            }
+            let keep_time = x.status == c.status;
+            let at = x.last_transition_time.clone();
+            *x = c;
+            if keep_time {
+                x.last_transition_time = at;
+            }
+            true
+        }
+        None => {
+            conditions.push(c);
+            true
+        }
+    }
+}
+
+fn cached_meta(op: &Ctx, kind: InventoryKind, ns: &str, name: &str) -> Option<ObjectMeta> {
+    match kind {
+        InventoryKind::Agent => op
+            .agents
+            .get(&ObjectRef::new(name).within(ns))
+            .map(|o| o.metadata.clone()),
+        InventoryKind::Tool => op
+            .tools
+            .get(&ObjectRef::new(name).within(ns))
+            .map(|o| o.metadata.clone()),
+        InventoryKind::AgentFS => op
+            .filesystems
+            .get(&ObjectRef::new(name).within(ns))
+            .map(|o| o.metadata.clone()),
+    }
+}
+
+/// A fresh read of one object's metadata (prune acts on what is there now,
+/// not on a cache that may lag).
+async fn read_meta(
+    op: &Ctx,
+    kind: InventoryKind,
+    ns: &str,
+    name: &str,
+) -> Result<Option<ObjectMeta>, kube::Error> {
+    Ok(match kind {
+        InventoryKind::Agent => op.api::<Agent>(ns).get_opt(name).await?.map(|o| o.metadata),
+        InventoryKind::Tool => op.api::<Tool>(ns).get_opt(name).await?.map(|o| o.metadata),
+        InventoryKind::AgentFS => op
+            .api::<AgentFS>(ns)
+            .get_opt(name)
+            .await?
+            .map(|o| o.metadata),
+    })
+}
+
+async fn delete(
+    op: &Ctx,
+    kind: InventoryKind,
+    ns: &str,
+    name: &str,
+    uid: String,
+) -> crate::operator::error::Result<()> {
+    let c = Controller::Rollout;
+    match kind {
+        InventoryKind::Agent => op.delete::<Agent>(c, ns, name, Some(uid)).await,
+        InventoryKind::Tool => op.delete::<Tool>(c, ns, name, Some(uid)).await,
+        InventoryKind::AgentFS => op.delete::<AgentFS>(c, ns, name, Some(uid)).await,
+    }
+}
+
+/// Brings the inventory up to date with `desired` and prunes what git
+/// dropped. Returns whether the status changed.
+pub async fn run(
+    op: &Ctx,
+    ro: &Rollout,
+    status: &mut RolloutStatus,
+    desired: &TenantDesired,
+    prune_enabled: bool,
+) -> bool {
+    let ns = ro.namespace().unwrap_or_default();
+    let before = status.inventory.clone();
+    let want: BTreeSet<(InventoryKind, String)> = desired.keys();
+    // Desired objects: in the inventory with the uid the cache shows.
+    for (kind, name) in &want {
+        let uid = cached_meta(op, *kind, &ns, name)
+            .and_then(|m| m.uid)
+            .unwrap_or_default();
+        match status
+            .inventory
+            .iter_mut()
+            .find(|e| e.kind == *kind && e.name == *name)
+        {
+            Some(e) => {
+                if !uid.is_empty() {
+                    e.uid = uid;
+                }
+                e.prune_blocked = None;
+            }
+            None => status.inventory.push(InventoryEntry {
+                kind: *kind,
+                name: name.clone(),
+                uid,
+                prune_blocked: None,
+            }),
+        }
+    }
+    let mut kept = Vec::new();
+    for mut entry in std::mem::take(&mut status.inventory) {
+        if want.contains(&(entry.kind, entry.name.clone())) {
+            kept.push(entry);
+            continue;
+        }
+        // A cache miss is no proof of absence; a hit with another uid is
+        // (uids are never reused). Read before acting.
+        let live = match read_meta(op, entry.kind, &ns, &entry.name).await {
+            Ok(m) => m,
+            Err(e) => {
+                entry.prune_blocked = Some(format!("cannot read it: {e}"));
+                kept.push(entry);
+                continue;
+            }
+        };
+        match decide(&entry, live.as_ref(), prune_enabled) {
+            Decision::Gone => {
+                info!(namespace = %ns, kind = %entry.kind, name = %entry.name, "pruned");
+            }
+            Decision::Released => {
+                warn!(namespace = %ns, kind = %entry.kind, name = %entry.name, "no longer labelled managed-by=exo; left in place and dropped from the inventory");
+            }
+            Decision::Keep(why) => {
+                if entry.prune_blocked.as_deref() != Some(why.as_str()) {
+                    op.event(
+                        ro,
+                        EventType::Warning,
+                        Reason::PruneBlocked,
+                        format!("{} {}: {why}", entry.kind, entry.name),
+                    )
+                    .await;
+                }
+                entry.prune_blocked = Some(why);
+                kept.push(entry);
+            }
+            Decision::Delete { uid } => {
+                match delete(op, entry.kind, &ns, &entry.name, uid).await {
+                    Ok(()) => {
+                        // Gone now, or held by a finalizer: look again.
+                        let after = read_meta(op, entry.kind, &ns, &entry.name)
+                            .await
+                            .ok()
+                            .flatten();
+                        match decide(&entry, after.as_ref(), prune_enabled) {
+                            Decision::Gone | Decision::Released => {
+                                op.metrics
+                                    .pruned
+                                    .get_or_create(&KindLabels {
+                                        kind: entry.kind.as_str(),
+                                    })
+                                    .inc();
+                                op.event(
+                                    ro,
+                                    EventType::Normal,
+                                    Reason::Pruned,
+                                    format!(
+                                        "{} {} is no longer in git: deleted",
+                                        entry.kind, entry.name
+                                    ),
+                                )
+                                .await;
+                                info!(namespace = %ns, kind = %entry.kind, name = %entry.name, "pruned");
+                            }
+                            Decision::Keep(why) => {
+                                op.event(
+                                    ro,
+                                    EventType::Warning,
+                                    Reason::PruneBlocked,
+                                    format!("{} {}: {why}", entry.kind, entry.name),
+                                )
+                                .await;
+                                entry.prune_blocked = Some(why);
+                                kept.push(entry);
+                            }
+                            Decision::Delete { .. } => {
+                                entry.prune_blocked =
+                                    Some("delete accepted; waiting for it to go".to_owned());
+                                kept.push(entry);
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        let why = if e.category() == ErrorCategory::Forbidden {
+                            "delete forbidden for the operator's service account".to_owned()
+                        } else {
+                            format!("delete failed: {e}")
+                        };
+                        if entry.prune_blocked.as_deref() != Some(why.as_str()) {
+                            op.event(
+                                ro,
+                                EventType::Warning,
+                                Reason::PruneBlocked,
+                                format!("{} {}: {why}", entry.kind, entry.name),
+                            )
+                            .await;
+                        }
+                        entry.prune_blocked = Some(why);
+                        kept.push(entry);
+                    }
+                }
+            }
+        }
+    }
+    kept.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
+    status.inventory = kept;
+    let mut changed = status.inventory != before;
+    changed |= set_condition(
+        &mut status.conditions,
+        condition(&status.inventory, ro.meta().generation),
+    );
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn meta(uid: &str, ours: bool, deleting: Option<&[&str]>) -> ObjectMeta {
+        ObjectMeta {
+            uid: Some(uid.into()),
+            labels: ours
+                .then(|| BTreeMap::from([(LABEL_MANAGED_BY.to_owned(), MANAGED_BY.to_owned())])),
+            deletion_timestamp: deleting.map(|_| {
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::now(),
+                )
+            }),
+            finalizers: deleting.map(|f| f.iter().map(|s| (*s).to_owned()).collect()),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn decisions() {
+        let e = InventoryEntry {
+            kind: InventoryKind::Agent,
+            name: "a".into(),
+            uid: "u1".into(),
+            prune_blocked: None,
+        };
+        let unknown_uid = InventoryEntry {
+            uid: String::new(),
+            ..e.clone()
+        };
+        let cases: Vec<(&str, &InventoryEntry, Option<ObjectMeta>, bool, Decision)> = vec![
+            ("gone", &e, None, true, Decision::Gone),
+            (
+                "same name, another object",
+                &e,
+                Some(meta("u2", true, None)),
+                true,
+                Decision::Gone,
+            ),
+            (
+                "ours: delete",
+                &e,
+                Some(meta("u1", true, None)),
+                true,
+                Decision::Delete { uid: "u1".into() },
+            ),
+            (
+                "uid not known yet: the live one",
+                &unknown_uid,
+                Some(meta("u9", true, None)),
+                true,
+                Decision::Delete { uid: "u9".into() },
+            ),
+            (
+                "label removed: released",
+                &e,
+                Some(meta("u1", false, None)),
+                true,
+                Decision::Released,
+            ),
+            (
+                "prune off",
+                &e,
+                Some(meta("u1", true, None)),
+                false,
+                Decision::Keep("pruning is off (the Fleet's spec.prune is false)".into()),
+            ),
+            (
+                "finalizer",
+                &e,
+                Some(meta("u1", true, Some(&["x.io/hold"]))),
+                true,
+                Decision::Keep("deletion waits on finalizer(s) x.io/hold".into()),
+            ),
+        ];
+        for (what, entry, live, prune, want) in cases {
+            assert_eq!(decide(entry, live.as_ref(), prune), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn the_condition_names_what_is_blocked() {
+        let mut inv = vec![InventoryEntry {
+            kind: InventoryKind::Tool,
+            name: "t".into(),
+            uid: "u".into(),
+            prune_blocked: None,
+        }];
+        let c = condition(&inv, Some(3));
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "InSync"));
+        inv[0].prune_blocked = Some("deletion waits on finalizer(s) f".into());
+        let c = condition(&inv, Some(3));
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "PruneBlocked")
+        );
+        assert!(
+            c.message
+                .contains("Tool t: deletion waits on finalizer(s) f"),
+            "{}",
+            c.message
+        );
+        let mut conditions = vec![];
+        assert!(set_condition(&mut conditions, c.clone()));
+        assert!(
+            !set_condition(&mut conditions, c),
+            "same condition, no change"
+        );
+    }
+}
