@@ -41,8 +41,16 @@ pub enum Decision {
     Released,
     /// Still there: delete it (uid precondition).
     Delete { uid: String },
-    /// Keep it, and say why.
+    /// Being deleted, held only by Exo's own cleanup (an Agent's pod
+    /// going first): keep it until it is gone; nothing is wrong.
+    Wait(String),
+    /// Keep it, and say why: something stops the prune.
     Keep(String),
+}
+
+/// Finalizers Exo itself puts on what it manages; they finish on their own.
+fn own_finalizer(f: &str) -> bool {
+    f.starts_with("autonomic.sh/")
 }
 
 pub fn decide(entry: &InventoryEntry, live: Option<&ObjectMeta>, prune_enabled: bool) -> Decision {
@@ -64,11 +72,18 @@ pub fn decide(entry: &InventoryEntry, live: Option<&ObjectMeta>, prune_enabled: 
     }
     if meta.deletion_timestamp.is_some() {
         let finalizers = meta.finalizers.clone().unwrap_or_default();
-        return Decision::Keep(if finalizers.is_empty() {
-            "being deleted".to_owned()
-        } else {
-            format!("deletion waits on finalizer(s) {}", finalizers.join(", "))
-        });
+        let foreign: Vec<&String> = finalizers.iter().filter(|f| !own_finalizer(f)).collect();
+        if foreign.is_empty() {
+            return Decision::Wait(BEING_DELETED.to_owned());
+        }
+        return Decision::Keep(format!(
+            "deletion waits on finalizer(s) {}",
+            foreign
+                .iter()
+                .map(|f| f.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
     }
     if !prune_enabled {
         return Decision::Keep("pruning is off (the Fleet's spec.prune is false)".to_owned());
@@ -76,24 +91,30 @@ pub fn decide(entry: &InventoryEntry, live: Option<&ObjectMeta>, prune_enabled: 
     Decision::Delete { uid }
 }
 
+/// What an entry that is only waiting for its own cleanup says.
+const BEING_DELETED: &str = "being deleted";
+
 /// The `Pruned` condition for an inventory. Pure.
 pub fn condition(inventory: &[InventoryEntry], generation: Option<i64>) -> Condition {
-    let blocked: Vec<String> = inventory
+    let pending: Vec<(&InventoryEntry, &String)> = inventory
         .iter()
-        .filter_map(|e| {
-            e.prune_blocked
-                .as_ref()
-                .map(|why| format!("{} {}: {why}", e.kind, e.name))
-        })
+        .filter_map(|e| e.prune_blocked.as_ref().map(|why| (e, why)))
         .collect();
-    let (status, reason, message) = if blocked.is_empty() {
+    let message = pending
+        .iter()
+        .map(|(e, why)| format!("{} {}: {why}", e.kind, e.name))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let (status, reason, message) = if pending.is_empty() {
         (
             "True",
             "InSync",
             "every object git dropped is gone".to_owned(),
         )
+    } else if pending.iter().all(|(_, why)| why.as_str() == BEING_DELETED) {
+        ("False", "Pruning", message)
     } else {
-        ("False", "PruneBlocked", blocked.join("; "))
+        ("False", "PruneBlocked", message)
     };
     Condition {
         type_: CONDITION_PRUNED.into(),
@@ -183,15 +204,24 @@ async fn delete(
     }
 }
 
+/// What a prune pass left.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pass {
+    /// The status changed (write it).
+    pub changed: bool,
+    /// Something is still going (an object being deleted): look again soon.
+    pub pending: bool,
+}
+
 /// Brings the inventory up to date with `desired` and prunes what git
-/// dropped. Returns whether the status changed.
+/// dropped.
 pub async fn run(
     op: &Ctx,
     ro: &Rollout,
     status: &mut RolloutStatus,
     desired: &TenantDesired,
     prune_enabled: bool,
-) -> bool {
+) -> Pass {
     let ns = ro.namespace().unwrap_or_default();
     let before = status.inventory.clone();
     let want: BTreeSet<(InventoryKind, String)> = desired.keys();
@@ -242,6 +272,10 @@ pub async fn run(
             Decision::Released => {
                 warn!(namespace = %ns, kind = %entry.kind, name = %entry.name, "no longer labelled managed-by=exo; left in place and dropped from the inventory");
             }
+            Decision::Wait(why) => {
+                entry.prune_blocked = Some(why);
+                kept.push(entry);
+            }
             Decision::Keep(why) => {
                 if entry.prune_blocked.as_deref() != Some(why.as_str()) {
                     op.event(
@@ -282,6 +316,10 @@ pub async fn run(
                                 )
                                 .await;
                                 info!(namespace = %ns, kind = %entry.kind, name = %entry.name, "pruned");
+                            }
+                            Decision::Wait(why) => {
+                                entry.prune_blocked = Some(why);
+                                kept.push(entry);
                             }
                             Decision::Keep(why) => {
                                 op.event(
@@ -330,7 +368,11 @@ pub async fn run(
         &mut status.conditions,
         condition(&status.inventory, ro.meta().generation),
     );
-    changed
+    let pending = status
+        .inventory
+        .iter()
+        .any(|e| e.prune_blocked.as_deref() == Some(BEING_DELETED));
+    Pass { changed, pending }
 }
 
 #[cfg(test)]
@@ -425,6 +467,9 @@ mod tests {
         }];
         let c = condition(&inv, Some(3));
         assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "InSync"));
+        inv[0].prune_blocked = Some(BEING_DELETED.into());
+        let c = condition(&inv, Some(3));
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "Pruning"));
         inv[0].prune_blocked = Some("deletion waits on finalizer(s) f".into());
         let c = condition(&inv, Some(3));
         assert_eq!(

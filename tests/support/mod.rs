@@ -6,6 +6,7 @@
 //! A missing environment is a test failure with instructions, never a skip.
 #![allow(dead_code)]
 
+pub mod fleet;
 pub mod operator;
 
 use std::collections::BTreeMap;

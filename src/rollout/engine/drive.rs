@@ -191,6 +191,8 @@ async fn run_steps(
         // Instrument, never enter, across an await: an entered span would
         // leak onto whatever else runs on this thread.
         let outcome = if kind == StepKind::Prune {
+            // Removals never hold the saga: what they wait for shows on
+            // the `Pruned` condition, and a verified tenant retries them.
             prune::run(&ctx.op, ro, &mut status, &plan.desired, loaded.policy.prune)
                 .instrument(span)
                 .await;
@@ -268,9 +270,14 @@ async fn maintain(
     }
     let mut changed = reverted.changed;
     // Prunes that were blocked, and the inventory's uids.
-    changed |= prune::run(&ctx.op, ro, &mut status, &plan.desired, loaded.policy.prune).await;
+    let pass = prune::run(&ctx.op, ro, &mut status, &plan.desired, loaded.policy.prune).await;
+    changed |= pass.changed;
     // The live re-check, when due.
-    let mut next = interval;
+    let mut next = if pass.pending {
+        interval.min(Duration::from_secs(2))
+    } else {
+        interval
+    };
     let due_in = reverify::due_in(&status, &ns, loaded.policy.reverify, now());
     if due_in.is_zero() {
         let result = reverify::run(&ctx.op, &ns, plan).await;

@@ -1,0 +1,460 @@
+//! A fleet served over git and a real `exo operator run` following it:
+//! the fixture the GitOps tests share (`tests/rollout.rs`, `tests/gitops.rs`).
+//! Tenants are the example fleet's, renamed `<prefix>-<tenant>` so each
+//! test has its own namespaces.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use exo::crd::{Fleet as FleetCr, Rollout, RolloutPhase};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, PostParams};
+
+use super::TestNamespace;
+
+pub const EXO: &str = env!("CARGO_BIN_EXE_exo");
+
+pub fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The example fleet's files, tenants renamed `<prefix>-<tenant>`.
+pub fn example_files(prefix: &str) -> BTreeMap<String, Vec<u8>> {
+    pub fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(base, &p, out);
+            } else {
+                let rel = p.strip_prefix(base).unwrap().to_string_lossy().into_owned();
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    let mut files = BTreeMap::new();
+    for d in ["manifests", "releases", "configmaps"] {
+        walk(repo_root(), &repo_root().join(d), &mut files);
+    }
+    let tenants = ["platform", "acme", "globex", "initech", "umbrella"];
+    files
+        .into_iter()
+        .map(|(path, content)| {
+            let mut path = path;
+            for t in tenants {
+                if let Some(rest) = path.strip_prefix(&format!("manifests/{t}/")) {
+                    path = format!("manifests/{prefix}-{t}/{rest}");
+                }
+            }
+            let mut content = content;
+            if path.starts_with("releases/") {
+                let text = String::from_utf8(content).unwrap();
+                content = text
+                    .replace("[platform]", &format!("[{prefix}-platform]"))
+                    .replace("[acme]", &format!("[{prefix}-acme]"))
+                    .into_bytes();
+            }
+            (path, content)
+        })
+        .collect()
+}
+
+pub fn tenants(prefix: &str) -> Vec<String> {
+    ["platform", "acme", "globex", "initech", "umbrella"]
+        .iter()
+        .map(|t| format!("{prefix}-{t}"))
+        .collect()
+}
+
+/// Appends `env` to the runtime (or tool) container of a manifest.
+pub fn add_env(
+    files: &mut BTreeMap<String, Vec<u8>>,
+    path: &str,
+    container_key: &str,
+    name: &str,
+    value: &str,
+) {
+    let text = String::from_utf8(files[path].clone()).unwrap();
+    let needle = format!("  {container_key}:\n");
+    assert!(text.contains(&needle), "{path} has no {container_key}");
+    let text = text.replacen(
+        &needle,
+        &format!(
+            "  {container_key}:\n    env:\n      - name: {name}\n        value: \"{value}\"\n"
+        ),
+        1,
+    );
+    files.insert(path.to_owned(), text.into_bytes());
+}
+
+pub struct Operator {
+    pub child: Child,
+    pub log: PathBuf,
+    _cache: tempfile::TempDir,
+}
+
+impl Operator {
+    pub fn start(ns: &str, kubeconfig: &Path, identity: &str) -> Self {
+        let cache = super::scratch();
+        let log = std::env::temp_dir().join(format!("exo-rollout-{ns}-{identity}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(EXO)
+            .args([
+                "operator",
+                "run",
+                "--lease-name",
+                "exo-rollout-test",
+                "--lease-namespace",
+                ns,
+            ])
+            .args([
+                "--identity",
+                identity,
+                "--lease-duration",
+                "3",
+                "--metrics-addr",
+                "127.0.0.1:0",
+            ])
+            .args([
+                "--fleet-namespace",
+                ns,
+                "--verify-grace",
+                "3",
+                "--rollout-poll-ms",
+                "200",
+            ])
+            .arg("--gitops-cache")
+            .arg(cache.path())
+            .env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", "info,kube=warn")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .expect("start exo operator run");
+        Operator {
+            child,
+            log,
+            _cache: cache,
+        }
+    }
+
+    /// SIGKILL: no cleanup, no Lease release.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A fleet served over git, a local clone to run the CLI in, the namespace
+/// holding the Fleet resource, and cleanup of the tenant namespaces.
+pub struct Fixture {
+    pub prefix: String,
+    pub ns: TestNamespace,
+    pub repo: super::GitRepo,
+    pub work: tempfile::TempDir,
+}
+
+impl Fixture {
+    pub async fn new(prefix: &str, files: BTreeMap<String, Vec<u8>>) -> Self {
+        Self::with_spec(prefix, files, serde_json::json!({})).await
+    }
+
+    /// Like [`Fixture::new`], with more Fleet spec fields.
+    pub async fn with_spec(
+        prefix: &str,
+        files: BTreeMap<String, Vec<u8>>,
+        extra: serde_json::Value,
+    ) -> Self {
+        let ns = TestNamespace::new(prefix).await;
+        super::install_crds(&ns.client).await;
+        let refs: Vec<(&str, &[u8])> = files
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_slice()))
+            .collect();
+        let repo = super::create_git_repo(&format!("fleet-{prefix}"), &refs);
+        let work = super::scratch();
+        let clone =
+            git2::Repository::clone(&repo.url, work.path().join("fleet")).expect("clone the fleet");
+        let mut cfg = clone.config().unwrap();
+        cfg.set_str("user.name", "exo-test").unwrap();
+        cfg.set_str("user.email", "test@exo.invalid").unwrap();
+        let mut spec =
+            serde_json::json!({"url": repo.url, "allowInsecure": true, "interval": "2s"});
+        if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
+            s.extend(e.clone());
+        }
+        let fleet: FleetCr = serde_json::from_value(serde_json::json!({
+            "apiVersion": "autonomic.sh/v1alpha1", "kind": "Fleet",
+            "metadata": {"name": "fleet", "namespace": ns.name},
+            "spec": spec
+        }))
+        .unwrap();
+        ns.api::<FleetCr>()
+            .create(&PostParams::default(), &fleet)
+            .await
+            .expect("create Fleet");
+        Fixture {
+            prefix: prefix.to_owned(),
+            ns,
+            repo,
+            work,
+        }
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.work.path().join("fleet")
+    }
+
+    pub fn exo(&self, args: &[&str]) -> Output {
+        Command::new(EXO)
+            .args(args)
+            .current_dir(self.root())
+            .env("KUBECONFIG", &super::env().kubeconfig)
+            .output()
+            .expect("run exo")
+    }
+
+    pub fn tenants(&self) -> Vec<String> {
+        tenants(&self.prefix)
+    }
+
+    pub async fn rollout(&self, tenant: &str) -> Option<Rollout> {
+        Api::<Rollout>::namespaced(self.ns.client.clone(), tenant)
+            .get_opt("release")
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// Waits until `tenant`'s saga is in `phase` on `release`, by a status
+    /// written for the Rollout's current spec (a status left over from an
+    /// earlier spec does not count).
+    pub async fn wait_phase(
+        &self,
+        tenant: &str,
+        release: &str,
+        phase: RolloutPhase,
+        op: &Operator,
+    ) -> Rollout {
+        let what = format!("{tenant} to be {phase:?} on {release}");
+        self.wait_until(tenant, &what, op, |r| {
+            r.current_status()
+                .is_some_and(|s| s.release.as_deref() == Some(release) && s.phase == Some(phase))
+        })
+        .await
+    }
+
+    /// Waits (up to 90 s) until `tenant`'s Rollout satisfies `check`.
+    pub async fn wait_until(
+        &self,
+        tenant: &str,
+        what: &str,
+        op: &Operator,
+        check: impl Fn(&Rollout) -> bool,
+    ) -> Rollout {
+        let found = tokio::time::timeout(Duration::from_secs(90), async {
+            loop {
+                if let Some(r) = self.rollout(tenant).await
+                    && check(&r)
+                {
+                    return r;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+        .await;
+        match found {
+            Ok(r) => r,
+            Err(_) => {
+                let now = self.rollout(tenant).await;
+                panic!(
+                    "timed out waiting for {what}; rollout {now:#?}\noperator log tail:\n{}",
+                    tail(&op.log())
+                );
+            }
+        }
+    }
+
+    /// Commits the served repository's `main` with `changes` applied
+    /// (path -> new content, or `None` to delete) and returns the commit.
+    pub fn push(&self, changes: &[(&str, Option<&[u8]>)], message: &str) -> String {
+        let repo = git2::Repository::open_bare(&self.repo.path).unwrap();
+        let head = repo
+            .find_reference("refs/heads/main")
+            .unwrap()
+            .peel_to_commit()
+            .unwrap();
+        let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+        head.tree()
+            .unwrap()
+            .walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+                if entry.kind() == Some(git2::ObjectType::Blob) {
+                    let blob = repo.find_blob(entry.id()).unwrap();
+                    files.insert(
+                        format!("{dir}{}", entry.name().unwrap()),
+                        blob.content().to_vec(),
+                    );
+                }
+                git2::TreeWalkResult::Ok
+            })
+            .unwrap();
+        for (path, content) in changes {
+            match content {
+                Some(c) => {
+                    files.insert((*path).to_owned(), c.to_vec());
+                }
+                None => {
+                    files.remove(*path);
+                }
+            }
+        }
+        let refs: Vec<(&str, &[u8])> = files
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_slice()))
+            .collect();
+        super::commit_files(&repo, &refs, message, Some(&head)).to_string()
+    }
+
+    /// A file of the served repository's `main`.
+    pub fn served_file(&self, path: &str) -> Vec<u8> {
+        let repo = git2::Repository::open_bare(&self.repo.path).unwrap();
+        let commit = repo
+            .find_reference("refs/heads/main")
+            .unwrap()
+            .peel_to_commit()
+            .unwrap();
+        let entry = commit.tree().unwrap().get_path(Path::new(path)).unwrap();
+        repo.find_blob(entry.id()).unwrap().content().to_vec()
+    }
+
+    /// Asks the engine to sync now (what the push receiver and
+    /// `exo release promote` do).
+    pub async fn request_sync(&self) {
+        let stamp = k8s_openapi::jiff::Timestamp::now().to_string();
+        let patch = serde_json::json!({"metadata": {"annotations": {
+            exo::rollout::engine::ANNOTATION_SYNC_REQUESTED: stamp}}});
+        self.ns
+            .api::<FleetCr>()
+            .patch(
+                "fleet",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// Merge-patches the Fleet's spec.
+    pub async fn patch_fleet(&self, spec: serde_json::Value) {
+        self.ns
+            .api::<FleetCr>()
+            .patch(
+                "fleet",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&serde_json::json!({ "spec": spec })),
+            )
+            .await
+            .unwrap();
+    }
+
+    pub async fn wait_all(&self, release: &str, op: &Operator) {
+        for t in self.tenants() {
+            self.wait_phase(&t, release, RolloutPhase::Verified, op)
+                .await;
+        }
+    }
+
+    /// The wave pointers as the served repository's `main` has them.
+    pub fn served_waves(&self) -> exo::release::WavePointers {
+        let repo = git2::Repository::open_bare(&self.repo.path).unwrap();
+        let commit = repo
+            .find_reference("refs/heads/main")
+            .unwrap()
+            .peel_to_commit()
+            .unwrap();
+        let entry = commit
+            .tree()
+            .unwrap()
+            .get_path(Path::new("releases/waves.yaml"))
+            .unwrap();
+        let blob = repo.find_blob(entry.id()).unwrap();
+        exo::fleet::yaml::from_str(
+            Path::new("waves.yaml"),
+            std::str::from_utf8(blob.content()).unwrap(),
+        )
+        .unwrap()
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let names = self.tenants();
+        let kubeconfig = super::env().kubeconfig.clone();
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                let Ok(kc) = kube::config::Kubeconfig::read_from(&kubeconfig) else {
+                    return;
+                };
+                let Ok(cfg) = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await
+                else {
+                    return;
+                };
+                let Ok(client) = kube::Client::try_from(cfg) else {
+                    return;
+                };
+                for n in names {
+                    let _ = Api::<Namespace>::all(client.clone())
+                        .delete(&n, &DeleteParams::background())
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+pub fn tail(s: &str) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(25)..].join("\n")
+}
+
+pub fn out(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+pub fn digest_of(release_file: &[u8], component: &str) -> String {
+    let r: exo::release::Release = exo::fleet::yaml::from_str(
+        Path::new("r.yaml"),
+        std::str::from_utf8(release_file).unwrap(),
+    )
+    .unwrap();
+    r.spec
+        .components
+        .iter()
+        .find(|c| c.name == component)
+        .unwrap()
+        .image
+        .clone()
+}
