@@ -91,12 +91,15 @@ pub fn add_env(
 pub struct Operator {
     pub child: Child,
     pub log: PathBuf,
+    /// Where its /metrics (and the push receiver) are served.
+    pub addr: String,
     _cache: tempfile::TempDir,
 }
 
 impl Operator {
     pub fn start(ns: &str, kubeconfig: &Path, identity: &str) -> Self {
         let cache = super::scratch();
+        let addr = format!("127.0.0.1:{}", super::operator::free_port());
         let log = std::env::temp_dir().join(format!("exo-rollout-{ns}-{identity}.log"));
         let file = std::fs::File::create(&log).unwrap();
         let child = Command::new(EXO)
@@ -114,7 +117,7 @@ impl Operator {
                 "--lease-duration",
                 "3",
                 "--metrics-addr",
-                "127.0.0.1:0",
+                &addr,
             ])
             .args([
                 "--fleet-namespace",
@@ -136,6 +139,7 @@ impl Operator {
         Operator {
             child,
             log,
+            addr,
             _cache: cache,
         }
     }
@@ -148,6 +152,12 @@ impl Operator {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The sum of a metric's samples on /metrics.
+    pub fn metric(&self, name: &str) -> Option<u64> {
+        let (_, body) = super::operator::http_get(&self.addr, "/metrics")?;
+        Some(exo::operator::metrics::sum_samples(&body, name))
     }
 }
 

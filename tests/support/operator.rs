@@ -168,7 +168,7 @@ pub async fn wait_no_pod(pods: &Api<Pod>, component: &str, name: &str, what: &st
     .await
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -255,14 +255,7 @@ impl OperatorProcess {
 
     /// GET `path`; `(status, body)` or `None` if not listening.
     pub fn get(&self, path: &str) -> Option<(u16, String)> {
-        let mut s = TcpStream::connect(&self.addr).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
-        let mut text = String::new();
-        s.read_to_string(&mut text).ok()?;
-        let status = text.split_whitespace().nth(1)?.parse().ok()?;
-        let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
-        Some((status, body))
+        http_get(&self.addr, path)
     }
 
     pub async fn wait_ready(&self) {
@@ -344,4 +337,16 @@ pub async fn restricted_namespace(prefix: &str) -> super::TestNamespace {
         .await
         .expect("label the namespace restricted");
     ns
+}
+
+/// `GET path` over plain HTTP/1.0: (status, body).
+pub fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
+    Some((status, body))
 }
