@@ -256,6 +256,7 @@ pub async fn run(
             metrics: metrics.clone(),
             ready: ready_rx,
             leader: leader_rx.clone(),
+            client: Some(client.clone()),
         },
     )
     .await
