@@ -21,9 +21,9 @@ use sha2::Sha256;
 pub const PATH_PREFIX: &str = "/hooks/";
 /// Largest body read; a larger one is answered 413 unread.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
-/// GitHub (and Gitea, Forgejo): `sha256=<hex>`.
+/// GitHub: `sha256=<hex>`.
 pub const HEADER_GITHUB: &str = "x-hub-signature-256";
-/// Gitea: bare `<hex>`.
+/// Gitea (Forgejo sends it too): bare `<hex>`.
 pub const HEADER_GITEA: &str = "x-gitea-signature";
 /// The key of the Fleet's `webhookSecretRef` Secret that holds the HMAC key.
 pub const SECRET_KEY: &str = "token";
@@ -89,8 +89,9 @@ pub enum SignatureError {
     Mismatch,
 }
 
-/// The MAC a request carries: GitHub's header first, Gitea's otherwise
-/// (Gitea sends both, with the same value).
+/// The MAC a request carries: GitHub's header when present, Gitea's
+/// otherwise. Only one is ever checked, so a bad one is not rescued by the
+/// other.
 pub fn signature(headers: &HeaderMap) -> Result<[u8; MAC_LEN], SignatureError> {
     if let Some(v) = headers.get(HEADER_GITHUB) {
         let hex = v

@@ -204,6 +204,8 @@ async fn respond(
     let status = outcome.status().as_u16();
     let label = outcome.label();
     match outcome {
+        // Not a hook at all (scanners): kept out of the info log.
+        Outcome::NoRoute => debug!(outcome = label, status, %peer, "push hook"),
         Outcome::Secret { .. } | Outcome::Unavailable { .. } => {
             warn!(%fleet, outcome = label, status, %peer, "push hook")
         }
