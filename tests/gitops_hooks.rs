@@ -122,6 +122,7 @@ async fn signed_pushes_request_a_sync_and_everything_else_is_refused() {
     create(&fleets, &fleet("open", None)).await;
     create(&fleets, &fleet("lost", Some("absent"))).await;
     create(&fleets, &fleet("keyless", Some("wrong-key"))).await;
+    create(&fleets, &fleet("misnamed", Some("Not_A_Name"))).await;
 
     let cache = tempfile::tempdir().unwrap();
     let op = OperatorProcess::start_with(
@@ -237,6 +238,12 @@ async fn signed_pushes_request_a_sync_and_everything_else_is_refused() {
         "{text}"
     );
     assert!(!text.contains(TOKEN), "{text}");
+    let (status, text) = post(&at("misnamed"), &signed, body);
+    assert_eq!(status, 503, "{text}");
+    assert!(
+        text.contains("(\"Not_A_Name\") is not a Secret name"),
+        "{text}"
+    );
 
     // HTTP-level refusals.
     assert_eq!(request(&addr, "GET", &path, &[], b"").0, 405);

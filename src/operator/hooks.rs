@@ -150,6 +150,8 @@ pub fn sync_stamp(now: k8s_openapi::jiff::Timestamp) -> String {
 /// What is wrong with the Fleet's `webhookSecretRef` Secret.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SecretProblem {
+    /// `webhookSecretRef` is not a name a Secret can have.
+    InvalidName,
     NotFound,
     NoKey,
     EmptyKey,
@@ -238,6 +240,9 @@ impl Outcome {
             } => {
                 let ns = &fleet.namespace;
                 match problem {
+                    SecretProblem::InvalidName => format!(
+                        "spec.webhookSecretRef of Fleet {fleet} ({secret:?}) is not a Secret name\n"
+                    ),
                     SecretProblem::NotFound => format!(
                         "Secret {ns}/{secret} (spec.webhookSecretRef of Fleet {fleet}) not found\n"
                     ),

@@ -155,6 +155,9 @@ async fn receive(client: &Client, fleet: &FleetRef, headers: &HeaderMap, body: &
         secret: secret.clone(),
         problem,
     };
+    if !hooks::is_dns1123_subdomain(&secret) {
+        return problem(SecretProblem::InvalidName);
+    }
     let data = match Api::<Secret>::namespaced(client.clone(), &fleet.namespace)
         .get_opt(&secret)
         .await

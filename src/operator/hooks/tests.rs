@@ -326,6 +326,12 @@ fn outcomes() {
             "Secret team-a/hook (spec.webhookSecretRef of Fleet team-a/main) not found",
         ),
         (
+            secret(SecretProblem::InvalidName),
+            503,
+            "secret_unavailable",
+            "spec.webhookSecretRef of Fleet team-a/main (\"hook\") is not a Secret name",
+        ),
+        (
             secret(SecretProblem::NoKey),
             503,
             "secret_unavailable",
