@@ -95,6 +95,24 @@ async fn kustomization_applies_and_its_rbac_is_enough_to_operate() {
         !out.status.success(),
         "the operator's account can list every Secret"
     );
+    // The push receiver reads a Fleet and its webhook Secret by name, and
+    // stamps the Fleet's sync-requested annotation.
+    for (verb, resource) in [
+        ("get", "fleets.autonomic.sh"),
+        ("patch", "fleets.autonomic.sh"),
+        ("get", "secrets"),
+    ] {
+        let out = Command::new("kubectl")
+            .args(["auth", "can-i", verb, resource, "-n", &ns.name])
+            .env("KUBECONFIG", &kubeconfig)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "the operator's account cannot {verb} {resource}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
 
     let op = OperatorProcess::start_as(&ns.name, "rbac", "exo-system", &kubeconfig);
     op.wait_ready().await;

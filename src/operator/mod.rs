@@ -7,11 +7,14 @@
 //! - thin I/O: [`agent`], [`tool`], [`agentfs`] reconcilers, [`apply`]
 //!   (server-side apply with one field manager), [`events`];
 //! - runtime: [`leader`] (Lease election), [`http`] (`/healthz`, `/readyz`,
-//!   `/metrics`), [`metrics`], [`runtime`] (wires it all together).
+//!   `/metrics`, the push receiver whose pure core is [`hooks`]),
+//!   [`metrics`], [`runtime`] (wires it all together).
 //!
 //! Guarantees: every write uses the field manager [`FIELD_MANAGER`]; every
 //! child carries [`LABEL_MANAGED_BY`] and an owner reference; only the
-//! replica holding the Lease writes.
+//! replica holding the Lease writes, except that any replica's push
+//! receiver stamps a Fleet's sync-requested annotation (the leader's engine
+//! acts on it).
 
 pub mod agent;
 pub mod agentfs;
@@ -21,6 +24,7 @@ pub mod conditions;
 pub mod error;
 pub mod events;
 pub mod fs;
+pub mod hooks;
 pub mod http;
 pub mod leader;
 pub mod metrics;

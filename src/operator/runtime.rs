@@ -277,6 +277,7 @@ pub async fn run(
             metrics: metrics.clone(),
             ready: ready_rx,
             leader: leader_rx.clone(),
+            client: Some(client.clone()),
         },
     )
     .await
