@@ -86,8 +86,9 @@ struct Session {
     session: String,
     connection_id: Option<String>,
     boot_id: Option<String>,
-    /// This connection's own queue to its socket (acknowledgements).
-    out: Option<mpsc::UnboundedSender<ToSocket>>,
+    /// This connection's own queue to its socket (acknowledgements). Weak:
+    /// the registry's sender alone decides when the queue ends.
+    out: Option<mpsc::WeakUnboundedSender<ToSocket>>,
 }
 
 enum Outcome {
@@ -194,7 +195,7 @@ impl Session {
         }
         self.connection_id = Some(hello.connection_id.clone());
         self.boot_id = Some(hello.boot_id.clone());
-        self.out = Some(tx.clone());
+        self.out = Some(tx.downgrade());
         let dep = self.auth.deployment.clone();
         let detail = serde_json::json!({
             "boot_id": hello.boot_id, "agent_version": hello.agent_version,
@@ -368,7 +369,7 @@ impl Session {
                 if new {
                     info!(deployment = %dep, severity = a.severity.as_str(), reason = %a.reason, object = %a.object, "alert");
                 }
-                if let Some(out) = &self.out {
+                if let Some(out) = self.out.as_ref().and_then(|w| w.upgrade()) {
                     let ack = Frame::AlertAck(AlertAck { id: a.id.clone() });
                     let _ = out.send(ToSocket::Send(Box::new(ack)));
                 }

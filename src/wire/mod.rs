@@ -468,6 +468,15 @@ mod tests {
     }
 
     #[test]
+    fn clip_to_ends_on_a_char_boundary() {
+        assert_eq!(clip_to("abc", 5), "abc");
+        assert_eq!(clip_to("abc", 2), "ab");
+        // 'é' is two bytes: a limit inside it keeps what is before it.
+        assert_eq!(clip_to("aé", 2), "a");
+        assert_eq!(clip_to("é", 0), "");
+    }
+
+    #[test]
     fn unknown_type_is_an_error() {
         assert!(Frame::from_json(r#"{"type":"nope"}"#).is_err());
     }
