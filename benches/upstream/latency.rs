@@ -107,6 +107,7 @@ pub async fn latency(n: usize, objects: usize, snapshot_every: Option<Duration>)
                                 deployment: "bench".into(),
                                 connection_id: h.connection_id,
                                 heartbeat_interval_ms: 15000,
+                                accepts_alerts: false,
                             });
                             ws.send(Message::Text(w.to_json().unwrap().into()))
                                 .await

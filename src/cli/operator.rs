@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 use tokio::sync::watch;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use crate::cli::exit;
 use crate::operator::leader::LeaderConfig;
@@ -136,12 +136,20 @@ fn run_operator(args: RunArgs) -> u8 {
         // is started when this replica gains the Lease and stopped when it
         // loses it.
         let mut leader_tasks: Vec<LeaderTask> = Vec::new();
+        // Upstream alerts (e.g. a live-content mismatch): clones of `alerts`
+        // (an AlertSink) raise them from anywhere in the process; the
+        // upstream connection drains `alert_queue` while connected.
+        // Unmanaged, nothing drains it and the bounded buffer drops the
+        // oldest.
+        let (alerts, alert_queue) =
+            crate::upstream::alerts::channel(crate::upstream::alerts::DEFAULT_CAPACITY);
         let engine = crate::rollout::engine::EngineConfig {
             cache_dir: args.gitops_cache.clone(),
             poll: Duration::from_millis(args.rollout_poll_ms.max(50)),
             verify_grace: Duration::from_secs(args.verify_grace),
             // A namespace-scoped operator follows only its own namespace's Fleets.
             fleet_namespace: args.fleet_namespace.clone().or_else(|| args.namespace.clone()),
+            alerts: alerts.clone(),
         };
         leader_tasks.push(std::sync::Arc::new(move |ctx| {
             Box::pin(crate::rollout::engine::run(ctx, engine.clone()))
@@ -170,12 +178,15 @@ fn run_operator(args: RunArgs) -> u8 {
                         return exit::UNUSABLE;
                     }
                 }
+                // The queue outlives a lost Lease: alerts raised meanwhile
+                // wait for the next term's connection.
                 leader_tasks.push(std::sync::Arc::new(move |ctx| {
                     let client = ctx.client.clone();
                     let up = up.clone();
                     let health = health.clone();
+                    let alerts = alert_queue.clone();
                     Box::pin(async move {
-                        if let Err(e) = crate::upstream::run(client, up, health, futures::future::pending::<()>()).await {
+                        if let Err(e) = crate::upstream::run_with_alerts(client, up, health, alerts, futures::future::pending::<()>()).await {
                             error!(error = %e, "upstream connection stopped");
                         }
                     })
@@ -206,7 +217,12 @@ fn run_operator(args: RunArgs) -> u8 {
             info!("shutdown requested");
             stop_tx.send_replace(true);
         });
-        match operator::run(client, cfg, stop_rx).await {
+        let stopped = operator::run(client, cfg, stop_rx).await;
+        let (undelivered, dropped) = (alerts.pending(), alerts.dropped());
+        if undelivered > 0 || dropped > 0 {
+            warn!(undelivered, dropped, "upstream alerts not delivered");
+        }
+        match stopped {
             Ok(()) => exit::OK,
             Err(e) => {
                 error!(error = %e, "operator stopped");

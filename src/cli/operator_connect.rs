@@ -49,6 +49,10 @@ pub struct ConnectArgs {
     /// Label selector of the Pods streamed.
     #[arg(long)]
     pub pod_selector: Option<String>,
+    /// Raise one `warning` alert with reason `TestAlert` at start, to check
+    /// that alerts reach the control plane.
+    #[arg(long)]
+    pub send_test_alert: bool,
 }
 
 fn apply(cfg: &mut UpstreamConfig, a: &ConnectArgs) {
@@ -122,10 +126,22 @@ pub fn run(args: ConnectArgs) -> u8 {
                 let _ = axum::serve(listener, app).await;
             });
         }
+        // Nothing in this process raises alerts but the test alert; the
+        // sink is here so the connection runs as in the operator.
+        let (alerts, alert_queue) = upstream::alerts::channel(upstream::alerts::DEFAULT_CAPACITY);
+        if args.send_test_alert {
+            alerts.send(upstream::Alert::new(
+                upstream::Severity::Warning,
+                "TestAlert",
+                cfg.namespace.clone().unwrap_or_default(),
+                "Operator/exo",
+                "test alert from exo operator connect --send-test-alert",
+            ));
+        }
         let shutdown = async {
             let _ = tokio::signal::ctrl_c().await;
         };
-        upstream::run(client, cfg, health, shutdown)
+        upstream::run_with_alerts(client, cfg, health, alert_queue, shutdown)
             .await
             .map_err(|e| e.to_string())
     });

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::App;
+use super::alerts::{AlertSummary, MAX_ALERTS_PER_DEPLOYMENT};
 use super::live::LiveError;
 use super::store::NewAudit;
 use super::ws::MAX_COMMAND_TIMEOUT;
@@ -83,6 +84,40 @@ pub async fn audit(
         Ok(rows) => Json(json!({ "audit": rows })).into_response(),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct AlertsQuery {
+    #[serde(default)]
+    limit: Option<usize>,
+    /// Paging cursor: only alerts received before the one with this `id`.
+    #[serde(default)]
+    before: Option<i64>,
+}
+
+/// A deployment's alerts, newest first; `next_before` pages on.
+pub async fn alerts(
+    State(app): State<Arc<App>>,
+    Path(name): Path<String>,
+    Query(q): Query<AlertsQuery>,
+) -> Response {
+    if let Some(r) = unknown(&app, &name) {
+        return r;
+    }
+    let limit = q.limit.unwrap_or(100).clamp(1, MAX_ALERTS_PER_DEPLOYMENT);
+    let rows = match app.store.list_alerts(&name, limit, q.before) {
+        Ok(rows) => rows,
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    };
+    let total = match app.store.alert_summary(&name) {
+        Ok(s) => s.count,
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    };
+    // A full page may have more behind it; a short one is the end.
+    let next_before = (rows.len() == limit)
+        .then(|| rows.last().map(|r| r.id))
+        .flatten();
+    Json(json!({ "alerts": rows, "total": total, "next_before": next_before })).into_response()
 }
 
 pub async fn stats(State(app): State<Arc<App>>) -> Response {
@@ -242,6 +277,39 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// The status page's alert cell: the count (a link to the list) and the
+/// newest alert with its age.
+fn alerts_cell(name: &str, summary: Result<AlertSummary, super::store::StoreError>) -> String {
+    let s = match summary {
+        Ok(s) => s,
+        Err(e) => return format!("<span class=\"offline\">{}</span>", esc(&e.to_string())),
+    };
+    let Some(a) = s.newest else {
+        return "0".into();
+    };
+    let age_s = wire::now_ms().saturating_sub(a.received_ms) as f64 / 1000.0;
+    let class = match a.severity {
+        wire::Severity::Critical => "offline",
+        wire::Severity::Warning => "degraded",
+    };
+    format!(
+        "<a href=\"/api/v1/deployments/{n}/alerts\">{count}</a>, newest: \
+         <span class=\"{class}\">{sev}</span> <span title=\"{msg}\">{reason}</span> \
+         {obj}{ns} ({age_s:.1} s ago)",
+        n = esc(name),
+        count = s.count,
+        sev = a.severity.as_str(),
+        msg = esc(&a.message),
+        reason = esc(&a.reason),
+        obj = esc(&a.object),
+        ns = if a.namespace.is_empty() {
+            String::new()
+        } else {
+            format!(" in {}", esc(&a.namespace))
+        },
+    )
+}
+
 pub async fn page(State(app): State<Arc<App>>) -> Response {
     let rows = match app.store.list_deployments() {
         Ok(r) => r,
@@ -255,7 +323,7 @@ pub async fn page(State(app): State<Arc<App>>) -> Response {
          .offline{color:#cf222e}</style></head><body><h1>Exo control plane</h1>\
          <table><tr><th>Deployment</th><th>State</th><th>Connected</th><th>Host</th>\
          <th>Agent version</th><th>Resources</th><th>Last frame</th><th>Evictions</th>\
-         <th>Disconnects</th></tr>",
+         <th>Disconnects</th><th>Alerts</th></tr>",
     );
     for r in rows {
         let v = app.live.view(&r.name);
@@ -266,7 +334,7 @@ pub async fn page(State(app): State<Arc<App>>) -> Response {
         html.push_str(&format!(
             "<tr><td><a href=\"/api/v1/deployments/{n}\">{n}</a></td><td class=\"{s}\">{s}</td>\
              <td>{c}</td><td>{h}</td><td>{av}</td><td><a href=\"/api/v1/deployments/{n}/resources\">{res}</a></td>\
-             <td>{age}</td><td>{ev}</td><td>{dc}</td></tr>",
+             <td>{age}</td><td>{ev}</td><td>{dc}</td><td>{al}</td></tr>",
             n = esc(&v.name),
             s = state,
             c = if v.connected { "yes" } else { "no" },
@@ -279,6 +347,7 @@ pub async fn page(State(app): State<Arc<App>>) -> Response {
                 .unwrap_or_else(|| "never".into()),
             ev = v.evictions,
             dc = v.disconnects,
+            al = alerts_cell(&v.name, app.store.alert_summary(&r.name)),
         ));
     }
     html.push_str("</table></body></html>");

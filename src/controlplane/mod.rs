@@ -4,11 +4,13 @@
 //!
 //! One module per concern: `token` (generation, hashing, redaction), `admin`
 //! (admin tokens and the API's authentication), `tls` (HTTPS listener), `store`
-//! (SQLite: deployments, hashed tokens, audit), `resources` (snapshot/delta
+//! (SQLite: deployments, hashed tokens, audit), `alerts` (the operators'
+//! alerts, stored per deployment), `resources` (snapshot/delta
 //! view, pure), `live` (registration, eviction, health), `ws` (the socket
 //! endpoint) and `api` (HTTP).
 
 pub mod admin;
+pub mod alerts;
 pub mod api;
 pub mod attach;
 pub mod live;
@@ -138,6 +140,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/v1/deployments/{name}", get(api::get))
         .route("/api/v1/deployments/{name}/resources", get(api::resources))
         .route("/api/v1/deployments/{name}/audit", get(api::audit))
+        .route("/api/v1/deployments/{name}/alerts", get(api::alerts))
         .route("/api/v1/deployments/{name}/commands", post(api::command))
         .route("/api/v1/deployments/{name}/attach", get(attach::attach))
         .route(

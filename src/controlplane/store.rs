@@ -1,5 +1,6 @@
 //! Durable control-plane state in embedded SQLite: deployments, hashed
-//! tokens and the session audit log.
+//! tokens and the session audit log (admin tokens and alerts live in their
+//! own modules, on the same database).
 //!
 //! Guarantees: token clear text never reaches the database (only
 //! `sha256:<hex>`); every write is one transaction; the database runs in WAL
@@ -165,6 +166,7 @@ impl Store {
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         conn.execute_batch(SCHEMA)?;
         conn.execute_batch(super::admin::SCHEMA)?;
+        conn.execute_batch(super::alerts::SCHEMA)?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
         })

@@ -20,21 +20,15 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::App;
+use super::alerts::Origin;
 use super::live::ToSocket;
 use super::store::{Authenticated, NewAudit};
 use super::token::SecretToken;
-use crate::wire::{self, Frame, PROTOCOL_VERSION, Welcome, close};
+use crate::wire::{self, Alert, AlertAck, Frame, PROTOCOL_VERSION, Welcome, close};
 
 /// Close reasons are limited to 123 bytes by RFC 6455.
 fn clip(reason: &str) -> String {
-    let mut s = String::new();
-    for ch in reason.chars() {
-        if s.len() + ch.len_utf8() > 120 {
-            break;
-        }
-        s.push(ch);
-    }
-    s
+    wire::clip_to(reason, 120).to_owned()
 }
 
 pub fn bearer(headers: &HeaderMap) -> Option<SecretToken> {
@@ -91,6 +85,10 @@ struct Session {
     auth: Authenticated,
     session: String,
     connection_id: Option<String>,
+    boot_id: Option<String>,
+    /// This connection's own queue to its socket (acknowledgements). Weak:
+    /// the registry's sender alone decides when the queue ends.
+    out: Option<mpsc::WeakUnboundedSender<ToSocket>>,
 }
 
 enum Outcome {
@@ -108,6 +106,8 @@ impl Session {
             auth,
             session: wire::random_id(),
             connection_id: None,
+            boot_id: None,
+            out: None,
         };
         let (tx, rx) = mpsc::unbounded_channel();
         let outcome = match s.handshake(&mut socket, tx).await {
@@ -194,6 +194,8 @@ impl Session {
             ));
         }
         self.connection_id = Some(hello.connection_id.clone());
+        self.boot_id = Some(hello.boot_id.clone());
+        self.out = Some(tx.downgrade());
         let dep = self.auth.deployment.clone();
         let detail = serde_json::json!({
             "boot_id": hello.boot_id, "agent_version": hello.agent_version,
@@ -205,6 +207,7 @@ impl Session {
             connection_id: hello.connection_id.clone(),
             heartbeat_interval_ms: u64::try_from(self.app.cfg.heartbeat_interval.as_millis())
                 .unwrap_or(u64::MAX),
+            accepts_alerts: true,
         });
         let evicted = self
             .app
@@ -352,6 +355,29 @@ impl Session {
         }
     }
 
+    /// Stores a valid alert and acknowledges it, also when it was stored
+    /// before (a resend). A failed write is not acknowledged: the operator
+    /// sends the alert again on its next connection.
+    fn store_alert(&self, dep: &str, a: &Alert) {
+        let origin = Origin {
+            deployment: dep,
+            boot_id: self.boot_id.as_deref(),
+            connection_id: self.connection_id.as_deref(),
+        };
+        match self.app.store.insert_alert(&origin, a) {
+            Ok(new) => {
+                if new {
+                    info!(deployment = %dep, severity = a.severity.as_str(), reason = %a.reason, object = %a.object, "alert");
+                }
+                if let Some(out) = self.out.as_ref().and_then(|w| w.upgrade()) {
+                    let ack = Frame::AlertAck(AlertAck { id: a.id.clone() });
+                    let _ = out.send(ToSocket::Send(Box::new(ack)));
+                }
+            }
+            Err(e) => warn!(deployment = %dep, error = %e, "alert write failed; not acknowledged"),
+        }
+    }
+
     fn on_frame(&mut self, frame: Frame) -> Result<(), Outcome> {
         let dep = self.auth.deployment.clone();
         let kind = frame.kind();
@@ -396,6 +422,17 @@ impl Session {
                 }
                 self.app.live.with_session(&dep, &self.session, |_| Ok(()))
             }
+            Frame::Alert(a) => match a.validate() {
+                Err(e) => Some(Err(e.to_string())),
+                Ok(()) => self
+                    .app
+                    .live
+                    .with_session(&dep, &self.session, |_| ())
+                    .map(|()| {
+                        self.store_alert(&dep, &a);
+                        Ok(())
+                    }),
+            },
             f @ (Frame::AttachData(_) | Frame::AttachClose(_)) => {
                 self.app.attaches.deliver(&dep, f);
                 self.app.live.with_session(&dep, &self.session, |_| Ok(()))
@@ -405,7 +442,8 @@ impl Session {
             | Frame::Command(_)
             | Frame::PodControl(_)
             | Frame::AttachOpen(_)
-            | Frame::AttachResize(_) => {
+            | Frame::AttachResize(_)
+            | Frame::AlertAck(_) => {
                 self.app.stats.frames_rejected.fetch_add(1, ORD);
                 return Err(Outcome::Close(
                     close::PROTOCOL_ERROR,

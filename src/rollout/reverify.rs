@@ -6,7 +6,8 @@
 //!
 //! A mismatch sets the Rollout's `ContentDrift` condition (naming the pod
 //! and the files), emits a `ContentDrift` Event, counts
-//! `exo_operator_content_drift_total`, and applies the Fleet's
+//! `exo_operator_content_drift_total`, raises an upstream alert (one per
+//! pod, `critical`, reason `ContentDrift`), and applies the Fleet's
 //! `driftPolicy`: `heal` deletes the pod (its reconciler makes a new one,
 //! with freshly mounted content) and runs the saga again so the new pod is
 //! verified; `alert` only reports.
@@ -28,6 +29,8 @@ use crate::crd::{CONDITION_CONTENT_DRIFT, DriftPolicy, LiveCheck, Rollout, Rollo
 use crate::operator::apply::Ctx;
 use crate::operator::events::Reason;
 use crate::operator::metrics::Controller;
+use crate::upstream::alerts::AlertSink;
+use crate::wire::{Alert, Severity};
 
 /// Pods checked at once per tenant.
 const CONCURRENCY: usize = 8;
@@ -179,6 +182,7 @@ pub async fn record(
     status: &mut RolloutStatus,
     result: &LiveResult,
     policy: DriftPolicy,
+    alerts: &AlertSink,
 ) -> Option<String> {
     let generation = ro.metadata.generation;
     let ok = result.problems.is_empty();
@@ -224,6 +228,16 @@ pub async fn record(
         message.clone(),
     )
     .await;
+    let ns = ro.metadata.namespace.clone().unwrap_or_default();
+    for p in &result.problems {
+        alerts.send(Alert::new(
+            Severity::Critical,
+            "ContentDrift",
+            ns.clone(),
+            format!("Pod/{}", p.pod),
+            p.message.clone(),
+        ));
+    }
     match policy {
         DriftPolicy::Alert => {
             set_condition(
@@ -237,7 +251,6 @@ pub async fn record(
                 &mut status.conditions,
                 drift_condition("True", "Healing", message.clone(), generation),
             );
-            let ns = ro.metadata.namespace.clone().unwrap_or_default();
             let mut replaced = Vec::new();
             for p in &result.problems {
                 match op

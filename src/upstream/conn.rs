@@ -15,6 +15,9 @@
 //!   `fatal_retry` instead: never a hot loop.
 //! - Losing an established connection logs `error!` with the stable field
 //!   `alert = "upstream_disconnected"` for ops alerting.
+//! - Alerts from the [`AlertQueue`] go out after the connection's first
+//!   snapshot is complete, before data frames, and only to a control plane
+//!   whose `welcome` says it takes them (`alerts` module).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,6 +40,7 @@ use tracing::{debug, error, info, warn};
 
 use super::UpstreamError;
 use super::actions;
+use super::alerts::{self, AlertQueue};
 use super::backoff::{Backoff, random_u64};
 use super::config::UpstreamConfig;
 use super::health::{ConnState, HealthHandle};
@@ -181,6 +185,20 @@ pub async fn run(
     health: HealthHandle,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), UpstreamError> {
+    // Nobody raises alerts into this queue; its sink is dropped here.
+    let (_, alerts) = alerts::channel(1);
+    run_with_alerts(client, cfg, health, alerts, shutdown).await
+}
+
+/// [`run`], also sending the alerts raised through the sink of `alerts`
+/// (made by [`alerts::channel`]).
+pub async fn run_with_alerts(
+    client: kube::Client,
+    cfg: UpstreamConfig,
+    health: HealthHandle,
+    alerts: AlertQueue,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), UpstreamError> {
     cfg.ws_url()?;
     let boot_id = health
         .report()
@@ -255,6 +273,7 @@ pub async fn run(
         boot_id,
         host,
         dialled_with: std::sync::Mutex::new(None),
+        alerts,
     };
     loop {
         let started = Instant::now();
@@ -343,6 +362,7 @@ struct Ctx {
     host: HostMeta,
     /// Hash of the token of the last dial, to notice a rotated token file.
     dialled_with: std::sync::Mutex<Option<String>>,
+    alerts: AlertQueue,
 }
 
 impl Ctx {
@@ -448,6 +468,27 @@ impl Ctx {
         let (ctl_tx, ctl_rx) = mpsc::channel::<Out>(256);
         let (data_tx, data_rx) = mpsc::channel::<DataItem>(64);
         let outbox = Outbox::new(cfg.chunk_max_resources, cfg.chunk_max_bytes);
+        // What the last connection sent without an acknowledgement may not
+        // have arrived: it goes out again, first.
+        self.alerts.requeue_unacked();
+        let held = self.alerts.len();
+        let alerts = if welcome.accepts_alerts {
+            if held > 0 {
+                info!(
+                    alerts = held,
+                    "upstream: sending held alerts after the snapshot"
+                );
+            }
+            Some(self.alerts.clone())
+        } else {
+            if held > 0 {
+                warn!(
+                    alerts = held,
+                    "upstream: the control plane does not take alerts; holding them"
+                );
+            }
+            None
+        };
         let mut writer = tokio::spawn(writer(
             sink,
             ctl_rx,
@@ -456,6 +497,7 @@ impl Ctx {
             count.clone(),
             self.health.clone(),
             outbox,
+            alerts,
         ));
         let mut requests: JoinSet<()> = JoinSet::new();
         let end = self
@@ -628,6 +670,11 @@ impl Ctx {
                                 // Dropping stdin ends the session's task.
                                 attaches.remove(&c.session);
                             }
+                            Ok(Frame::AlertAck(a)) => {
+                                if !self.alerts.ack(&a.id) {
+                                    debug!(id = %a.id, "ack for an alert not held");
+                                }
+                            }
                             Ok(other) => debug!(kind = other.kind(), "ignored frame from the control plane"),
                             Err(e) => {
                                 let reason = format!("malformed frame from the control plane: {e}");
@@ -714,8 +761,10 @@ where
         .map_err(|e| format!("write: {e}"))
 }
 
-/// Sends control frames first, heartbeats on time, and data frames from the
-/// outbox in between.
+/// Sends control frames first, heartbeats on time, alerts once the first
+/// snapshot is out (`alerts` is `None` when the control plane takes none),
+/// and data frames from the outbox in between.
+#[allow(clippy::too_many_arguments)]
 async fn writer<W>(
     mut sink: W,
     mut ctl_rx: mpsc::Receiver<Out>,
@@ -724,6 +773,7 @@ async fn writer<W>(
     count: Arc<AtomicU64>,
     health: HealthHandle,
     mut outbox: Outbox,
+    alerts: Option<AlertQueue>,
 ) -> Result<(), String>
 where
     W: futures::Sink<Message, Error = tungstenite::Error> + Unpin,
@@ -737,6 +787,13 @@ where
             sent_at_ms: wire::now_ms(),
             resources: count.load(Ordering::Relaxed),
         })
+    };
+    // The control plane learns the cluster's state from the first snapshot;
+    // alerts about it follow.
+    let mut snapshot_sent = false;
+    let alert_wake = async |q: &Option<AlertQueue>| match q {
+        Some(q) => q.queued().await,
+        None => std::future::pending().await,
     };
     loop {
         match ctl_rx.try_recv() {
@@ -759,6 +816,10 @@ where
         if hb.tick().now_or_never().is_some() {
             send(&mut sink, &heartbeat(&count)).await?;
         }
+        if snapshot_sent && let Some(a) = alerts.as_ref().and_then(AlertQueue::next_to_send) {
+            send(&mut sink, &Frame::Alert(a)).await?;
+            continue;
+        }
         while outbox.queued() < 256 {
             match data_rx.try_recv() {
                 Ok(item) => outbox.push(item),
@@ -768,7 +829,10 @@ where
         if let Some(frame) = outbox.next_frame() {
             send(&mut sink, &frame).await?;
             match &frame {
-                Frame::Snapshot(c) if c.last => health.update(|h| h.sent_snapshot()),
+                Frame::Snapshot(c) if c.last => {
+                    snapshot_sent = true;
+                    health.update(|h| h.sent_snapshot());
+                }
                 Frame::Delta(_) => health.update(|h| h.sent_delta()),
                 _ => {}
             }
@@ -790,6 +854,8 @@ where
                 None => return Ok(()),
             },
             _ = hb.tick() => send(&mut sink, &heartbeat(&count)).await?,
+            // Loops back to the top, which sends it.
+            _ = alert_wake(&alerts), if snapshot_sent => {}
             item = data_rx.recv() => match item {
                 Some(item) => outbox.push(item),
                 None => return Ok(()),

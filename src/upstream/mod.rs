@@ -6,13 +6,16 @@
 //! Entry point: [`run`], called by the operator runtime on the leader only,
 //! with a [`HealthHandle`] its `/health` endpoint reads
 //! ([`HealthHandle::report`]). [`UpstreamConfig::from_env`] returns `None`
-//! when the installation is unmanaged.
+//! when the installation is unmanaged. [`run_with_alerts`] also sends the
+//! alerts raised through an [`AlertSink`] ([`alerts::channel`]).
 //!
 //! Modules: `config` (env), `tracker` (watch events -> deltas, pure),
 //! `outbox` (frame ordering and chunking, pure), `backoff` (pure), `health`,
-//! `actions` (commands and pod control through the CRDs), `conn` (the loop).
+//! `actions` (commands and pod control through the CRDs), `alerts` (the
+//! bounded alert buffer), `conn` (the loop).
 
 pub mod actions;
+pub mod alerts;
 pub mod attach;
 pub mod backoff;
 pub mod config;
@@ -21,8 +24,10 @@ pub mod health;
 pub mod outbox;
 pub mod tracker;
 
+pub use crate::wire::{Alert, Severity};
+pub use alerts::{AlertQueue, AlertSink};
 pub use config::{ConfigError, UpstreamConfig};
-pub use conn::{WIRE_KINDS, health_handle, run};
+pub use conn::{WIRE_KINDS, health_handle, run, run_with_alerts};
 pub use health::{ConnState, HealthHandle, HealthReport};
 
 #[derive(Debug, thiserror::Error)]

@@ -12,6 +12,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+mod alert;
+pub use alert::{Alert, AlertAck, AlertError, Severity, limits as alert_limits};
+
 /// The protocol version this build speaks.
 pub const PROTOCOL_VERSION: u32 = 1;
 /// The path of the WebSocket endpoint, relative to the control plane's base URL.
@@ -65,8 +68,10 @@ pub enum Frame {
     CommandAck(CommandAck),
     CommandResult(CommandResult),
     Audit(AuditRecord),
+    Alert(Alert),
     // ------------------------------------------------ server -> client
     Welcome(Welcome),
+    AlertAck(AlertAck),
     Command(CommandRequest),
     PodControl(PodControlRequest),
     AttachOpen(AttachOpen),
@@ -87,7 +92,9 @@ impl Frame {
             Frame::CommandAck(_) => "command_ack",
             Frame::CommandResult(_) => "command_result",
             Frame::Audit(_) => "audit",
+            Frame::Alert(_) => "alert",
             Frame::Welcome(_) => "welcome",
+            Frame::AlertAck(_) => "alert_ack",
             Frame::Command(_) => "command",
             Frame::PodControl(_) => "pod_control",
             Frame::AttachOpen(_) => "attach_open",
@@ -144,6 +151,10 @@ pub struct Welcome {
     pub connection_id: String,
     /// Client heartbeats should be at least this frequent.
     pub heartbeat_interval_ms: u64,
+    /// The server takes `alert` frames. A client sends none otherwise: an
+    /// older server would close the connection on the unknown type.
+    #[serde(default)]
+    pub accepts_alerts: bool,
 }
 
 /// The kinds of resources on the wire.
@@ -392,6 +403,19 @@ pub struct AttachClose {
     pub reason: String,
 }
 
+/// The longest prefix of `s` of at most `max_bytes` bytes that ends on a
+/// char boundary.
+pub fn clip_to(s: &str, max_bytes: usize) -> &str {
+    if s.len() <= max_bytes {
+        return s;
+    }
+    let mut end = max_bytes;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 /// Wall clock in Unix milliseconds (0 if the clock is before 1970).
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
@@ -441,6 +465,15 @@ mod tests {
         assert_eq!(d.op, DeltaOp::Remove);
         assert_eq!(d.resource.key.kind, ResourceKind::Agent);
         assert_eq!(d.resource.resource_version, "7");
+    }
+
+    #[test]
+    fn clip_to_ends_on_a_char_boundary() {
+        assert_eq!(clip_to("abc", 5), "abc");
+        assert_eq!(clip_to("abc", 2), "ab");
+        // 'é' is two bytes: a limit inside it keeps what is before it.
+        assert_eq!(clip_to("aé", 2), "a");
+        assert_eq!(clip_to("é", 0), "");
     }
 
     #[test]

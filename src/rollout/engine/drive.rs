@@ -281,7 +281,15 @@ async fn maintain(
     let due_in = reverify::due_in(&status, &ns, loaded.policy.reverify, now());
     if due_in.is_zero() {
         let result = reverify::run(&ctx.op, &ns, plan).await;
-        let heal = reverify::record(&ctx.op, ro, &mut status, &result, loaded.policy.drift).await;
+        let heal = reverify::record(
+            &ctx.op,
+            ro,
+            &mut status,
+            &result,
+            loaded.policy.drift,
+            &ctx.cfg.alerts,
+        )
+        .await;
         changed = true;
         if let Some(why) = heal {
             let mut restarted = saga::restart(&status, kinds, now(), why);

@@ -57,6 +57,8 @@ pub struct EngineConfig {
     pub verify_grace: Duration,
     /// Follow only the Fleets in this namespace (default: every namespace).
     pub fleet_namespace: Option<String>,
+    /// Where live-content drift is raised as an upstream alert.
+    pub alerts: crate::upstream::alerts::AlertSink,
 }
 
 /// A Fleet's knobs, as its spec said at the last sync.

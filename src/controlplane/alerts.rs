@@ -1,0 +1,278 @@
+//! Alerts the operators sent (`alert` frames), kept per deployment in the
+//! control plane's SQLite database.
+//!
+//! Guarantees: an alert id is stored at most once per deployment (a resent
+//! alert is recognised and not stored again); each deployment keeps only its
+//! newest [`MAX_ALERTS_PER_DEPLOYMENT`] alerts, older ones are deleted in
+//! the same transaction as the insert. "Newest" is the order of receipt,
+//! not the operator's clock.
+
+use rusqlite::{OptionalExtension, params};
+use serde::Serialize;
+
+use super::store::{Store, StoreError};
+use crate::wire::{Alert, Severity, now_ms};
+
+/// Alerts kept per deployment.
+pub const MAX_ALERTS_PER_DEPLOYMENT: usize = 500;
+
+pub(super) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS alerts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    deployment TEXT NOT NULL,
+    alert_id TEXT NOT NULL,
+    boot_id TEXT,
+    connection_id TEXT,
+    received_ms INTEGER NOT NULL,
+    at TEXT NOT NULL,
+    severity TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    object TEXT NOT NULL,
+    message TEXT NOT NULL,
+    UNIQUE (deployment, alert_id)
+);
+CREATE INDEX IF NOT EXISTS alerts_by_deployment ON alerts(deployment, id);
+";
+
+/// A stored alert, as the API shows it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct AlertRow {
+    /// Order of receipt; the paging cursor.
+    pub id: i64,
+    pub deployment: String,
+    /// The operator's id of the alert.
+    pub alert_id: String,
+    pub boot_id: Option<String>,
+    pub connection_id: Option<String>,
+    pub received_ms: u64,
+    /// When the operator raised it (RFC 3339, as sent).
+    pub at: String,
+    pub severity: Severity,
+    pub reason: String,
+    pub namespace: String,
+    pub object: String,
+    pub message: String,
+}
+
+/// Where an alert came from.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Origin<'a> {
+    pub deployment: &'a str,
+    pub boot_id: Option<&'a str>,
+    pub connection_id: Option<&'a str>,
+}
+
+/// A deployment's alerts in brief, for the status page.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct AlertSummary {
+    pub count: u64,
+    pub newest: Option<AlertRow>,
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+const COLUMNS: &str = "id, deployment, alert_id, boot_id, connection_id, received_ms, at, \
+                       severity, reason, namespace, object, message";
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AlertRow> {
+    let severity: String = r.get(7)?;
+    Ok(AlertRow {
+        id: r.get(0)?,
+        deployment: r.get(1)?,
+        alert_id: r.get(2)?,
+        boot_id: r.get(3)?,
+        connection_id: r.get(4)?,
+        received_ms: u64::try_from(r.get::<_, i64>(5)?).unwrap_or(0),
+        at: r.get(6)?,
+        // Only `Severity::as_str` values are written; anything else is a
+        // hand-edited database, shown as the milder severity.
+        severity: Severity::parse(&severity).unwrap_or(Severity::Warning),
+        reason: r.get(8)?,
+        namespace: r.get(9)?,
+        object: r.get(10)?,
+        message: r.get(11)?,
+    })
+}
+
+impl Store {
+    /// Stores an alert unless its id is already stored for the deployment,
+    /// and trims the deployment to its newest alerts. Returns whether it was
+    /// new.
+    pub fn insert_alert(&self, origin: &Origin<'_>, a: &Alert) -> Result<bool, StoreError> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            let n = tx.execute(
+                "INSERT OR IGNORE INTO alerts (deployment, alert_id, boot_id, connection_id,
+                 received_ms, at, severity, reason, namespace, object, message)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
+                    origin.deployment,
+                    a.id,
+                    origin.boot_id,
+                    origin.connection_id,
+                    to_i64(now_ms()),
+                    a.at.to_string(),
+                    a.severity.as_str(),
+                    a.reason,
+                    a.namespace,
+                    a.object,
+                    a.message
+                ],
+            )?;
+            if n > 0 {
+                // The id of the oldest alert to keep; everything before goes.
+                let keep_from: Option<i64> = tx
+                    .query_row(
+                        "SELECT id FROM alerts WHERE deployment = ?1 ORDER BY id DESC
+                         LIMIT 1 OFFSET ?2",
+                        params![
+                            origin.deployment,
+                            to_i64(MAX_ALERTS_PER_DEPLOYMENT as u64 - 1)
+                        ],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                if let Some(from) = keep_from {
+                    tx.execute(
+                        "DELETE FROM alerts WHERE deployment = ?1 AND id < ?2",
+                        params![origin.deployment, from],
+                    )?;
+                }
+            }
+            tx.commit()?;
+            Ok(n > 0)
+        })
+    }
+
+    /// Up to `limit` alerts of a deployment received before the alert
+    /// `before` (all when `None`), newest first.
+    pub fn list_alerts(
+        &self,
+        deployment: &str,
+        limit: usize,
+        before: Option<i64>,
+    ) -> Result<Vec<AlertRow>, StoreError> {
+        self.with(|c| {
+            let mut st = c.prepare(&format!(
+                "SELECT {COLUMNS} FROM alerts WHERE deployment = ?1 AND id < ?2
+                 ORDER BY id DESC LIMIT ?3"
+            ))?;
+            let rows = st
+                .query_map(
+                    params![deployment, before.unwrap_or(i64::MAX), to_i64(limit as u64)],
+                    row,
+                )?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// How many alerts a deployment holds and the newest one.
+    pub fn alert_summary(&self, deployment: &str) -> Result<AlertSummary, StoreError> {
+        self.with(|c| {
+            let count: i64 = c.query_row(
+                "SELECT count(*) FROM alerts WHERE deployment = ?1",
+                [deployment],
+                |r| r.get(0),
+            )?;
+            let newest = c
+                .query_row(
+                    &format!(
+                        "SELECT {COLUMNS} FROM alerts WHERE deployment = ?1
+                         ORDER BY id DESC LIMIT 1"
+                    ),
+                    [deployment],
+                    row,
+                )
+                .optional()?;
+            Ok(AlertSummary {
+                count: u64::try_from(count).unwrap_or(0),
+                newest,
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("cp.sqlite")).unwrap();
+        (dir, s)
+    }
+
+    fn alert(id: &str) -> Alert {
+        let mut a = Alert::new(Severity::Critical, "ContentDrift", "t1", "Pod/p", "drift");
+        a.id = id.into();
+        a
+    }
+
+    const A: Origin<'static> = Origin {
+        deployment: "a",
+        boot_id: Some("boot"),
+        connection_id: None,
+    };
+
+    #[test]
+    fn a_resent_alert_is_stored_once() {
+        let (_d, s) = store();
+        assert!(s.insert_alert(&A, &alert("x")).unwrap());
+        assert!(!s.insert_alert(&A, &alert("x")).unwrap());
+        let other = Origin {
+            deployment: "b",
+            ..A
+        };
+        assert!(
+            s.insert_alert(&other, &alert("x")).unwrap(),
+            "per deployment"
+        );
+        let rows = s.list_alerts("a", 10, None).unwrap();
+        assert_eq!(rows.len(), 1);
+        let r = &rows[0];
+        assert_eq!((r.alert_id.as_str(), r.severity), ("x", Severity::Critical));
+        assert_eq!(r.boot_id.as_deref(), Some("boot"));
+        assert!(
+            r.at.parse::<k8s_openapi::jiff::Timestamp>().is_ok(),
+            "{}",
+            r.at
+        );
+    }
+
+    #[test]
+    fn newest_first_paged_and_bounded() {
+        let (dir, s) = store();
+        let n = MAX_ALERTS_PER_DEPLOYMENT + 5;
+        for i in 0..n {
+            s.insert_alert(&A, &alert(&format!("a{i}"))).unwrap();
+        }
+        drop(s);
+        let s = Store::open(&dir.path().join("cp.sqlite")).unwrap();
+        let sum = s.alert_summary("a").unwrap();
+        assert_eq!(sum.count, MAX_ALERTS_PER_DEPLOYMENT as u64);
+        let newest = sum.newest.unwrap();
+        assert_eq!(newest.alert_id, format!("a{}", n - 1));
+
+        let page1 = s.list_alerts("a", 3, None).unwrap();
+        let ids: Vec<_> = page1.iter().map(|r| r.alert_id.clone()).collect();
+        assert_eq!(
+            ids,
+            [
+                format!("a{}", n - 1),
+                format!("a{}", n - 2),
+                format!("a{}", n - 3)
+            ]
+        );
+        let page2 = s.list_alerts("a", 2, Some(page1[2].id)).unwrap();
+        assert_eq!(page2[0].alert_id, format!("a{}", n - 4));
+
+        let all = s.list_alerts("a", 10_000, None).unwrap();
+        assert_eq!(all.len(), MAX_ALERTS_PER_DEPLOYMENT);
+        assert_eq!(all.last().unwrap().alert_id, "a5", "the oldest five went");
+        assert_eq!(s.alert_summary("nobody").unwrap().count, 0);
+    }
+}
