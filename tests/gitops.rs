@@ -354,6 +354,12 @@ async fn hand_edits_and_deletes_are_reverted_within_an_interval() {
     let t = "gd-acme";
     let agents: Api<Agent> = Api::namespaced(fx.ns.client.clone(), t);
     let pinned = agents.get("assistant").await.unwrap().spec.runtime.image;
+    // Another digest of the same repository, as a hand edit would pin.
+    let hand_edit = format!(
+        "{}@sha256:{}",
+        pinned.split('@').next().unwrap(),
+        "0".repeat(64)
+    );
 
     // `kubectl edit` of the image, by another field manager.
     let edit = PatchParams {
@@ -361,7 +367,11 @@ async fn hand_edits_and_deletes_are_reverted_within_an_interval() {
         ..PatchParams::default()
     };
     agents
-        .patch("assistant", &edit, &Patch::Merge(serde_json::json!({"spec": {"runtime": {"image": "127.0.0.1:25000/exo/agent-runtime:hand-edit"}}})))
+        .patch(
+            "assistant",
+            &edit,
+            &Patch::Merge(serde_json::json!({"spec": {"runtime": {"image": hand_edit}}})),
+        )
         .await
         .unwrap();
     eventually(

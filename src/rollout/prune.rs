@@ -204,6 +204,24 @@ async fn delete(
     }
 }
 
+/// Records that `entry` was pruned: a count, an Event on the Rollout, a log line.
+async fn pruned(op: &Ctx, ro: &Rollout, entry: &InventoryEntry) {
+    op.metrics
+        .pruned
+        .get_or_create(&KindLabels {
+            kind: entry.kind.as_str(),
+        })
+        .inc();
+    op.event(
+        ro,
+        EventType::Normal,
+        Reason::Pruned,
+        format!("{} {} is no longer in git: deleted", entry.kind, entry.name),
+    )
+    .await;
+    info!(namespace = ?ro.metadata.namespace, kind = %entry.kind, name = %entry.name, "pruned");
+}
+
 /// What a prune pass left.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Pass {
@@ -267,7 +285,11 @@ pub async fn run(
         };
         match decide(&entry, live.as_ref(), prune_enabled) {
             Decision::Gone => {
-                info!(namespace = %ns, kind = %entry.kind, name = %entry.name, "pruned");
+                // Deleted earlier (by this pass before a restart, or once
+                // its cleanup finished): it leaves the inventory now.
+                if !entry.uid.is_empty() {
+                    pruned(op, ro, &entry).await;
+                }
             }
             Decision::Released => {
                 warn!(namespace = %ns, kind = %entry.kind, name = %entry.name, "no longer labelled managed-by=exo; left in place and dropped from the inventory");
@@ -298,25 +320,7 @@ pub async fn run(
                             .ok()
                             .flatten();
                         match decide(&entry, after.as_ref(), prune_enabled) {
-                            Decision::Gone | Decision::Released => {
-                                op.metrics
-                                    .pruned
-                                    .get_or_create(&KindLabels {
-                                        kind: entry.kind.as_str(),
-                                    })
-                                    .inc();
-                                op.event(
-                                    ro,
-                                    EventType::Normal,
-                                    Reason::Pruned,
-                                    format!(
-                                        "{} {} is no longer in git: deleted",
-                                        entry.kind, entry.name
-                                    ),
-                                )
-                                .await;
-                                info!(namespace = %ns, kind = %entry.kind, name = %entry.name, "pruned");
-                            }
+                            Decision::Gone | Decision::Released => pruned(op, ro, &entry).await,
                             Decision::Wait(why) => {
                                 entry.prune_blocked = Some(why);
                                 kept.push(entry);
