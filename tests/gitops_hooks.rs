@@ -299,3 +299,79 @@ async fn signed_pushes_request_a_sync_and_everything_else_is_refused() {
     assert!(!log.contains(TOKEN), "the log holds the key");
     assert!(!log.contains(&good), "the log holds a signature");
 }
+
+/// End to end with the engine: a Fleet that would not fetch for an hour
+/// picks up a new commit once a signed push arrives; a badly signed one
+/// changes nothing.
+#[tokio::test]
+async fn a_signed_push_syncs_the_fleet_at_once() {
+    use support::fleet::{Fixture, Operator, example_files};
+    let fx = Fixture::with_spec(
+        "gh",
+        example_files("gh"),
+        serde_json::json!({"interval": "1h", "webhookSecretRef": "hook"}),
+    )
+    .await;
+    create(&fx.ns.api::<Secret>(), &secret("hook", "token", TOKEN)).await;
+    let op = Operator::start(&fx.ns.name, &support::env().kubeconfig, "a");
+    let fleets = fx.ns.api::<Fleet>();
+    let fetched = |fleets: Api<Fleet>| async move {
+        fleets
+            .get("fleet")
+            .await
+            .ok()
+            .and_then(|f| f.status)
+            .and_then(|s| s.fetched_commit)
+    };
+    support::eventually("the first sync", Duration::from_secs(60), || {
+        let fleets = fleets.clone();
+        async move { fetched(fleets).await }
+    })
+    .await;
+    let text = String::from_utf8(fx.served_file("manifests/gh-acme/assistant.yaml")).unwrap();
+    let commit = fx.push(
+        &[(
+            "manifests/gh-acme/assistant.yaml",
+            Some(text.replace("name: assistant", "name: pushed").as_bytes()),
+        )],
+        "a commit the interval would not see for an hour",
+    );
+    let path = format!("/hooks/fleet/{}/fleet", fx.ns.name);
+    let body = br#"{"ref":"refs/heads/main"}"#;
+
+    let bad = sign("not-the-key", body);
+    let (status, _) = request(
+        &op.addr,
+        "POST",
+        &path,
+        &[("X-Gitea-Signature", bad.as_str())],
+        body,
+    );
+    assert_eq!(status, 401);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_ne!(
+        fetched(fleets.clone()).await.as_deref(),
+        Some(commit.as_str()),
+        "a refused push syncs nothing"
+    );
+
+    let good = format!("sha256={}", sign(TOKEN, body));
+    let (status, answer) = request(
+        &op.addr,
+        "POST",
+        &path,
+        &[("X-Hub-Signature-256", good.as_str())],
+        body,
+    );
+    assert_eq!(status, 202, "{answer}");
+    support::eventually("the pushed commit synced", Duration::from_secs(20), || {
+        let fleets = fleets.clone();
+        let commit = commit.clone();
+        async move {
+            let f = fleets.get("fleet").await.ok()?;
+            (f.status?.applied_commit.as_deref() == Some(commit.as_str())).then_some(())
+        }
+    })
+    .await;
+    let _ = op.log();
+}
