@@ -55,8 +55,9 @@ pub struct FleetSpec {
     /// has them (default `true`). Objects Exo did not apply are never touched.
     #[serde(default = "default_true")]
     pub prune: bool,
-    /// Stop applying, pruning and healing (like `flux suspend`); fetching
-    /// and reporting go on. `exo release suspend|resume` sets it.
+    /// Stop applying, pruning, reverting drift and healing (like `flux
+    /// suspend`); fetching goes on and the Fleet's status says what was
+    /// fetched. `exo release suspend|resume` sets it.
     #[serde(default)]
     pub suspend: bool,
     /// How often verified pods have their live content and image digests

@@ -119,9 +119,13 @@ async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, D
         Err(e) => return Err(DriveError::Read(e)),
     };
     let Some((loaded, plan)) = ctx.state.tenant(&ro.spec.tenant).await else {
-        // Not synced yet since this leader started, or another engine's
-        // fleet: look again later.
-        return Ok(Action::requeue(Duration::from_secs(2)));
+        // Not synced yet since this leader started: look again soon. Once
+        // a sync has loaded, a tenant no fleet holds (removed from git, or
+        // another engine's) is looked at rarely; the Fleet's next sync
+        // touches its Rollout if git brings it back.
+        let synced = !ctx.state.loaded.read().await.is_empty();
+        let again = if synced { 60 } else { 2 };
+        return Ok(Action::requeue(Duration::from_secs(again)));
     };
     if plan.desired.hash != ro.spec.desired_hash {
         // The spec is from another commit than this leader's last sync:
