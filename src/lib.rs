@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod controlplane;
 pub mod crd;
+pub mod duration;
 pub mod fleet;
 pub mod operator;
 pub mod release;

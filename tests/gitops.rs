@@ -343,6 +343,24 @@ async fn commits_between_releases_are_applied_verified_and_pruned() {
         verified_at(r, &c7)
     })
     .await;
+
+    // A Fleet spec that does not parse: refused, naming the field.
+    fx.patch_fleet(serde_json::json!({"reverifyInterval": "soon"}))
+        .await;
+    let message = eventually("the bad spec refused", Duration::from_secs(30), || async {
+        let f = fleets.get("fleet").await.ok()?;
+        let c = f
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.reason == "InvalidSpec")?;
+        Some(c.message)
+    })
+    .await;
+    assert!(
+        message.contains("spec.reverifyInterval") && message.contains("soon"),
+        "{message}"
+    );
 }
 
 #[tokio::test]

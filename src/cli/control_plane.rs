@@ -126,22 +126,8 @@ pub enum TokenCommand {
     List { deployment: String },
 }
 
-/// Parses `250ms`, `90s`, `5m`, `1h` or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}: use e.g. 250ms, 90s, 5m, 1h"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "" | "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n.saturating_mul(60))),
-        "h" => Ok(Duration::from_secs(n.saturating_mul(3600))),
-        _ => Err(format!("invalid duration unit in {s:?}: use ms, s, m or h")),
-    }
-}
+/// Flag durations: `250ms`, `90s`, `5m`, `1h`, or a bare number of seconds.
+pub use crate::duration::parse_or_seconds as parse_duration;
 
 pub fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -299,19 +285,4 @@ fn serve(s: ServeArgs, store: Store) -> Result<(), String> {
             .await
             .map_err(|e| e.to_string())
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
-        assert!(parse_duration("5d").is_err());
-        assert!(parse_duration("x").is_err());
-    }
 }

@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -182,37 +181,8 @@ impl Default for Gates {
     }
 }
 
-/// Parses a soak time such as `90s`, `10m`, `2h` or `1h30m`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let mut total = 0u64;
-    let mut number = String::new();
-    let mut seen_unit = false;
-    for c in text.chars() {
-        if c.is_ascii_digit() {
-            number.push(c);
-            continue;
-        }
-        let unit = match c {
-            's' => 1,
-            'm' => 60,
-            'h' => 3600,
-            'd' => 86_400,
-            _ => return Err(format!("{text:?}: unknown unit {c:?}; use s, m, h or d")),
-        };
-        let n: u64 = number
-            .parse()
-            .map_err(|_| format!("{text:?}: expected a number before {c:?}"))?;
-        total = total.saturating_add(n.saturating_mul(unit));
-        number.clear();
-        seen_unit = true;
-    }
-    if !number.is_empty() || !seen_unit {
-        return Err(format!(
-            "{text:?}: expected a duration like 90s, 10m or 1h30m"
-        ));
-    }
-    Ok(Duration::from_secs(total))
-}
+/// The one duration syntax ([`crate::duration::parse`]), here for soak times.
+pub use crate::duration::parse as parse_duration;
 
 /// `releases/waves.yaml`: which release each wave runs. Promotion and
 /// rollback edit this file in a commit.
@@ -321,16 +291,6 @@ mod tests {
         assert_eq!(r.digest.as_deref(), Some("sha256:abc"));
         let r = ImageRef::parse("busybox");
         assert_eq!((r.repository.as_str(), r.tag), ("busybox", None));
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
-        for bad in ["", "10", "5x", "m"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
     }
 
     #[test]

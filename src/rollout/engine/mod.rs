@@ -72,18 +72,20 @@ pub struct Policy {
 }
 
 impl Policy {
-    pub fn of(f: &FleetCr) -> Self {
-        Policy {
-            interval: parse_duration(&f.spec.interval)
-                .unwrap_or(Duration::from_secs(60))
-                .max(Duration::from_secs(1)),
+    /// The knobs of `f`, or which field is wrong and why.
+    pub fn of(f: &FleetCr) -> Result<Self, String> {
+        let duration = |field: &str, text: &str| {
+            parse_duration(text)
+                .map(|d| d.max(Duration::from_secs(1)))
+                .map_err(|e| format!("spec.{field}: {e}"))
+        };
+        Ok(Policy {
+            interval: duration("interval", &f.spec.interval)?,
             prune: f.spec.prune,
             suspend: f.spec.suspend,
-            reverify: parse_duration(&f.spec.reverify_interval)
-                .unwrap_or(Duration::from_secs(600))
-                .max(Duration::from_secs(1)),
+            reverify: duration("reverifyInterval", &f.spec.reverify_interval)?,
             drift: f.spec.drift_policy,
-        }
+        })
     }
 }
 

@@ -88,7 +88,23 @@ pub(super) async fn run(
 }
 
 async fn reconcile(f: Arc<FleetCr>, ctx: Arc<SyncCtx>) -> Result<Action, SyncError> {
-    let policy = Policy::of(&f);
+    let policy = match Policy::of(&f) {
+        Ok(p) => p,
+        Err(m) => {
+            // Nothing is fetched or applied for a spec that does not parse;
+            // the condition names the field. A spec change wakes it again.
+            let mut status = f.status.clone().unwrap_or_default();
+            let message = format!(
+                "Fleet {}/{}: {m}",
+                f.namespace().unwrap_or_default(),
+                f.name_any()
+            );
+            warn!(%message, "fleet spec refused");
+            status.conditions = vec![ready(false, "InvalidSpec", message, f.metadata.generation)];
+            set_fleet_status(&ctx.op, &f, status).await;
+            return Ok(Action::await_change());
+        }
+    };
     let key = format!("{}/{}", f.namespace().unwrap_or_default(), f.name_any());
     if let Some(loaded) = sync_one(&ctx, &f, policy).await {
         ctx.state.loaded.write().await.insert(key, loaded);
