@@ -7,12 +7,11 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
-use kube::runtime::reflector::ObjectRef;
 
 use futures::StreamExt;
 
 use super::saga::{Outcome, StepKind, Workload, combine, digest_of_image_id, groups};
-use super::verify::{self, Content};
+use super::verify::{ContentError, check_content};
 use crate::crd::{Agent, Tool};
 use crate::fleet::Fleet;
 use crate::fleet::configmap::{self, ANNOTATION_SHA256, LABEL_MANAGED_BY, LABEL_SOURCE};
@@ -477,84 +476,6 @@ async fn verify_live(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
             .collect(),
     )
     .await
-}
-
-/// Why a pod's live content was not confirmed.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ContentError {
-    /// Could not look (exec forbidden, not readable yet): the outcome.
-    Blocked(Outcome),
-    /// Looked, and it is not the release's. `files` names what differs.
-    Mismatch {
-        pod: String,
-        files: Vec<String>,
-        message: String,
-    },
-}
-
-/// Execs into `pod` (of workload `w`) and checks its mounted baseline
-/// against the release. A workload without a baseline passes.
-pub async fn check_content(
-    op: &Ctx,
-    namespace: &str,
-    release: &Release,
-    baselines: &BTreeMap<String, Option<String>>,
-    w: &Workload,
-    pod: &Pod,
-) -> Result<(), ContentError> {
-    let Workload::Agent(a) = w else {
-        return Ok(());
-    };
-    let Some(b) = &a.spec.baseline else {
-        return Ok(());
-    };
-    let Some(Some(want)) = baselines.get(&b.config_map) else {
-        return Err(ContentError::Blocked(Outcome::Failed(format!(
-            "baseline {} is not in release {}",
-            b.config_map, release.metadata.name
-        ))));
-    };
-    let pod_name = pod.metadata.name.clone().unwrap_or_default();
-    let expected = op
-        .configmaps
-        .get(&ObjectRef::new(&b.config_map).within(namespace))
-        .map(|cm| verify::expected_files(&cm));
-    let (out, err) =
-        match verify::exec_listing(&op.client, namespace, &pod_name, b.mount_path()).await {
-            Ok(r) => r,
-            Err(e) => {
-                return Err(ContentError::Blocked(blocked(
-                    &format!("exec into pod {pod_name}"),
-                    &e,
-                )));
-            }
-        };
-    match verify::compare(&out, want, expected.as_ref()) {
-        Content::Matches => Ok(()),
-        Content::Differs { live, files } => {
-            let which = if files.is_empty() {
-                String::new()
-            } else {
-                format!(" (files differing: {})", files.join(", "))
-            };
-            Err(ContentError::Mismatch {
-                message: format!(
-                    "live content of pod {pod_name} at {} hashes to {live}; release {} pins {want}{which}",
-                    b.mount_path(),
-                    release.metadata.name
-                ),
-                pod: pod_name,
-                files,
-            })
-        }
-        Content::Unreadable(first) => {
-            let why = if err.is_empty() { first } else { err };
-            Err(ContentError::Blocked(Outcome::Pending(format!(
-                "cannot hash {} in pod {pod_name} yet: {why}",
-                b.mount_path()
-            ))))
-        }
-    }
 }
 
 async fn project(ctx: &StepCtx<'_>) -> Outcome {

@@ -13,7 +13,12 @@ use kube::Client;
 use kube::api::{Api, AttachParams};
 use tokio::io::AsyncReadExt;
 
+use super::actuate::blocked;
+use super::saga::{Outcome, Workload};
 use crate::fleet::configmap::{self, file_hash};
+use crate::operator::apply::Ctx;
+use crate::release::Release;
+use kube::runtime::reflector::ObjectRef;
 
 /// Runs in a pod and prints the `sha256sum` listing of the mounted
 /// baseline, files sorted by name (byte order). `EXO_POD_ROOT`, when the
@@ -126,6 +131,83 @@ pub async fn exec_listing(
     }
     let _ = attached.join().await;
     Ok((out, err.lines().next().unwrap_or_default().to_owned()))
+}
+
+/// Why a pod's live content was not confirmed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ContentError {
+    /// Could not look (exec forbidden, not readable yet): the outcome.
+    Blocked(Outcome),
+    /// Looked, and it is not the release's. `files` names what differs.
+    Mismatch {
+        pod: String,
+        files: Vec<String>,
+        message: String,
+    },
+}
+
+/// Execs into `pod` (of workload `w`) and checks its mounted baseline
+/// against the release. A workload without a baseline passes.
+pub async fn check_content(
+    op: &Ctx,
+    namespace: &str,
+    release: &Release,
+    baselines: &BTreeMap<String, Option<String>>,
+    w: &Workload,
+    pod: &Pod,
+) -> Result<(), ContentError> {
+    let Workload::Agent(a) = w else {
+        return Ok(());
+    };
+    let Some(b) = &a.spec.baseline else {
+        return Ok(());
+    };
+    let Some(Some(want)) = baselines.get(&b.config_map) else {
+        return Err(ContentError::Blocked(Outcome::Failed(format!(
+            "baseline {} is not in release {}",
+            b.config_map, release.metadata.name
+        ))));
+    };
+    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+    let expected = op
+        .configmaps
+        .get(&ObjectRef::new(&b.config_map).within(namespace))
+        .map(|cm| expected_files(&cm));
+    let (out, err) = match exec_listing(&op.client, namespace, &pod_name, b.mount_path()).await {
+        Ok(r) => r,
+        Err(e) => {
+            return Err(ContentError::Blocked(blocked(
+                &format!("exec into pod {pod_name}"),
+                &e,
+            )));
+        }
+    };
+    match compare(&out, want, expected.as_ref()) {
+        Content::Matches => Ok(()),
+        Content::Differs { live, files } => {
+            let which = if files.is_empty() {
+                String::new()
+            } else {
+                format!(" (files differing: {})", files.join(", "))
+            };
+            Err(ContentError::Mismatch {
+                message: format!(
+                    "live content of pod {pod_name} at {} hashes to {live}; release {} pins {want}{which}",
+                    b.mount_path(),
+                    release.metadata.name
+                ),
+                pod: pod_name,
+                files,
+            })
+        }
+        Content::Unreadable(first) => {
+            let why = if err.is_empty() { first } else { err };
+            Err(ContentError::Blocked(Outcome::Pending(format!(
+                "cannot hash {} in pod {pod_name} yet: {why}",
+                b.mount_path()
+            ))))
+        }
+    }
 }
 
 #[cfg(test)]
