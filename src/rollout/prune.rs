@@ -231,6 +231,98 @@ pub struct Pass {
     pub pending: bool,
 }
 
+/// What happened to one entry git no longer has.
+enum Settled {
+    /// It left the inventory (`pruned`: because it was deleted).
+    Dropped { pruned: bool },
+    /// It stays, with why (a warning when something stops it).
+    Stays { why: String, warn: bool },
+}
+
+/// Acts on one entry git no longer has: reads it, deletes it when it is
+/// ours and still there, and says whether it stays in the inventory.
+async fn act(op: &Ctx, ns: &str, entry: &InventoryEntry, prune_enabled: bool) -> Settled {
+    // A cache miss is no proof of absence: read before acting.
+    let live = match read_meta(op, entry.kind, ns, &entry.name).await {
+        Ok(m) => m,
+        Err(e) => {
+            return Settled::Stays {
+                why: format!("cannot read it: {e}"),
+                warn: false,
+            };
+        }
+    };
+    let uid = match decide(entry, live.as_ref(), prune_enabled) {
+        // Deleted earlier (by this pass before a restart, or once its
+        // cleanup finished): it leaves the inventory now.
+        Decision::Gone => {
+            return Settled::Dropped {
+                pruned: !entry.uid.is_empty(),
+            };
+        }
+        Decision::Released => {
+            warn!(namespace = %ns, kind = %entry.kind, name = %entry.name, "no longer labelled managed-by=exo; left in place and dropped from the inventory");
+            return Settled::Dropped { pruned: false };
+        }
+        Decision::Wait(why) => return Settled::Stays { why, warn: false },
+        Decision::Keep(why) => return Settled::Stays { why, warn: true },
+        Decision::Delete { uid } => uid,
+    };
+    if let Err(e) = delete(op, entry.kind, ns, &entry.name, uid).await {
+        let why = if e.category() == ErrorCategory::Forbidden {
+            "delete forbidden for the operator's service account".to_owned()
+        } else {
+            format!("delete failed: {e}")
+        };
+        return Settled::Stays { why, warn: true };
+    }
+    // Gone now, or held by a finalizer: look again.
+    let after = read_meta(op, entry.kind, ns, &entry.name)
+        .await
+        .ok()
+        .flatten();
+    match decide(entry, after.as_ref(), prune_enabled) {
+        Decision::Gone | Decision::Released => Settled::Dropped { pruned: true },
+        Decision::Wait(why) => Settled::Stays { why, warn: false },
+        Decision::Keep(why) => Settled::Stays { why, warn: true },
+        Decision::Delete { .. } => Settled::Stays {
+            why: "delete accepted; waiting for it to go".to_owned(),
+            warn: false,
+        },
+    }
+}
+
+/// Applies [`act`]'s answer: the entry to keep, or `None` once it left.
+async fn settle(
+    op: &Ctx,
+    ro: &Rollout,
+    ns: &str,
+    mut entry: InventoryEntry,
+    prune_enabled: bool,
+) -> Option<InventoryEntry> {
+    match act(op, ns, &entry, prune_enabled).await {
+        Settled::Dropped { pruned: true } => {
+            pruned(op, ro, &entry).await;
+            None
+        }
+        Settled::Dropped { pruned: false } => None,
+        Settled::Stays { why, warn } => {
+            // One Event per new reason, not one per look.
+            if warn && entry.prune_blocked.as_deref() != Some(why.as_str()) {
+                op.event(
+                    ro,
+                    EventType::Warning,
+                    Reason::PruneBlocked,
+                    format!("{} {}: {why}", entry.kind, entry.name),
+                )
+                .await;
+            }
+            entry.prune_blocked = Some(why);
+            Some(entry)
+        }
+    }
+}
+
 /// Brings the inventory up to date with `desired` and prunes what git
 /// dropped.
 pub async fn run(
@@ -268,101 +360,13 @@ pub async fn run(
         }
     }
     let mut kept = Vec::new();
-    for mut entry in std::mem::take(&mut status.inventory) {
+    for entry in std::mem::take(&mut status.inventory) {
         if want.contains(&(entry.kind, entry.name.clone())) {
             kept.push(entry);
             continue;
         }
-        // A cache miss is no proof of absence; a hit with another uid is
-        // (uids are never reused). Read before acting.
-        let live = match read_meta(op, entry.kind, &ns, &entry.name).await {
-            Ok(m) => m,
-            Err(e) => {
-                entry.prune_blocked = Some(format!("cannot read it: {e}"));
-                kept.push(entry);
-                continue;
-            }
-        };
-        match decide(&entry, live.as_ref(), prune_enabled) {
-            Decision::Gone => {
-                // Deleted earlier (by this pass before a restart, or once
-                // its cleanup finished): it leaves the inventory now.
-                if !entry.uid.is_empty() {
-                    pruned(op, ro, &entry).await;
-                }
-            }
-            Decision::Released => {
-                warn!(namespace = %ns, kind = %entry.kind, name = %entry.name, "no longer labelled managed-by=exo; left in place and dropped from the inventory");
-            }
-            Decision::Wait(why) => {
-                entry.prune_blocked = Some(why);
-                kept.push(entry);
-            }
-            Decision::Keep(why) => {
-                if entry.prune_blocked.as_deref() != Some(why.as_str()) {
-                    op.event(
-                        ro,
-                        EventType::Warning,
-                        Reason::PruneBlocked,
-                        format!("{} {}: {why}", entry.kind, entry.name),
-                    )
-                    .await;
-                }
-                entry.prune_blocked = Some(why);
-                kept.push(entry);
-            }
-            Decision::Delete { uid } => {
-                match delete(op, entry.kind, &ns, &entry.name, uid).await {
-                    Ok(()) => {
-                        // Gone now, or held by a finalizer: look again.
-                        let after = read_meta(op, entry.kind, &ns, &entry.name)
-                            .await
-                            .ok()
-                            .flatten();
-                        match decide(&entry, after.as_ref(), prune_enabled) {
-                            Decision::Gone | Decision::Released => pruned(op, ro, &entry).await,
-                            Decision::Wait(why) => {
-                                entry.prune_blocked = Some(why);
-                                kept.push(entry);
-                            }
-                            Decision::Keep(why) => {
-                                op.event(
-                                    ro,
-                                    EventType::Warning,
-                                    Reason::PruneBlocked,
-                                    format!("{} {}: {why}", entry.kind, entry.name),
-                                )
-                                .await;
-                                entry.prune_blocked = Some(why);
-                                kept.push(entry);
-                            }
-                            Decision::Delete { .. } => {
-                                entry.prune_blocked =
-                                    Some("delete accepted; waiting for it to go".to_owned());
-                                kept.push(entry);
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        let why = if e.category() == ErrorCategory::Forbidden {
-                            "delete forbidden for the operator's service account".to_owned()
-                        } else {
-                            format!("delete failed: {e}")
-                        };
-                        if entry.prune_blocked.as_deref() != Some(why.as_str()) {
-                            op.event(
-                                ro,
-                                EventType::Warning,
-                                Reason::PruneBlocked,
-                                format!("{} {}: {why}", entry.kind, entry.name),
-                            )
-                            .await;
-                        }
-                        entry.prune_blocked = Some(why);
-                        kept.push(entry);
-                    }
-                }
-            }
+        if let Some(entry) = settle(op, ro, &ns, entry, prune_enabled).await {
+            kept.push(entry);
         }
     }
     kept.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
