@@ -388,23 +388,9 @@ impl Fixture {
 
     /// The wave pointers as the served repository's `main` has them.
     pub fn served_waves(&self) -> exo::release::WavePointers {
-        let repo = git2::Repository::open_bare(&self.repo.path).unwrap();
-        let commit = repo
-            .find_reference("refs/heads/main")
+        let text = self.served_file("releases/waves.yaml");
+        exo::fleet::yaml::from_str(Path::new("waves.yaml"), std::str::from_utf8(&text).unwrap())
             .unwrap()
-            .peel_to_commit()
-            .unwrap();
-        let entry = commit
-            .tree()
-            .unwrap()
-            .get_path(Path::new("releases/waves.yaml"))
-            .unwrap();
-        let blob = repo.find_blob(entry.id()).unwrap();
-        exo::fleet::yaml::from_str(
-            Path::new("waves.yaml"),
-            std::str::from_utf8(blob.content()).unwrap(),
-        )
-        .unwrap()
     }
 }
 
