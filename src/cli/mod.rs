@@ -12,9 +12,13 @@ pub mod crd;
 pub mod operator;
 pub mod operator_connect;
 pub mod release;
-pub mod release_ops;
+pub mod release_cluster;
 pub mod release_pin;
 pub mod release_plan;
+pub mod release_promote;
+pub mod release_rollback;
+pub mod release_rollout;
+pub mod release_status;
 pub mod terminal;
 
 #[derive(Debug, Parser)]

@@ -21,14 +21,14 @@ pub enum ReleaseCommand {
     Plan(super::release_plan::PlanArgs),
     /// Point a wave at a release (a commit to releases/waves.yaml), if the
     /// previous wave's gates pass.
-    Promote(super::release_ops::PromoteArgs),
+    Promote(super::release_promote::PromoteArgs),
     /// Promote a release through canary, low-risk and fleet, waiting for
     /// each wave to be verified; stops at the first failed gate.
-    Rollout(super::release_ops::RolloutArgs),
+    Rollout(super::release_rollout::RolloutArgs),
     /// Wave x tenant x step: where every tenant's saga is.
-    Status(super::release_ops::StatusArgs),
+    Status(super::release_status::StatusArgs),
     /// Point a wave back at its last release that every tenant verified.
-    Rollback(super::release_ops::RollbackArgs),
+    Rollback(super::release_rollback::RollbackArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, Default)]
@@ -63,10 +63,10 @@ pub fn run(cmd: ReleaseCommand) -> u8 {
         ReleaseCommand::Pin(args) => super::release_pin::run(&args),
         ReleaseCommand::Diff(args) => super::release_plan::run_diff(&args),
         ReleaseCommand::Plan(args) => super::release_plan::run_plan(&args),
-        ReleaseCommand::Promote(args) => super::release_ops::run_promote(&args),
-        ReleaseCommand::Rollout(args) => super::release_ops::run_rollout(&args),
-        ReleaseCommand::Status(args) => super::release_ops::run_status(&args),
-        ReleaseCommand::Rollback(args) => super::release_ops::run_rollback(&args),
+        ReleaseCommand::Promote(args) => super::release_promote::run(&args),
+        ReleaseCommand::Rollout(args) => super::release_rollout::run(&args),
+        ReleaseCommand::Status(args) => super::release_status::run(&args),
+        ReleaseCommand::Rollback(args) => super::release_rollback::run(&args),
     }
 }
 

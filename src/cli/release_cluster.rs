@@ -1,0 +1,108 @@
+//! What the `exo release` verbs that read the cluster share: a kube client
+//! from the kubeconfig on a runtime of their own, the tenants' Rollouts, and
+//! the sync request that makes the operator fetch at once.
+
+use std::path::PathBuf;
+
+use kube::api::{Api, ListParams, Patch, PatchParams};
+
+use crate::cli::exit;
+use crate::crd::{Fleet as FleetCr, Rollout};
+use crate::fleet::Fleet;
+use crate::rollout::engine::ANNOTATION_SYNC_REQUESTED;
+
+fn runtime() -> Result<tokio::runtime::Runtime, u8> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("exo release: cannot start the async runtime: {e}");
+            exit::UNUSABLE
+        })
+}
+
+/// Runs `f` with a kube client from the kubeconfig on a fresh runtime; an
+/// unusable runtime or cluster ends the verb with a message.
+pub fn with_client<F, Fut>(f: F) -> u8
+where
+    F: FnOnce(kube::Client) -> Fut,
+    Fut: std::future::Future<Output = u8>,
+{
+    let rt = match runtime() {
+        Ok(r) => r,
+        Err(c) => return c,
+    };
+    rt.block_on(async {
+        match client().await {
+            Ok(c) => f(c).await,
+            Err(code) => code,
+        }
+    })
+}
+
+async fn client() -> Result<kube::Client, u8> {
+    kube::Client::try_default().await.map_err(|e| {
+        eprintln!("exo release: cannot reach the cluster (set KUBECONFIG): {e}");
+        exit::UNUSABLE
+    })
+}
+
+/// Every Rollout in the cluster.
+pub async fn rollouts(client: &kube::Client) -> Result<Vec<Rollout>, u8> {
+    Api::<Rollout>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .map_err(|e| {
+            eprintln!("exo release: cannot list Rollouts: {e}");
+            exit::UNUSABLE
+        })
+}
+
+/// The Rollouts of this fleet's tenants (a cluster may follow several fleets).
+pub async fn fleet_rollouts(client: &kube::Client, fleet: &Fleet) -> Result<Vec<Rollout>, u8> {
+    let mut all = rollouts(client).await?;
+    all.retain(|r| {
+        fleet.tenants.contains_key(&r.spec.tenant)
+            && r.metadata.namespace.as_deref() == Some(r.spec.tenant.as_str())
+    });
+    Ok(all)
+}
+
+/// Asks every Fleet to sync now (best effort: the interval catches up anyway).
+pub async fn request_sync(client: &kube::Client) {
+    let Ok(list) = Api::<FleetCr>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+    else {
+        return;
+    };
+    let stamp = k8s_openapi::jiff::Timestamp::now().to_string();
+    for f in list.items {
+        let ns = f.metadata.namespace.clone().unwrap_or_default();
+        let name = f.metadata.name.clone().unwrap_or_default();
+        let patch =
+            serde_json::json!({"metadata": {"annotations": {ANNOTATION_SYNC_REQUESTED: stamp}}});
+        let _ = Api::<FleetCr>::namespaced(client.clone(), &ns)
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await;
+    }
+}
+
+pub fn now_secs() -> i64 {
+    k8s_openapi::jiff::Timestamp::now().as_second()
+}
+
+/// The folder git commands run in: the fleet's root, or `.` when it is empty.
+pub fn repo_root(fleet: &Fleet) -> PathBuf {
+    if fleet.root.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        fleet.root.clone()
+    }
+}
+
+/// A commit id shortened for people (12 characters).
+pub fn short_commit(id: &str) -> &str {
+    id.char_indices().nth(12).map_or(id, |(i, _)| &id[..i])
+}

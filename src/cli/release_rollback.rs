@@ -1,0 +1,107 @@
+//! `exo release rollback --wave <wave>`: point a wave back at the newest
+//! earlier release that every one of its tenants verified.
+
+use clap::Args;
+
+use crate::cli::exit;
+use crate::cli::release::{RootArg, load_fleet};
+use crate::cli::release_cluster::{
+    fleet_rollouts, repo_root, request_sync, short_commit, with_client,
+};
+use crate::crd::Rollout;
+use crate::fleet::WAVES_FILE;
+use crate::release::{WaveName, waves_edit};
+
+#[derive(Debug, Args)]
+pub struct RollbackArgs {
+    #[arg(long)]
+    pub wave: WaveName,
+    #[command(flatten)]
+    pub root: RootArg,
+    #[arg(long)]
+    pub no_push: bool,
+}
+
+pub fn run(args: &RollbackArgs) -> u8 {
+    let fleet = match load_fleet(&args.root.root, "rollback") {
+        Ok(f) => f,
+        Err(c) => return c,
+    };
+    let Some(pointers) = fleet.waves.clone() else {
+        eprintln!("exo release rollback: releases/{WAVES_FILE} is missing");
+        return exit::UNUSABLE;
+    };
+    with_client(|client| async move {
+        let all = match fleet_rollouts(&client, &fleet).await {
+            Ok(r) => r,
+            Err(code) => return code,
+        };
+        let wave = args.wave;
+        let in_wave: Vec<&Rollout> = all
+            .iter()
+            .filter(|r| r.spec.wave == wave.as_str())
+            .collect();
+        let current = pointers.value.spec.get(wave).clone();
+        // The newest earlier release every tenant of the wave verified.
+        let target = current.history.iter().find(|h| {
+            !in_wave.is_empty()
+                && in_wave.iter().all(|r| {
+                    r.status
+                        .as_ref()
+                        .is_some_and(|s| s.verified_releases.contains(h))
+                })
+        });
+        let Some(target) = target.cloned() else {
+            eprintln!(
+                "exo release rollback: wave {wave} has no earlier release that all its tenants verified (history: {})",
+                if current.history.is_empty() {
+                    "empty".to_owned()
+                } else {
+                    current.history.join(", ")
+                }
+            );
+            return exit::FINDINGS;
+        };
+        let next = waves_edit::rolled_back(&current, &target);
+        let text = match std::fs::read_to_string(&pointers.path) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("exo release rollback: {}: {e}", pointers.path.display());
+                return exit::UNUSABLE;
+            }
+        };
+        let edited =
+            match waves_edit::set_pointer(&pointers.path, &text, &pointers.value, wave, &next) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("exo release rollback: {e}");
+                    return exit::UNUSABLE;
+                }
+            };
+        let message = format!(
+            "roll back the {wave} wave to {target}\n\nFrom: {}",
+            current.release
+        );
+        match crate::fleet::repo::commit_file(
+            &repo_root(&fleet),
+            &format!("releases/{WAVES_FILE}"),
+            &edited,
+            &message,
+            !args.no_push,
+        ) {
+            Ok(id) => {
+                println!(
+                    "rolled back {wave} from {} to {target} (commit {})",
+                    current.release,
+                    short_commit(&id)
+                );
+                request_sync(&client).await;
+                exit::OK
+            }
+            Err(e) => {
+                eprintln!("exo release rollback: {e}");
+                exit::UNUSABLE
+            }
+        }
+    })
+}
