@@ -101,8 +101,3 @@ pub fn repo_root(fleet: &Fleet) -> PathBuf {
         fleet.root.clone()
     }
 }
-
-/// A commit id shortened for people (12 characters).
-pub fn short_commit(id: &str) -> &str {
-    id.char_indices().nth(12).map_or(id, |(i, _)| &id[..i])
-}

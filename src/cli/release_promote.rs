@@ -6,12 +6,11 @@ use clap::Args;
 
 use crate::cli::exit;
 use crate::cli::release::{RootArg, load_fleet};
-use crate::cli::release_cluster::{
-    fleet_rollouts, now_secs, repo_root, request_sync, short_commit, with_client,
-};
+use crate::cli::release_cluster::{fleet_rollouts, now_secs, repo_root, request_sync, with_client};
 use crate::fleet::{Fleet, WAVES_FILE};
 use crate::release::{WaveName, lint, waves_edit};
 use crate::rollout::gates;
+use crate::rollout::summary::short_id;
 
 #[derive(Debug, Args)]
 pub struct PromoteArgs {
@@ -86,10 +85,7 @@ pub async fn promote(
     );
     match crate::fleet::repo::commit_file(&repo_root(fleet), &rel, &edited, &message, push) {
         Ok(id) => {
-            println!(
-                "promoted {release} to {wave} (commit {})",
-                short_commit(&id)
-            );
+            println!("promoted {release} to {wave} (commit {})", short_id(&id));
             request_sync(client).await;
             Ok(())
         }

@@ -5,12 +5,11 @@ use clap::Args;
 
 use crate::cli::exit;
 use crate::cli::release::{RootArg, load_fleet};
-use crate::cli::release_cluster::{
-    fleet_rollouts, repo_root, request_sync, short_commit, with_client,
-};
+use crate::cli::release_cluster::{fleet_rollouts, repo_root, request_sync, with_client};
 use crate::crd::Rollout;
 use crate::fleet::WAVES_FILE;
 use crate::release::{WaveName, waves_edit};
+use crate::rollout::summary::short_id;
 
 #[derive(Debug, Args)]
 pub struct RollbackArgs {
@@ -93,7 +92,7 @@ pub fn run(args: &RollbackArgs) -> u8 {
                 println!(
                     "rolled back {wave} from {} to {target} (commit {})",
                     current.release,
-                    short_commit(&id)
+                    short_id(&id)
                 );
                 request_sync(&client).await;
                 exit::OK

@@ -6,12 +6,14 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use serde::Serialize;
 
 use crate::cli::exit;
 use crate::cli::release::{RootArg, load_fleet};
+use crate::cli::release_cluster::now_secs;
 use crate::cli::release_cluster::{fleet_rollouts, with_client};
 use crate::cli::release_promote::promote;
-use crate::cli::release_status::{TenantStatus, summarize};
+use crate::crd::{Rollout, RolloutPhase, StepState};
 use crate::fleet::Fleet;
 use crate::release::WaveName;
 
@@ -170,4 +172,60 @@ async fn wait_for_wave(
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TenantStatus {
+    pub wave: String,
+    pub tenant: String,
+    pub release: String,
+    pub phase: String,
+    pub step: Option<String>,
+    pub steps_done: usize,
+    pub steps_total: usize,
+    /// Seconds since the saga started, or since it was verified.
+    pub age_seconds: Option<i64>,
+    pub message: Option<String>,
+}
+
+fn wave_rank(w: &str) -> usize {
+    WaveName::ORDER
+        .iter()
+        .position(|x| x.as_str() == w)
+        .unwrap_or(9)
+}
+
+pub fn summarize(all: &[Rollout]) -> Vec<TenantStatus> {
+    let now = now_secs();
+    let mut out: Vec<TenantStatus> = all
+        .iter()
+        .map(|r| {
+            let s = r.status.clone().unwrap_or_default();
+            let since = match s.phase {
+                Some(RolloutPhase::Verified) => s.verified_at.as_ref(),
+                _ => s.started_at.as_ref(),
+            };
+            TenantStatus {
+                wave: r.spec.wave.clone(),
+                tenant: r.spec.tenant.clone(),
+                release: s.release.clone().unwrap_or_else(|| r.spec.release.clone()),
+                phase: s
+                    .phase
+                    .map(|p| format!("{p:?}"))
+                    .unwrap_or_else(|| "Pending".into()),
+                step: s.current_step.clone(),
+                steps_done: s
+                    .steps
+                    .iter()
+                    .filter(|x| x.state == StepState::Done)
+                    .count(),
+                steps_total: s.steps.len(),
+                age_seconds: since.map(|t| now - t.0.as_second()),
+                message: s.message.clone(),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| (wave_rank(&a.wave), &a.tenant).cmp(&(wave_rank(&b.wave), &b.tenant)));
+    out
 }

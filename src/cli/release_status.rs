@@ -3,75 +3,18 @@
 
 use clap::Args;
 use kube::api::{Api, ListParams};
-use serde::Serialize;
 
 use crate::cli::exit;
 use crate::cli::release::Output;
 use crate::cli::release_cluster::{now_secs, rollouts, with_client};
 use crate::cli::release_plan::table;
-use crate::crd::{Fleet as FleetCr, Rollout, RolloutPhase, StepState};
-use crate::release::WaveName;
+use crate::crd::Fleet as FleetCr;
+use crate::rollout::summary::{TenantState, TenantSummary, summarize_all};
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub output: Output,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TenantStatus {
-    pub wave: String,
-    pub tenant: String,
-    pub release: String,
-    pub phase: String,
-    pub step: Option<String>,
-    pub steps_done: usize,
-    pub steps_total: usize,
-    /// Seconds since the saga started, or since it was verified.
-    pub age_seconds: Option<i64>,
-    pub message: Option<String>,
-}
-
-fn wave_rank(w: &str) -> usize {
-    WaveName::ORDER
-        .iter()
-        .position(|x| x.as_str() == w)
-        .unwrap_or(9)
-}
-
-pub fn summarize(all: &[Rollout]) -> Vec<TenantStatus> {
-    let now = now_secs();
-    let mut out: Vec<TenantStatus> = all
-        .iter()
-        .map(|r| {
-            let s = r.status.clone().unwrap_or_default();
-            let since = match s.phase {
-                Some(RolloutPhase::Verified) => s.verified_at.as_ref(),
-                _ => s.started_at.as_ref(),
-            };
-            TenantStatus {
-                wave: r.spec.wave.clone(),
-                tenant: r.spec.tenant.clone(),
-                release: s.release.clone().unwrap_or_else(|| r.spec.release.clone()),
-                phase: s
-                    .phase
-                    .map(|p| format!("{p:?}"))
-                    .unwrap_or_else(|| "Pending".into()),
-                step: s.current_step.clone(),
-                steps_done: s
-                    .steps
-                    .iter()
-                    .filter(|x| x.state == StepState::Done)
-                    .count(),
-                steps_total: s.steps.len(),
-                age_seconds: since.map(|t| now - t.0.as_second()),
-                message: s.message.clone(),
-            }
-        })
-        .collect();
-    out.sort_by(|a, b| (wave_rank(&a.wave), &a.tenant).cmp(&(wave_rank(&b.wave), &b.tenant)));
-    out
 }
 
 fn age(secs: Option<i64>) -> String {
@@ -83,19 +26,25 @@ fn age(secs: Option<i64>) -> String {
     }
 }
 
-pub fn render_status(rows: &[TenantStatus]) -> String {
+pub fn render_status(rows: &[TenantSummary]) -> String {
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|t| {
+            let message = match &t.state {
+                TenantState::Stale(why) => why.to_string(),
+                _ => t.message.clone().unwrap_or_default(),
+            };
             vec![
                 t.wave.clone(),
                 t.tenant.clone(),
-                t.release.clone(),
-                t.phase.clone(),
+                t.applied_release
+                    .clone()
+                    .unwrap_or_else(|| t.release.clone()),
+                t.state.to_string(),
                 format!("{}/{}", t.steps_done, t.steps_total),
-                t.step.clone().unwrap_or_else(|| "-".into()),
+                t.state.step().unwrap_or("-").to_owned(),
                 age(t.age_seconds),
-                t.message.clone().unwrap_or_default(),
+                message,
             ]
         })
         .collect();
@@ -113,7 +62,7 @@ pub fn run(args: &StatusArgs) -> u8 {
             Ok(r) => r,
             Err(code) => return code,
         };
-        let rows = summarize(&all);
+        let rows = summarize_all(&all, now_secs());
         let fleets = Api::<FleetCr>::all(client.clone())
             .list(&ListParams::default())
             .await

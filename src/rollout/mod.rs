@@ -10,6 +10,7 @@ pub mod gates;
 pub mod prune;
 pub mod reverify;
 pub mod saga;
+pub mod summary;
 pub mod verify;
 
 /// Now, as the Kubernetes `Time` the statuses carry.
