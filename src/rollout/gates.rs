@@ -1,10 +1,89 @@
 //! Promotion gates, pure: given the Rollouts of the wave before the one
 //! being promoted, may release `R` move on?
+//!
+//! Only a status computed for its Rollout's current spec counts (read
+//! through [`crate::rollout::summary`]): a tenant whose status is for an
+//! older generation or desired hash is not verified, whatever it says.
 
 use std::time::Duration;
 
 use crate::crd::{Rollout, RolloutPhase};
 use crate::release::{Gates, WaveName, parse_duration};
+use crate::rollout::summary::{Staleness, TenantState, TenantSummary, summarize, wave_of};
+
+/// Why one tenant of the gating wave does not count as verified on the
+/// release yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unverified {
+    /// Its status was computed for another spec.
+    Stale(Staleness),
+    /// Its current status is for another release (or none yet).
+    OtherRelease {
+        phase: RolloutPhase,
+        release: Option<String>,
+    },
+    /// Its saga on the release has not finished: the step it is at.
+    Running {
+        phase: RolloutPhase,
+        step: Option<String>,
+        message: Option<String>,
+    },
+    /// Verified, but a live re-check found content that is not the
+    /// release's (the ContentDrift condition's message).
+    ContentDrift { message: String },
+}
+
+/// A tenant the gate waits for, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting {
+    pub tenant: String,
+    pub release: String,
+    pub why: Unverified,
+}
+
+impl std::fmt::Display for Waiting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let t = &self.tenant;
+        match &self.why {
+            Unverified::Stale(s) => write!(f, "{t} has no status for its current spec yet: {s}"),
+            Unverified::OtherRelease {
+                phase,
+                release: Some(r),
+            } => write!(f, "{t} is {phase:?} on {r}"),
+            Unverified::OtherRelease {
+                phase,
+                release: None,
+            } => write!(f, "{t} is {phase:?} on no release yet"),
+            Unverified::Running {
+                phase,
+                step,
+                message,
+            } => {
+                write!(f, "{t} is {phase:?} on {}", self.release)?;
+                if let Some(s) = step {
+                    write!(f, " at step {s}")?;
+                }
+                if let Some(m) = message {
+                    write!(f, ": {m}")?;
+                }
+                Ok(())
+            }
+            Unverified::ContentDrift { message } => write!(
+                f,
+                "{t} is Verified on {} but a live re-check found content drift: {message}",
+                self.release
+            ),
+        }
+    }
+}
+
+/// A tenant whose saga failed on the release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub tenant: String,
+    pub step: Option<String>,
+    pub message: Option<String>,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GateFailure {
@@ -14,11 +93,12 @@ pub enum GateFailure {
     NotVerified {
         wave: WaveName,
         release: String,
-        pending: Vec<String>,
+        /// Empty when every tenant failed within `maxFailures`.
+        waiting: Vec<Waiting>,
     },
     TooManyFailures {
         wave: WaveName,
-        failed: Vec<String>,
+        failed: Vec<Failure>,
         max: u32,
     },
     Soak {
@@ -27,6 +107,14 @@ pub enum GateFailure {
         elapsed: Duration,
     },
     BadSoak(String),
+}
+
+fn join<T: std::fmt::Display>(items: impl IntoIterator<Item = T>, sep: &str) -> String {
+    items
+        .into_iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(sep)
 }
 
 impl std::fmt::Display for GateFailure {
@@ -38,18 +126,35 @@ impl std::fmt::Display for GateFailure {
             GateFailure::NotVerified {
                 wave,
                 release,
-                pending,
-            } => write!(
-                f,
-                "gate verification: wave {wave} is not verified on {release} yet ({})",
-                pending.join(", ")
-            ),
-            GateFailure::TooManyFailures { wave, failed, max } => write!(
-                f,
-                "gate max-failures: {} tenant(s) of wave {wave} failed ({}), at most {max} allowed",
-                failed.len(),
-                failed.join(", ")
-            ),
+                waiting,
+            } => {
+                write!(
+                    f,
+                    "gate verification: wave {wave} is not verified on {release} yet ("
+                )?;
+                if waiting.is_empty() {
+                    f.write_str("every tenant failed")?;
+                } else {
+                    f.write_str(&join(waiting, "; "))?;
+                }
+                f.write_str(")")
+            }
+            GateFailure::TooManyFailures { wave, failed, max } => {
+                write!(
+                    f,
+                    "gate max-failures: {} tenant(s) of wave {wave} failed ({}), at most {max} allowed",
+                    failed.len(),
+                    join(failed.iter().map(|x| &x.tenant), ", ")
+                )?;
+                for x in failed {
+                    write!(f, "; {}", x.tenant)?;
+                    if let Some(s) = &x.step {
+                        write!(f, " at step {s}")?;
+                    }
+                    write!(f, ": {}", x.message.as_deref().unwrap_or("no message"))?;
+                }
+                Ok(())
+            }
             GateFailure::Soak {
                 wave,
                 needed,
@@ -65,6 +170,56 @@ impl std::fmt::Display for GateFailure {
     }
 }
 
+/// Where one tenant of the gating wave stands on the release.
+enum Standing {
+    Verified { at: Option<i64> },
+    Failed(Failure),
+    Waiting(Waiting),
+}
+
+fn standing(r: &Rollout, t: TenantSummary, release: &str) -> Standing {
+    let waiting = |why| {
+        Standing::Waiting(Waiting {
+            tenant: t.tenant.clone(),
+            release: release.to_owned(),
+            why,
+        })
+    };
+    let phase = match &t.state {
+        TenantState::Stale(s) => return waiting(Unverified::Stale(s.clone())),
+        state => state.phase().unwrap_or_default(),
+    };
+    if t.release != release || t.applied_release.as_deref() != Some(release) {
+        return waiting(Unverified::OtherRelease {
+            phase,
+            release: t.applied_release.clone(),
+        });
+    }
+    match &t.state {
+        TenantState::Verified => match &t.content_drift {
+            Some(message) => waiting(Unverified::ContentDrift {
+                message: message.clone(),
+            }),
+            None => Standing::Verified {
+                at: r
+                    .current_status()
+                    .and_then(|s| s.verified_at.as_ref())
+                    .map(|t| t.0.as_second()),
+            },
+        },
+        TenantState::Failed { step } => Standing::Failed(Failure {
+            tenant: t.tenant.clone(),
+            step: step.clone(),
+            message: t.message.clone(),
+        }),
+        state => waiting(Unverified::Running {
+            phase,
+            step: state.step().map(str::to_owned),
+            message: t.message.clone(),
+        }),
+    }
+}
+
 /// Checks the gates of `target` for `release`, from the Rollouts of every
 /// tenant, at time `now` (seconds since the epoch).
 pub fn check(
@@ -77,23 +232,25 @@ pub fn check(
     let Some(prev) = target.previous() else {
         return Ok(());
     };
-    let in_prev: Vec<&Rollout> = rollouts
+    let mut tenants: Vec<(&Rollout, TenantSummary)> = rollouts
         .iter()
-        .filter(|r| r.spec.wave == prev.as_str())
+        .filter(|r| wave_of(r) == Some(prev))
+        .map(|r| (r, summarize(r, now)))
         .collect();
-    if in_prev.is_empty() {
+    if tenants.is_empty() {
         return Err(GateFailure::NoTenants { wave: prev });
     }
-    let on_release = |r: &&Rollout| {
-        r.spec.release == release
-            && r.status.as_ref().and_then(|s| s.release.as_deref()) == Some(release)
-    };
-    let phase = |r: &Rollout| r.status.as_ref().and_then(|s| s.phase);
-    let failed: Vec<String> = in_prev
-        .iter()
-        .filter(|r| on_release(r) && phase(r) == Some(RolloutPhase::Failed))
-        .map(|r| r.spec.tenant.clone())
-        .collect();
+    tenants.sort_by(|(_, a), (_, b)| a.tenant.cmp(&b.tenant));
+    let mut verified_at = Vec::new();
+    let mut failed = Vec::new();
+    let mut waiting = Vec::new();
+    for (r, t) in tenants {
+        match standing(r, t, release) {
+            Standing::Verified { at } => verified_at.push(at),
+            Standing::Failed(f) => failed.push(f),
+            Standing::Waiting(w) => waiting.push(w),
+        }
+    }
     if failed.len() > gates.max_failures as usize {
         return Err(GateFailure::TooManyFailures {
             wave: prev,
@@ -101,53 +258,16 @@ pub fn check(
             max: gates.max_failures,
         });
     }
-    let verified: Vec<&&Rollout> = in_prev
-        .iter()
-        .filter(|r| on_release(r) && phase(r) == Some(RolloutPhase::Verified))
-        .collect();
-    if gates.require_verification {
-        let pending: Vec<String> = in_prev
-            .iter()
-            .filter(|r| {
-                !(on_release(r)
-                    && matches!(
-                        phase(r),
-                        Some(RolloutPhase::Verified | RolloutPhase::Failed)
-                    ))
-            })
-            .map(|r| {
-                let p = phase(r)
-                    .map(|p| format!("{p:?}"))
-                    .unwrap_or_else(|| "Pending".into());
-                let on = r
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.release.clone())
-                    .unwrap_or_else(|| "-".into());
-                format!("{} is {p} on {on}", r.spec.tenant)
-            })
-            .collect();
-        if !pending.is_empty() || verified.is_empty() {
-            return Err(GateFailure::NotVerified {
-                wave: prev,
-                release: release.to_owned(),
-                pending,
-            });
-        }
+    if gates.require_verification && (!waiting.is_empty() || verified_at.is_empty()) {
+        return Err(GateFailure::NotVerified {
+            wave: prev,
+            release: release.to_owned(),
+            waiting,
+        });
     }
     if let Some(soak) = &gates.soak_time {
         let needed = parse_duration(soak).map_err(GateFailure::BadSoak)?;
-        let latest = verified
-            .iter()
-            .filter_map(|r| {
-                r.status
-                    .as_ref()?
-                    .verified_at
-                    .as_ref()
-                    .map(|t| t.0.as_second())
-            })
-            .max()
-            .unwrap_or(now);
+        let latest = verified_at.into_iter().flatten().max().unwrap_or(now);
         let elapsed = Duration::from_secs(u64::try_from(now - latest).unwrap_or(0));
         if elapsed < needed {
             return Err(GateFailure::Soak {
@@ -163,111 +283,243 @@ pub fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::{RolloutSpec, RolloutStatus};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use crate::crd::StepState;
+    use crate::rollout::summary::fixtures::{RolloutExt, rollout};
 
-    fn ro(
-        tenant: &str,
-        wave: &str,
-        release: &str,
-        phase: RolloutPhase,
-        verified_at: i64,
-    ) -> Rollout {
-        let mut r = Rollout::new(
-            "release",
-            RolloutSpec {
-                tenant: tenant.into(),
-                wave: wave.into(),
-                release: release.into(),
-                commit: "c".into(),
-                desired_hash: "h".into(),
-            },
-        );
-        r.status = Some(RolloutStatus {
-            phase: Some(phase),
-            release: Some(release.into()),
-            verified_at: Some(Time(
-                k8s_openapi::jiff::Timestamp::from_second(verified_at).unwrap(),
-            )),
-            ..RolloutStatus::default()
-        });
-        r
+    const NOW: i64 = 10_000;
+
+    fn gate(soak: Option<&str>, max_failures: u32) -> Gates {
+        Gates {
+            require_verification: true,
+            soak_time: soak.map(str::to_owned),
+            max_failures,
+        }
+    }
+
+    fn verified(tenant: &str, wave: &str, release: &str, ago: i64) -> Rollout {
+        rollout(tenant, wave, release)
+            .current(RolloutPhase::Verified)
+            .verified_at(NOW - ago)
+    }
+
+    /// Name, wave promoted, its gates, the Rollouts, the refusal (or none).
+    type Case = (
+        &'static str,
+        WaveName,
+        Gates,
+        Vec<Rollout>,
+        Result<(), &'static str>,
+    );
+
+    #[test]
+    fn gate_table() {
+        let strict = gate(Some("10m"), 0);
+        let cases: Vec<Case> = vec![
+            (
+                "the canary has no gate",
+                WaveName::Canary,
+                strict.clone(),
+                vec![],
+                Ok(()),
+            ),
+            (
+                "verified and soaked",
+                WaveName::LowRisk,
+                strict.clone(),
+                vec![verified("platform", "canary", "r2", 700)],
+                Ok(()),
+            ),
+            (
+                "verified, still soaking",
+                WaveName::LowRisk,
+                strict.clone(),
+                vec![verified("platform", "canary", "r2", 60)],
+                Err("gate soak-time: wave canary has been verified for 60s, 600s required"),
+            ),
+            (
+                "a step still running",
+                WaveName::LowRisk,
+                strict.clone(),
+                vec![
+                    rollout("platform", "canary", "r2")
+                        .current(RolloutPhase::Progressing)
+                        .step("configmaps-published", StepState::Done)
+                        .step("repointed/broker", StepState::Running)
+                        .message("2 of 3 pods rolled"),
+                ],
+                Err(
+                    "gate verification: wave canary is not verified on r2 yet (platform is Progressing on r2 at step repointed/broker: 2 of 3 pods rolled)",
+                ),
+            ),
+            (
+                "an actuator missing",
+                WaveName::LowRisk,
+                strict.clone(),
+                vec![
+                    rollout("platform", "canary", "r2")
+                        .current(RolloutPhase::Waiting)
+                        .step("verified/agent-runtime", StepState::Waiting)
+                        .message("no RBAC for pods/exec"),
+                ],
+                Err(
+                    "gate verification: wave canary is not verified on r2 yet (platform is Waiting on r2 at step verified/agent-runtime: no RBAC for pods/exec)",
+                ),
+            ),
+            (
+                "still on the previous release",
+                WaveName::LowRisk,
+                strict.clone(),
+                vec![verified("platform", "canary", "r1", 9000)],
+                Err(
+                    "gate verification: wave canary is not verified on r2 yet (platform is Verified on r1)",
+                ),
+            ),
+            (
+                "no status at all",
+                WaveName::LowRisk,
+                strict.clone(),
+                vec![rollout("platform", "canary", "r2")],
+                Err(
+                    "gate verification: wave canary is not verified on r2 yet (platform is Pending on no release yet)",
+                ),
+            ),
+            (
+                "verified on the release, but for the previous commit",
+                WaveName::LowRisk,
+                strict.clone(),
+                vec![
+                    rollout("platform", "canary", "r2")
+                        .stale(RolloutPhase::Verified, "r2")
+                        .verified_at(NOW - 9000),
+                ],
+                Err(
+                    "gate verification: wave canary is not verified on r2 yet (platform has no status for its current spec yet: status is for generation 1 (hash h-r2), spec is generation 2 (hash h-r2))",
+                ),
+            ),
+            (
+                "rolled back: a stale status verified on the release is not believed",
+                WaveName::LowRisk,
+                strict.clone(),
+                vec![
+                    rollout("platform", "canary", "r1")
+                        .stale(RolloutPhase::Verified, "r2")
+                        .verified_at(NOW - 9000),
+                ],
+                Err(
+                    "gate verification: wave canary is not verified on r2 yet (platform has no status for its current spec yet: status is for generation 1 (hash h-r2), spec is generation 2 (hash h-r1))",
+                ),
+            ),
+            (
+                "verified, then live content drifted",
+                WaveName::LowRisk,
+                strict.clone(),
+                vec![
+                    verified("platform", "canary", "r2", 9000)
+                        .drifting("pod agent-a: AGENTS.md differs"),
+                ],
+                Err(
+                    "gate verification: wave canary is not verified on r2 yet (platform is Verified on r2 but a live re-check found content drift: pod agent-a: AGENTS.md differs)",
+                ),
+            ),
+            (
+                "too many failures, with what failed",
+                WaveName::Fleet,
+                strict.clone(),
+                vec![
+                    rollout("a", "low-risk", "r2")
+                        .current(RolloutPhase::Failed)
+                        .step("pods-rolled", StepState::Failed)
+                        .message("imageID is not the pinned digest"),
+                    verified("b", "low-risk", "r2", 9000),
+                ],
+                Err(
+                    "gate max-failures: 1 tenant(s) of wave low-risk failed (a), at most 0 allowed; a at step pods-rolled: imageID is not the pinned digest",
+                ),
+            ),
+            (
+                "a tolerated failure",
+                WaveName::Fleet,
+                gate(Some("10m"), 1),
+                vec![
+                    rollout("a", "low-risk", "r2").current(RolloutPhase::Failed),
+                    verified("b", "low-risk", "r2", 9000),
+                ],
+                Ok(()),
+            ),
+            (
+                "a failure for an older spec is not counted, and not verified either",
+                WaveName::Fleet,
+                strict.clone(),
+                vec![
+                    rollout("a", "low-risk", "r2").stale(RolloutPhase::Failed, "r2"),
+                    verified("b", "low-risk", "r2", 9000),
+                ],
+                Err(
+                    "gate verification: wave low-risk is not verified on r2 yet (a has no status for its current spec yet: status is for generation 1 (hash h-r2), spec is generation 2 (hash h-r2))",
+                ),
+            ),
+            (
+                "every tenant failed within max-failures",
+                WaveName::Fleet,
+                gate(None, 2),
+                vec![rollout("a", "low-risk", "r2").current(RolloutPhase::Failed)],
+                Err(
+                    "gate verification: wave low-risk is not verified on r2 yet (every tenant failed)",
+                ),
+            ),
+            (
+                "verification not required",
+                WaveName::LowRisk,
+                Gates {
+                    require_verification: false,
+                    soak_time: None,
+                    max_failures: 0,
+                },
+                vec![rollout("platform", "canary", "r2").current(RolloutPhase::Progressing)],
+                Ok(()),
+            ),
+            (
+                "the gating wave has no tenants",
+                WaveName::Fleet,
+                strict.clone(),
+                vec![verified("platform", "canary", "r2", 9000)],
+                Err("gate verification: wave low-risk has no tenants to verify"),
+            ),
+            (
+                "several tenants: each names what it waits for",
+                WaveName::Fleet,
+                strict.clone(),
+                vec![
+                    verified("c", "low-risk", "r2", 9000),
+                    rollout("b", "low-risk", "r2").current(RolloutPhase::Pending),
+                    verified("a", "low-risk", "r1", 9000),
+                ],
+                Err(
+                    "gate verification: wave low-risk is not verified on r2 yet (a is Verified on r1; b is Pending on r2)",
+                ),
+            ),
+        ];
+        for (name, target, g, rollouts, want) in cases {
+            let got = check(target, "r2", &g, &rollouts, NOW).map_err(|e| e.to_string());
+            assert_eq!(got, want.map_err(str::to_owned), "{name}");
+        }
     }
 
     #[test]
-    fn gates() {
-        let g = Gates {
-            require_verification: true,
-            soak_time: Some("10m".into()),
-            max_failures: 0,
-        };
-        let now = 10_000;
-        let good = vec![ro(
-            "platform",
-            "canary",
-            "r2",
-            RolloutPhase::Verified,
-            now - 700,
-        )];
-        assert_eq!(check(WaveName::Canary, "r2", &g, &[], now), Ok(()));
-        assert_eq!(check(WaveName::LowRisk, "r2", &g, &good, now), Ok(()));
-
-        let soaking = vec![ro(
-            "platform",
-            "canary",
-            "r2",
-            RolloutPhase::Verified,
-            now - 60,
-        )];
-        assert!(matches!(
-            check(WaveName::LowRisk, "r2", &g, &soaking, now),
-            Err(GateFailure::Soak { .. })
-        ));
-
-        let progressing = vec![ro(
-            "platform",
-            "canary",
-            "r2",
-            RolloutPhase::Progressing,
-            now,
-        )];
-        let e = check(WaveName::LowRisk, "r2", &g, &progressing, now).unwrap_err();
-        assert!(
-            e.to_string().contains("platform is Progressing on r2"),
-            "{e}"
-        );
-
-        let old = vec![ro(
-            "platform",
-            "canary",
-            "r1",
-            RolloutPhase::Verified,
-            now - 9000,
-        )];
-        assert!(matches!(
-            check(WaveName::LowRisk, "r2", &g, &old, now),
-            Err(GateFailure::NotVerified { .. })
-        ));
-
-        let failed = vec![
-            ro("a", "low-risk", "r2", RolloutPhase::Failed, now - 9000),
-            ro("b", "low-risk", "r2", RolloutPhase::Verified, now - 9000),
-        ];
-        assert!(matches!(
-            check(WaveName::Fleet, "r2", &g, &failed, now),
-            Err(GateFailure::TooManyFailures { .. })
-        ));
-        let tolerant = Gates {
-            max_failures: 1,
-            ..g.clone()
+    fn refusals_are_typed() {
+        let stale = rollout("a", "canary", "r2").stale(RolloutPhase::Verified, "r1");
+        let e = check(WaveName::LowRisk, "r2", &gate(None, 0), &[stale], NOW).unwrap_err();
+        let GateFailure::NotVerified { waiting, .. } = e else {
+            panic!("{e:?}")
         };
         assert_eq!(
-            check(WaveName::Fleet, "r2", &tolerant, &failed, now),
-            Ok(())
+            waiting[0].why,
+            Unverified::Stale(Staleness {
+                status_generation: Some(1),
+                generation: Some(2),
+                status_hash: Some("h-r1".into()),
+                desired_hash: "h-r2".into(),
+            })
         );
-        assert!(matches!(
-            check(WaveName::Fleet, "r2", &g, &good, now),
-            Err(GateFailure::NoTenants { .. })
-        ));
     }
 }
