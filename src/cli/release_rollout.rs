@@ -2,20 +2,19 @@
 //! fleet, waiting for each wave to be verified, with live progress; stops at
 //! the first failed gate or wave.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use serde::Serialize;
 
 use crate::cli::exit;
 use crate::cli::release::{RootArg, load_fleet};
-use crate::cli::release_cluster::now_secs;
-use crate::cli::release_cluster::{fleet_rollouts, with_client};
+use crate::cli::release_cluster::{fleet_rollouts, now_secs, with_client};
 use crate::cli::release_promote::promote;
-use crate::crd::{Rollout, RolloutPhase, StepState};
 use crate::fleet::Fleet;
 use crate::release::WaveName;
+use crate::rollout::summary::{TenantState, TenantSummary, summarize_all, wave_of};
 
 #[derive(Debug, Args)]
 pub struct RolloutArgs {
@@ -86,6 +85,44 @@ pub fn run(args: &RolloutArgs) -> u8 {
     })
 }
 
+/// Where one tenant of the wave stands on the release being rolled out.
+enum Progress {
+    /// Its current status verified the release, and no live re-check
+    /// disagrees.
+    Verified,
+    /// Its saga failed on the release: why.
+    Failed(String),
+    /// Anything else: what it is doing (a status for an older spec, a step
+    /// running, another release, content drift).
+    Waiting(String),
+}
+
+fn progress(t: &TenantSummary, release: &str) -> Progress {
+    match &t.state {
+        TenantState::Stale(why) => Progress::Waiting(format!("stale: {why}")),
+        _ if !t.runs(release) => Progress::Waiting(format!(
+            "{} on {}",
+            t.state,
+            t.applied_release.as_deref().unwrap_or("no release yet")
+        )),
+        TenantState::Failed { .. } => {
+            Progress::Failed(t.message.clone().unwrap_or_else(|| "no message".into()))
+        }
+        TenantState::Verified => match &t.content_drift {
+            Some(m) => Progress::Waiting(format!("Verified, but content drift: {m}")),
+            None => Progress::Verified,
+        },
+        state => Progress::Waiting(format!(
+            "{state} {}{}",
+            state.step().unwrap_or_default(),
+            t.message
+                .as_deref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default()
+        )),
+    }
+}
+
 async fn wait_for_wave(
     client: &kube::Client,
     fleet: &Fleet,
@@ -96,20 +133,17 @@ async fn wait_for_wave(
     say: &impl Fn(String),
 ) -> Result<(), String> {
     let start = Instant::now();
-    let mut bars: std::collections::BTreeMap<String, ProgressBar> =
-        std::collections::BTreeMap::new();
+    let mut bars: BTreeMap<String, ProgressBar> = BTreeMap::new();
     let style = ProgressStyle::with_template("  {prefix:<12} [{bar:20}] {pos}/{len} {msg}")
         .unwrap_or_else(|_| ProgressStyle::default_bar());
-    let mut reported: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    let mut reported: BTreeSet<String> = BTreeSet::new();
     loop {
-        let all = fleet_rollouts(client, fleet)
+        let mut all = fleet_rollouts(client, fleet)
             .await
             .map_err(|_| "cannot read Rollouts".to_owned())?;
-        let rows: Vec<TenantStatus> = summarize(&all)
-            .into_iter()
-            .filter(|t| t.wave == wave.as_str())
-            .collect();
-        let mut done = !rows.is_empty();
+        all.retain(|r| wave_of(r) == Some(wave));
+        let rows = summarize_all(&all, now_secs());
+        let mut waiting = Vec::new();
         for t in &rows {
             let bar = bars.entry(t.tenant.clone()).or_insert_with(|| {
                 let b = mp.add(ProgressBar::new(1));
@@ -117,53 +151,45 @@ async fn wait_for_wave(
                 b.set_prefix(t.tenant.clone());
                 b
             });
-            let on = t.release == release;
+            let p = progress(t, release);
             bar.set_length(t.steps_total.max(1) as u64);
-            bar.set_position(if on { t.steps_done as u64 } else { 0 });
-            bar.set_message(format!(
-                "{} {}",
-                t.phase,
-                t.step.clone().unwrap_or_default()
-            ));
-            if on && t.phase == "Verified" && reported.insert(t.tenant.clone()) {
-                say(format!(
-                    "   {wave}/{}: verified ({} steps)",
-                    t.tenant, t.steps_total
-                ));
-            }
-            if on && t.phase == "Failed" {
-                for b in bars.values() {
-                    b.abandon();
+            bar.set_position(if t.runs(release) {
+                t.steps_done as u64
+            } else {
+                0
+            });
+            match p {
+                Progress::Verified => {
+                    bar.set_message("Verified");
+                    if reported.insert(t.tenant.clone()) {
+                        say(format!(
+                            "   {wave}/{}: verified ({} steps)",
+                            t.tenant, t.steps_total
+                        ));
+                    }
                 }
-                return Err(format!(
-                    "tenant {} failed: {}",
-                    t.tenant,
-                    t.message.clone().unwrap_or_default()
-                ));
-            }
-            if !(on && t.phase == "Verified") {
-                done = false;
+                Progress::Failed(why) => {
+                    for b in bars.values() {
+                        b.abandon();
+                    }
+                    return Err(format!("tenant {} failed: {why}", t.tenant));
+                }
+                Progress::Waiting(what) => {
+                    bar.set_message(what.clone());
+                    waiting.push(format!("{} {what}", t.tenant));
+                }
             }
         }
-        if done {
+        if !rows.is_empty() && waiting.is_empty() {
             for b in bars.values() {
                 b.finish_and_clear();
             }
             return Ok(());
         }
         if start.elapsed() > timeout {
-            let waiting: Vec<String> = rows
-                .iter()
-                .filter(|t| t.phase != "Verified")
-                .map(|t| {
-                    format!(
-                        "{} {} ({})",
-                        t.tenant,
-                        t.phase,
-                        t.message.clone().unwrap_or_default()
-                    )
-                })
-                .collect();
+            if rows.is_empty() {
+                waiting.push(format!("no tenant of wave {wave} has a Rollout"));
+            }
             return Err(format!(
                 "not verified within {}s: {}",
                 timeout.as_secs(),
@@ -174,58 +200,66 @@ async fn wait_for_wave(
     }
 }
 
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TenantStatus {
-    pub wave: String,
-    pub tenant: String,
-    pub release: String,
-    pub phase: String,
-    pub step: Option<String>,
-    pub steps_done: usize,
-    pub steps_total: usize,
-    /// Seconds since the saga started, or since it was verified.
-    pub age_seconds: Option<i64>,
-    pub message: Option<String>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{RolloutPhase, StepState};
+    use crate::rollout::summary::fixtures::{RolloutExt, rollout};
+    use crate::rollout::summary::summarize;
 
-fn wave_rank(w: &str) -> usize {
-    WaveName::ORDER
-        .iter()
-        .position(|x| x.as_str() == w)
-        .unwrap_or(9)
-}
-
-pub fn summarize(all: &[Rollout]) -> Vec<TenantStatus> {
-    let now = now_secs();
-    let mut out: Vec<TenantStatus> = all
-        .iter()
-        .map(|r| {
-            let s = r.status.clone().unwrap_or_default();
-            let since = match s.phase {
-                Some(RolloutPhase::Verified) => s.verified_at.as_ref(),
-                _ => s.started_at.as_ref(),
+    #[test]
+    fn only_a_current_verified_status_counts() {
+        let cases: Vec<(&str, crate::crd::Rollout, &str)> = vec![
+            (
+                "current, verified",
+                rollout("a", "canary", "r2").current(RolloutPhase::Verified),
+                "verified",
+            ),
+            (
+                "verified on r2 for the previous commit",
+                rollout("a", "canary", "r2").stale(RolloutPhase::Verified, "r2"),
+                "waiting: stale: status is for generation 1 (hash h-r2), spec is generation 2 (hash h-r2)",
+            ),
+            (
+                "the spec has not moved to r2 yet",
+                rollout("a", "canary", "r1").current(RolloutPhase::Verified),
+                "waiting: Verified on r1",
+            ),
+            (
+                "a step running",
+                rollout("a", "canary", "r2")
+                    .current(RolloutPhase::Progressing)
+                    .step("pods-rolled", StepState::Running)
+                    .message("1 of 2 pods"),
+                "waiting: Progressing pods-rolled: 1 of 2 pods",
+            ),
+            (
+                "verified, with content drift",
+                rollout("a", "canary", "r2")
+                    .current(RolloutPhase::Verified)
+                    .drifting("pod x differs"),
+                "waiting: Verified, but content drift: pod x differs",
+            ),
+            (
+                "failed on r2",
+                rollout("a", "canary", "r2")
+                    .current(RolloutPhase::Failed)
+                    .message("live content of pod x"),
+                "failed: live content of pod x",
+            ),
+            (
+                "a failure for the previous commit is not this rollout's",
+                rollout("a", "canary", "r2").stale(RolloutPhase::Failed, "r2"),
+                "waiting: stale: status is for generation 1 (hash h-r2), spec is generation 2 (hash h-r2)",
+            ),
+        ];
+        for (name, r, want) in cases {
+            let got = match progress(&summarize(&r, 0), "r2") {
+                Progress::Verified => "verified".to_owned(),
+                Progress::Failed(m) => format!("failed: {m}"),
+                Progress::Waiting(m) => format!("waiting: {m}"),
             };
-            TenantStatus {
-                wave: r.spec.wave.clone(),
-                tenant: r.spec.tenant.clone(),
-                release: s.release.clone().unwrap_or_else(|| r.spec.release.clone()),
-                phase: s
-                    .phase
-                    .map(|p| format!("{p:?}"))
-                    .unwrap_or_else(|| "Pending".into()),
-                step: s.current_step.clone(),
-                steps_done: s
-                    .steps
-                    .iter()
-                    .filter(|x| x.state == StepState::Done)
-                    .count(),
-                steps_total: s.steps.len(),
-                age_seconds: since.map(|t| now - t.0.as_second()),
-                message: s.message.clone(),
-            }
-        })
-        .collect();
-    out.sort_by(|a, b| (wave_rank(&a.wave), &a.tenant).cmp(&(wave_rank(&b.wave), &b.tenant)));
-    out
+            assert_eq!(got, want, "{name}");
+        }
+    }
 }

@@ -189,7 +189,7 @@ fn standing(r: &Rollout, t: TenantSummary, release: &str) -> Standing {
         TenantState::Stale(s) => return waiting(Unverified::Stale(s.clone())),
         state => state.phase().unwrap_or_default(),
     };
-    if t.release != release || t.applied_release.as_deref() != Some(release) {
+    if !t.runs(release) {
         return waiting(Unverified::OtherRelease {
             phase,
             release: t.applied_release.clone(),

@@ -210,9 +210,14 @@ pub struct TenantSummary {
 }
 
 impl TenantSummary {
+    /// Whether the spec asks for `release` and the current status is for it.
+    pub fn runs(&self, release: &str) -> bool {
+        self.release == release && self.applied_release.as_deref() == Some(release)
+    }
+
     /// Whether the current status verified `release`.
     pub fn verified_on(&self, release: &str) -> bool {
-        self.state == TenantState::Verified && self.applied_release.as_deref() == Some(release)
+        self.state == TenantState::Verified && self.runs(release)
     }
 }
 
