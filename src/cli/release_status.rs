@@ -1,15 +1,21 @@
-//! `exo release status`: where every tenant's saga is, per wave, and what
-//! the Fleets it syncs from have applied.
+//! `exo release status`: per Fleet what it applied, per tenant whether it is
+//! in sync with git and why not, from the typed summary
+//! ([`crate::rollout::summary`]); `-o json|yaml` carry the same values.
+
+use std::fmt::Write as _;
 
 use clap::Args;
 use kube::api::{Api, ListParams};
+use serde::Serialize;
 
 use crate::cli::exit;
 use crate::cli::release::Output;
 use crate::cli::release_cluster::{now_secs, rollouts, with_client};
 use crate::cli::release_plan::table;
 use crate::crd::Fleet as FleetCr;
-use crate::rollout::summary::{TenantState, TenantSummary, summarize_all};
+use crate::rollout::summary::{
+    FleetSummary, TenantState, TenantSummary, abbrev, short_id, summarize_all, summarize_fleet,
+};
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
@@ -17,43 +23,189 @@ pub struct StatusArgs {
     pub output: Output,
 }
 
-fn age(secs: Option<i64>) -> String {
+/// The whole answer, as `-o json|yaml` print it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    pub fleets: Vec<FleetSummary>,
+    pub tenants: Vec<TenantSummary>,
+}
+
+/// Seconds as people read them: `45s`, `12m`, `3h`, `2d`.
+pub fn age(secs: Option<i64>) -> String {
     match secs {
         None => "-".into(),
-        Some(s) if s < 120 => format!("{s}s"),
+        Some(s) if s < 120 => format!("{}s", s.max(0)),
         Some(s) if s < 7200 => format!("{}m", s / 60),
-        Some(s) => format!("{}h", s / 3600),
+        Some(s) if s < 172_800 => format!("{}h", s / 3600),
+        Some(s) => format!("{}d", s / 86_400),
     }
 }
 
-pub fn render_status(rows: &[TenantSummary]) -> String {
-    let cells: Vec<Vec<String>> = rows
+/// Two lines: which Fleet and where it syncs from; what it applied.
+fn fleet_lines(f: &FleetSummary) -> String {
+    let mut out = format!("Fleet {}/{}: {} ({})", f.namespace, f.name, f.url, f.branch);
+    if f.suspended {
+        out.push_str(", suspended");
+    }
+    if !f.prune {
+        out.push_str(", pruning off");
+    }
+    let _ = write!(
+        out,
+        "\n  applied {}",
+        f.applied_commit.as_deref().map_or("-", short_id)
+    );
+    if f.fetched_commit.is_some() && f.fetched_commit != f.applied_commit {
+        let _ = write!(
+            out,
+            " (fetched {}, not applied)",
+            f.fetched_commit.as_deref().map_or("-", short_id)
+        );
+    }
+    let _ = match f.ready {
+        None => write!(out, ", not synced yet"),
+        Some(ready) => write!(
+            out,
+            ", {} {} ago: {}: {}",
+            if ready { "Ready" } else { "not Ready" },
+            age(f.last_sync_age_seconds),
+            f.reason.as_deref().unwrap_or("-"),
+            f.message.as_deref().unwrap_or("-")
+        ),
+    };
+    out.push('\n');
+    out
+}
+
+/// STATE: the phase with steps done and the step it is at.
+fn state_cell(t: &TenantSummary) -> String {
+    match &t.state {
+        TenantState::Stale(_) => "stale".into(),
+        TenantState::Verified => format!("Verified {}/{}", t.steps_done, t.steps_total),
+        state => {
+            let mut cell = format!("{state} {}/{}", t.steps_done, t.steps_total);
+            if let Some(step) = state.step() {
+                let _ = write!(cell, " {step}");
+            }
+            cell
+        }
+    }
+}
+
+fn sync_cell(t: &TenantSummary) -> String {
+    if t.in_sync {
+        return "yes".into();
+    }
+    let why: Vec<&str> = t.out_of_sync.iter().map(|o| o.as_str()).collect();
+    format!("no: {}", why.join(", "))
+}
+
+fn live_cell(t: &TenantSummary) -> String {
+    match &t.last_live_check {
+        None => "-".into(),
+        Some(c) => format!(
+            "{} {}",
+            if c.ok { "ok" } else { "mismatch" },
+            age(c.age_seconds)
+        ),
+    }
+}
+
+/// The lines under the table: what does not fit a cell.
+fn notes(t: &TenantSummary) -> Vec<String> {
+    let mut out = Vec::new();
+    match &t.state {
+        TenantState::Stale(why) => out.push(format!("stale: {why}")),
+        TenantState::Verified => {}
+        state => {
+            if let Some(m) = &t.message {
+                out.push(format!("{}: {m}", state.to_string().to_lowercase()));
+            }
+        }
+    }
+    if let Some(m) = &t.content_drift {
+        out.push(format!("content drift: {m}"));
+    }
+    if !t.pending_prunes.is_empty() {
+        let names: Vec<String> = t
+            .pending_prunes
+            .iter()
+            .map(|p| format!("{}/{} ({})", p.kind, p.name, p.reason))
+            .collect();
+        out.push(format!(
+            "{} pending prune(s): {}",
+            t.pending_prunes.len(),
+            names.join(", ")
+        ));
+    }
+    if let Some(d) = &t.last_drift {
+        out.push(format!(
+            "drift reverted {} ago: {} ({})",
+            age(d.age_seconds),
+            d.object,
+            d.fields.join(", ")
+        ));
+    }
+    if let Some(c) = t.last_live_check.as_ref().filter(|c| !c.ok) {
+        out.push(format!(
+            "live re-check of {} pod(s) {} ago: {}",
+            c.pods,
+            age(c.age_seconds),
+            c.message.as_deref().unwrap_or("mismatch")
+        ));
+    }
+    out
+}
+
+pub fn render(status: &Status) -> String {
+    let mut out = String::new();
+    for f in &status.fleets {
+        out.push_str(&fleet_lines(f));
+    }
+    if !status.fleets.is_empty() {
+        out.push('\n');
+    }
+    let cells: Vec<Vec<String>> = status
+        .tenants
         .iter()
         .map(|t| {
-            let message = match &t.state {
-                TenantState::Stale(why) => why.to_string(),
-                _ => t.message.clone().unwrap_or_default(),
-            };
             vec![
                 t.wave.clone(),
                 t.tenant.clone(),
-                t.applied_release
-                    .clone()
-                    .unwrap_or_else(|| t.release.clone()),
-                t.state.to_string(),
-                format!("{}/{}", t.steps_done, t.steps_total),
-                t.state.step().unwrap_or("-").to_owned(),
+                t.release.clone(),
+                t.applied_commit
+                    .as_deref()
+                    .map_or_else(|| "-".into(), |c| abbrev(c, 7).to_owned()),
+                state_cell(t),
+                sync_cell(t),
+                live_cell(t),
                 age(t.age_seconds),
-                message,
             ]
         })
         .collect();
-    table(
+    out.push_str(&table(
         &[
-            "WAVE", "TENANT", "RELEASE", "PHASE", "STEPS", "STEP", "AGE", "MESSAGE",
+            "WAVE", "TENANT", "RELEASE", "COMMIT", "STATE", "IN SYNC", "LIVE", "AGE",
         ],
         &cells,
-    )
+    ));
+    let notes: Vec<String> = status
+        .tenants
+        .iter()
+        .flat_map(|t| {
+            notes(t)
+                .into_iter()
+                .map(move |n| format!("  {}/{}: {n}", t.wave, t.tenant))
+        })
+        .collect();
+    if !notes.is_empty() {
+        out.push('\n');
+        for n in notes {
+            let _ = writeln!(out, "{n}");
+        }
+    }
+    out
 }
 
 pub fn run(args: &StatusArgs) -> u8 {
@@ -62,54 +214,151 @@ pub fn run(args: &StatusArgs) -> u8 {
             Ok(r) => r,
             Err(code) => return code,
         };
-        let rows = summarize_all(&all, now_secs());
-        let fleets = Api::<FleetCr>::all(client.clone())
+        let fleets = match Api::<FleetCr>::all(client.clone())
             .list(&ListParams::default())
             .await
-            .map(|l| l.items)
-            .unwrap_or_default();
-        match args.output {
-            Output::Json => match serde_json::to_string_pretty(&serde_json::json!({
-                "fleets": fleets.iter().map(|f| serde_json::json!({
-                    "name": f.metadata.name, "namespace": f.metadata.namespace, "url": f.spec.url,
-                    "status": f.status,
-                })).collect::<Vec<_>>(),
-                "tenants": rows,
-            })) {
-                Ok(j) => println!("{j}"),
-                Err(e) => {
-                    eprintln!("exo release status: {e}");
-                    return exit::UNUSABLE;
-                }
-            },
-            Output::Yaml => match crate::fleet::yaml::to_string(&rows) {
-                Ok(y) => print!("{y}"),
-                Err(e) => {
-                    eprintln!("exo release status: {e}");
-                    return exit::UNUSABLE;
-                }
-            },
-            Output::Table => {
-                for f in &fleets {
-                    let st = f.status.clone().unwrap_or_default();
-                    let ready = st.conditions.iter().find(|c| c.type_ == "Ready");
-                    println!(
-                        "Fleet {}/{}: {} at {} ({})",
-                        f.metadata.namespace.as_deref().unwrap_or_default(),
-                        f.metadata.name.as_deref().unwrap_or_default(),
-                        f.spec.url,
-                        st.applied_commit
-                            .as_deref()
-                            .map(|c| &c[..c.len().min(12)])
-                            .unwrap_or("-"),
-                        ready
-                            .map(|c| format!("{}: {}", c.reason, c.message))
-                            .unwrap_or_else(|| "not synced yet".into()),
-                    );
-                }
-                print!("{}", render_status(&rows));
+        {
+            Ok(l) => l.items,
+            Err(e) => {
+                eprintln!("exo release status: cannot list Fleets: {e}");
+                return exit::UNUSABLE;
+            }
+        };
+        let now = now_secs();
+        let status = Status {
+            fleets: fleets.iter().map(|f| summarize_fleet(f, now)).collect(),
+            tenants: summarize_all(&all, now),
+        };
+        let text = match args.output {
+            Output::Table => Ok(render(&status)),
+            Output::Json => serde_json::to_string_pretty(&status)
+                .map(|s| s + "\n")
+                .map_err(|e| e.to_string()),
+            Output::Yaml => crate::fleet::yaml::to_string(&status).map_err(|e| e.to_string()),
+        };
+        match text {
+            Ok(t) => {
+                print!("{t}");
+                exit::OK
+            }
+            Err(e) => {
+                eprintln!("exo release status: {e}");
+                exit::UNUSABLE
             }
         }
-        exit::OK
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{DriftRecord, InventoryKind, LiveCheck, RolloutPhase, StepState};
+    use crate::rollout::summary::fixtures::{RolloutExt, rollout, time};
+    use crate::rollout::summary::summarize;
+
+    const NOW: i64 = 1_000_000;
+
+    #[test]
+    fn the_table_says_why_a_tenant_is_not_in_sync_within_120_columns() {
+        let mut drifted = rollout("globex", "low-risk", "2026.11.1")
+            .current(RolloutPhase::Verified)
+            .verified_at(NOW - 4000)
+            .step("configmaps-published", StepState::Done)
+            .drifting("pod agent-analyst: /mnt/baseline/AGENTS.md is not the release's")
+            .prune_blocked(InventoryKind::Agent, "old-bot", "finalizer autonomic.sh/fs");
+        drifted.status_mut().last_drift = Some(DriftRecord {
+            at: Some(time(NOW - 300)),
+            object: "Agent/analyst".into(),
+            fields: vec!["spec.runtime.image".into()],
+        });
+        drifted.status_mut().last_live_check = Some(LiveCheck {
+            at: Some(time(NOW - 90)),
+            pods: 2,
+            ok: false,
+            message: Some("pod agent-analyst: content differs".into()),
+        });
+        let mut verified = rollout("platform", "canary", "2026.11.1")
+            .current(RolloutPhase::Verified)
+            .verified_at(NOW - 600);
+        verified.status_mut().last_live_check = Some(LiveCheck {
+            at: Some(time(NOW - 30)),
+            pods: 3,
+            ok: true,
+            message: None,
+        });
+        let tenants = [
+            verified,
+            rollout("acme", "low-risk", "2026.11.1")
+                .current(RolloutPhase::Progressing)
+                .started_at(NOW - 20)
+                .step("configmaps-published", StepState::Done)
+                .step("verified/agent-runtime", StepState::Running)
+                .message("1 of 2 pods checked"),
+            drifted,
+            rollout("umbrella", "fleet", "2026.11.1").stale(RolloutPhase::Verified, "2026.11.0"),
+        ];
+        let status = Status {
+            fleets: vec![FleetSummary {
+                namespace: "exo-system".into(),
+                name: "example".into(),
+                url: "git://127.0.0.1:9418/exo-demo-fleet.git".into(),
+                branch: "main".into(),
+                applied_commit: Some("0123456789abcdef0123".into()),
+                fetched_commit: Some("0123456789abcdef0123".into()),
+                ready: Some(true),
+                reason: Some("Applied".into()),
+                message: Some("5 tenants".into()),
+                suspended: true,
+                prune: true,
+                waves: Default::default(),
+                last_sync_age_seconds: Some(10),
+            }],
+            tenants: tenants.iter().map(|r| summarize(r, NOW)).collect(),
+        };
+        let text = render(&status);
+        let table: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("WAVE"))
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert_eq!(table.len(), 5, "{text}");
+        for line in table {
+            assert!(line.chars().count() <= 120, "{} wide: {line}", line.len());
+        }
+        println!("{text}");
+        let want = [
+            "Fleet exo-system/example: git://127.0.0.1:9418/exo-demo-fleet.git (main), suspended\n  applied 0123456789ab, Ready 10s ago: Applied: 5 tenants\n",
+            "platform  2026.11.1  c-2026.  Verified 0/0",
+            "yes",
+            "ok 30s",
+            "acme      2026.11.1  c-2026.  Progressing 1/2 verified/agent-runtime  no: progressing",
+            "no: drift, prune  mismatch 90s  66m",
+            "umbrella  2026.11.1  -        stale",
+            "no: stale",
+            "  low-risk/acme: progressing: 1 of 2 pods checked",
+            "  low-risk/globex: content drift: pod agent-analyst: /mnt/baseline/AGENTS.md is not the release's",
+            "  low-risk/globex: 1 pending prune(s): Agent/old-bot (finalizer autonomic.sh/fs)",
+            "  low-risk/globex: drift reverted 5m ago: Agent/analyst (spec.runtime.image)",
+            "  low-risk/globex: live re-check of 2 pod(s) 90s ago: pod agent-analyst: content differs",
+            "  fleet/umbrella: stale: status is for generation 1",
+        ];
+        for w in want {
+            assert!(text.contains(w), "missing {w:?} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn ages() {
+        let cases = [
+            (None, "-"),
+            (Some(-3), "0s"),
+            (Some(59), "59s"),
+            (Some(600), "10m"),
+            (Some(7200), "2h"),
+            (Some(200_000), "2d"),
+        ];
+        for (secs, want) in cases {
+            assert_eq!(age(secs), want, "{secs:?}");
+        }
+    }
 }

@@ -9,7 +9,9 @@
 
 use serde::Serialize;
 
-use crate::crd::{InventoryKind, Rollout, RolloutPhase, StepState};
+use std::collections::BTreeMap;
+
+use crate::crd::{Fleet, InventoryKind, Rollout, RolloutPhase, StepState};
 use crate::release::WaveName;
 
 /// Why a status does not describe the current spec: what it was computed
@@ -146,7 +148,7 @@ impl OutOfSync {
             OutOfSync::Progressing => "progressing",
             OutOfSync::Failed => "failed",
             OutOfSync::ContentDrift => "drift",
-            OutOfSync::PendingPrune => "pending prune",
+            OutOfSync::PendingPrune => "prune",
         }
     }
 }
@@ -229,8 +231,14 @@ pub fn wave_of(r: &Rollout) -> Option<WaveName> {
 /// A commit id or hash shortened for people: 12 characters, without a
 /// `sha256:` prefix.
 pub fn short_id(id: &str) -> &str {
+    abbrev(id, 12)
+}
+
+/// The first `len` characters of a commit id or hash, without a `sha256:`
+/// prefix (where a table has less room than [`short_id`] takes).
+pub fn abbrev(id: &str, len: usize) -> &str {
     let id = id.strip_prefix("sha256:").unwrap_or(id);
-    id.char_indices().nth(12).map_or(id, |(i, _)| &id[..i])
+    id.char_indices().nth(len).map_or(id, |(i, _)| &id[..i])
 }
 
 fn age(now: i64, at: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> Option<i64> {
@@ -329,469 +337,60 @@ pub fn summarize_all(rollouts: &[Rollout], now: i64) -> Vec<TenantSummary> {
     out.into_iter().map(|(_, s)| s).collect()
 }
 
-/// Builders for Rollouts with a status, shared by the unit tests of this
-/// module and of the gates.
-#[cfg(test)]
-pub(crate) mod fixtures {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+/// The Fleet condition that says whether the last sync was applied.
+const CONDITION_READY: &str = "Ready";
 
-    use crate::crd::{
-        CONDITION_CONTENT_DRIFT, InventoryEntry, InventoryKind, Rollout, RolloutPhase, RolloutSpec,
-        RolloutStatus, SagaStep, StepState,
-    };
+/// What `exo release status` says about one Fleet (stable JSON names).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetSummary {
+    pub namespace: String,
+    pub name: String,
+    pub url: String,
+    pub branch: String,
+    /// The commit whose manifests and releases are applied.
+    pub applied_commit: Option<String>,
+    /// The newest commit fetched; differs from `appliedCommit` when it was
+    /// refused.
+    pub fetched_commit: Option<String>,
+    /// The Ready condition: `None` before the first sync.
+    pub ready: Option<bool>,
+    pub reason: Option<String>,
+    pub message: Option<String>,
+    /// `spec.suspend`: nothing is applied, pruned or healed.
+    pub suspended: bool,
+    /// `spec.prune`: objects git dropped are deleted.
+    pub prune: bool,
+    /// Wave -> release at `appliedCommit`.
+    pub waves: BTreeMap<String, String>,
+    pub last_sync_age_seconds: Option<i64>,
+}
 
-    pub fn time(secs: i64) -> Time {
-        Time(k8s_openapi::jiff::Timestamp::from_second(secs).expect("a valid timestamp"))
-    }
-
-    /// A Rollout at generation 2 whose spec asks for `release` with desired
-    /// hash `h-<release>`, and no status.
-    pub fn rollout(tenant: &str, wave: &str, release: &str) -> Rollout {
-        let mut r = Rollout::new(
-            "release",
-            RolloutSpec {
-                tenant: tenant.into(),
-                wave: wave.into(),
-                release: release.into(),
-                commit: format!("c-{release}"),
-                desired_hash: format!("h-{release}"),
-            },
-        );
-        r.metadata.namespace = Some(tenant.into());
-        r.metadata.generation = Some(2);
-        r
-    }
-
-    pub trait RolloutExt {
-        /// A current status (this generation and hash) in `phase`.
-        fn current(self, phase: RolloutPhase) -> Rollout;
-        /// A status in `phase` for `release`, computed for generation 1 and
-        /// that release's hash.
-        fn stale(self, phase: RolloutPhase, release: &str) -> Rollout;
-        fn verified_at(self, secs: i64) -> Rollout;
-        fn started_at(self, secs: i64) -> Rollout;
-        fn step(self, name: &str, state: StepState) -> Rollout;
-        fn message(self, m: &str) -> Rollout;
-        fn drifting(self, message: &str) -> Rollout;
-        fn prune_blocked(self, kind: InventoryKind, name: &str, why: &str) -> Rollout;
-        fn status_mut(&mut self) -> &mut RolloutStatus;
-    }
-
-    impl RolloutExt for Rollout {
-        fn current(mut self, phase: RolloutPhase) -> Rollout {
-            let spec = self.spec.clone();
-            let s = self.status_mut();
-            s.phase = Some(phase);
-            s.observed_generation = Some(2);
-            s.desired_hash = Some(spec.desired_hash);
-            s.release = Some(spec.release);
-            s.applied_commit = Some(spec.commit);
-            self
-        }
-        fn stale(mut self, phase: RolloutPhase, release: &str) -> Rollout {
-            let s = self.status_mut();
-            s.phase = Some(phase);
-            s.observed_generation = Some(1);
-            s.desired_hash = Some(format!("h-{release}"));
-            s.release = Some(release.into());
-            s.applied_commit = Some(format!("c-{release}"));
-            self
-        }
-        fn verified_at(mut self, secs: i64) -> Rollout {
-            self.status_mut().verified_at = Some(time(secs));
-            self
-        }
-        fn started_at(mut self, secs: i64) -> Rollout {
-            self.status_mut().started_at = Some(time(secs));
-            self
-        }
-        fn step(mut self, name: &str, state: StepState) -> Rollout {
-            let s = self.status_mut();
-            if state != StepState::Done {
-                s.current_step = Some(name.into());
-            }
-            s.steps.push(SagaStep {
-                name: name.into(),
-                owner: "test".into(),
-                state,
-                ..SagaStep::default()
-            });
-            self
-        }
-        fn message(mut self, m: &str) -> Rollout {
-            self.status_mut().message = Some(m.into());
-            self
-        }
-        fn drifting(mut self, message: &str) -> Rollout {
-            self.status_mut().conditions.push(Condition {
-                type_: CONDITION_CONTENT_DRIFT.into(),
-                status: "True".into(),
-                reason: "Mismatch".into(),
-                message: message.into(),
-                last_transition_time: time(0),
-                observed_generation: Some(2),
-            });
-            self
-        }
-        fn prune_blocked(mut self, kind: InventoryKind, name: &str, why: &str) -> Rollout {
-            self.status_mut().inventory.push(InventoryEntry {
-                kind,
-                name: name.into(),
-                uid: String::new(),
-                prune_blocked: Some(why.into()),
-            });
-            self
-        }
-        fn status_mut(&mut self) -> &mut RolloutStatus {
-            self.status.get_or_insert_with(RolloutStatus::default)
-        }
+/// One Fleet, at `now` (seconds since the epoch).
+pub fn summarize_fleet(f: &Fleet, now: i64) -> FleetSummary {
+    let status = f.status.clone().unwrap_or_default();
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_READY);
+    FleetSummary {
+        namespace: f.metadata.namespace.clone().unwrap_or_default(),
+        name: f.metadata.name.clone().unwrap_or_default(),
+        url: f.spec.url.clone(),
+        branch: f.spec.branch.clone(),
+        applied_commit: status.applied_commit,
+        fetched_commit: status.fetched_commit,
+        ready: ready.map(|c| c.status == "True"),
+        reason: ready.map(|c| c.reason.clone()),
+        message: ready.map(|c| c.message.clone()),
+        suspended: f.spec.suspend,
+        prune: f.spec.prune,
+        waves: status.waves,
+        last_sync_age_seconds: age(now, status.last_sync_time.as_ref()),
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::fixtures::{RolloutExt, rollout, time};
-    use super::*;
-    use crate::crd::{DriftRecord, InventoryEntry, LiveCheck};
-
-    const NOW: i64 = 100_000;
-
-    #[test]
-    fn states_and_sync() {
-        use OutOfSync as O;
-        let stale = Staleness {
-            status_generation: Some(1),
-            generation: Some(2),
-            status_hash: Some("h-r1".into()),
-            desired_hash: "h-r2".into(),
-        };
-        let cases: Vec<(&str, Rollout, TenantState, Vec<OutOfSync>)> = vec![
-            (
-                "no status",
-                rollout("a", "canary", "r2"),
-                TenantState::Pending,
-                vec![O::Progressing],
-            ),
-            (
-                "verified for this spec",
-                rollout("a", "canary", "r2").current(RolloutPhase::Verified),
-                TenantState::Verified,
-                vec![],
-            ),
-            (
-                "verified, but for the previous spec",
-                rollout("a", "canary", "r2").stale(RolloutPhase::Verified, "r1"),
-                TenantState::Stale(stale.clone()),
-                vec![O::Stale],
-            ),
-            (
-                "same hash, older generation",
-                {
-                    let mut r = rollout("a", "canary", "r2").current(RolloutPhase::Verified);
-                    r.status_mut().observed_generation = Some(1);
-                    r
-                },
-                TenantState::Stale(Staleness {
-                    status_hash: Some("h-r2".into()),
-                    ..stale.clone()
-                }),
-                vec![O::Stale],
-            ),
-            (
-                "a status that never said its generation",
-                {
-                    let mut r = rollout("a", "canary", "r2").current(RolloutPhase::Verified);
-                    r.status_mut().observed_generation = None;
-                    r.status_mut().desired_hash = None;
-                    r
-                },
-                TenantState::Stale(Staleness {
-                    status_generation: None,
-                    status_hash: None,
-                    ..stale.clone()
-                }),
-                vec![O::Stale],
-            ),
-            (
-                "drift and prunes are not read from a stale status",
-                rollout("a", "canary", "r2")
-                    .stale(RolloutPhase::Verified, "r1")
-                    .drifting("x")
-                    .prune_blocked(InventoryKind::Agent, "old", "finalizer"),
-                TenantState::Stale(stale),
-                vec![O::Stale],
-            ),
-            (
-                "running a step",
-                rollout("a", "canary", "r2")
-                    .current(RolloutPhase::Progressing)
-                    .step("configmaps-published", StepState::Done)
-                    .step("repointed/broker", StepState::Running),
-                TenantState::Progressing {
-                    step: Some("repointed/broker".into()),
-                },
-                vec![O::Progressing],
-            ),
-            (
-                "waiting for an actuator",
-                rollout("a", "canary", "r2")
-                    .current(RolloutPhase::Waiting)
-                    .step("verified/agent-runtime", StepState::Waiting),
-                TenantState::Waiting {
-                    step: Some("verified/agent-runtime".into()),
-                },
-                vec![O::Progressing],
-            ),
-            (
-                "failed",
-                rollout("a", "canary", "r2")
-                    .current(RolloutPhase::Failed)
-                    .step("pods-rolled", StepState::Failed),
-                TenantState::Failed {
-                    step: Some("pods-rolled".into()),
-                },
-                vec![O::Failed],
-            ),
-            (
-                "verified with live content drift",
-                rollout("a", "canary", "r2")
-                    .current(RolloutPhase::Verified)
-                    .drifting("pod agent-x: hash differs"),
-                TenantState::Verified,
-                vec![O::ContentDrift],
-            ),
-            (
-                "verified with a pending prune",
-                rollout("a", "canary", "r2")
-                    .current(RolloutPhase::Verified)
-                    .prune_blocked(InventoryKind::Tool, "old", "finalizer"),
-                TenantState::Verified,
-                vec![O::PendingPrune],
-            ),
-            (
-                "everything at once",
-                rollout("a", "canary", "r2")
-                    .current(RolloutPhase::Failed)
-                    .drifting("m")
-                    .prune_blocked(InventoryKind::AgentFS, "old", "mounted"),
-                TenantState::Failed { step: None },
-                vec![O::Failed, O::ContentDrift, O::PendingPrune],
-            ),
-        ];
-        for (name, r, state, why) in cases {
-            let s = summarize(&r, NOW);
-            assert_eq!(s.state, state, "{name}");
-            assert_eq!(s.out_of_sync, why, "{name}");
-            assert_eq!(s.in_sync, why.is_empty(), "{name}");
-        }
-    }
-
-    #[test]
-    fn only_a_current_status_fills_the_details() {
-        let cases: Vec<(&str, Rollout, bool)> = vec![
-            (
-                "current",
-                rollout("a", "canary", "r2").current(RolloutPhase::Verified),
-                true,
-            ),
-            (
-                "stale",
-                rollout("a", "canary", "r2").stale(RolloutPhase::Verified, "r1"),
-                false,
-            ),
-        ];
-        for (name, mut r, current) in cases {
-            r = r
-                .verified_at(NOW - 60)
-                .step("configmaps-published", StepState::Done)
-                .message("verified")
-                .prune_blocked(InventoryKind::Agent, "gone", "finalizer x");
-            r.status_mut().inventory.push(InventoryEntry {
-                kind: InventoryKind::Agent,
-                name: "kept".into(),
-                ..InventoryEntry::default()
-            });
-            r.status_mut().last_drift = Some(DriftRecord {
-                at: Some(time(NOW - 30)),
-                object: "Agent/kept".into(),
-                fields: vec!["spec.runtime.image".into()],
-            });
-            r.status_mut().last_live_check = Some(LiveCheck {
-                at: Some(time(NOW - 5)),
-                pods: 3,
-                ok: true,
-                message: None,
-            });
-            let s = summarize(&r, NOW);
-            assert_eq!(s.release, "r2", "{name}: the spec's release");
-            if current {
-                assert_eq!(s.applied_release.as_deref(), Some("r2"), "{name}");
-                assert_eq!(s.applied_commit.as_deref(), Some("c-r2"), "{name}");
-                assert_eq!((s.steps_done, s.steps_total), (1, 1), "{name}");
-                assert_eq!(s.age_seconds, Some(60), "{name}");
-                assert_eq!(s.message.as_deref(), Some("verified"), "{name}");
-                assert_eq!(
-                    s.pending_prunes,
-                    [PendingPrune {
-                        kind: InventoryKind::Agent,
-                        name: "gone".into(),
-                        reason: "finalizer x".into()
-                    }],
-                    "{name}: only blocked entries"
-                );
-                assert_eq!(
-                    s.last_drift,
-                    Some(LastDrift {
-                        object: "Agent/kept".into(),
-                        fields: vec!["spec.runtime.image".into()],
-                        age_seconds: Some(30)
-                    }),
-                    "{name}"
-                );
-                assert_eq!(
-                    s.last_live_check,
-                    Some(LastLiveCheck {
-                        pods: 3,
-                        ok: true,
-                        message: None,
-                        age_seconds: Some(5)
-                    }),
-                    "{name}"
-                );
-            } else {
-                assert_eq!(s.applied_release, None, "{name}");
-                assert_eq!(s.applied_commit, None, "{name}");
-                assert_eq!((s.steps_done, s.steps_total), (0, 0), "{name}");
-                assert_eq!(s.age_seconds, None, "{name}");
-                assert_eq!(s.message, None, "{name}");
-                assert!(s.pending_prunes.is_empty(), "{name}");
-                assert_eq!(s.last_drift, None, "{name}");
-                assert_eq!(s.last_live_check, None, "{name}");
-            }
-        }
-    }
-
-    #[test]
-    fn verified_on_needs_a_current_verified_status_for_that_release() {
-        let cases: Vec<(&str, Rollout, bool)> = vec![
-            (
-                "current, verified",
-                rollout("a", "canary", "r2").current(RolloutPhase::Verified),
-                true,
-            ),
-            (
-                "stale, verified on r2 before a new commit",
-                rollout("a", "canary", "r2").stale(RolloutPhase::Verified, "r2"),
-                false,
-            ),
-            (
-                "current, progressing",
-                rollout("a", "canary", "r2").current(RolloutPhase::Progressing),
-                false,
-            ),
-            (
-                "current, verified on another release",
-                rollout("a", "canary", "r1").current(RolloutPhase::Verified),
-                false,
-            ),
-        ];
-        for (name, r, want) in cases {
-            assert_eq!(summarize(&r, NOW).verified_on("r2"), want, "{name}");
-        }
-    }
-
-    #[test]
-    fn sorted_by_wave_then_tenant_unknown_waves_last() {
-        let all = vec![
-            rollout("z", "fleet", "r"),
-            rollout("b", "mystery", "r"),
-            rollout("y", "canary", "r"),
-            rollout("a", "low-risk", "r"),
-            rollout("x", "canary", "r"),
-        ];
-        let order: Vec<String> = summarize_all(&all, NOW)
-            .into_iter()
-            .map(|s| s.tenant)
-            .collect();
-        assert_eq!(order, ["x", "y", "a", "z", "b"]);
-    }
-
-    #[test]
-    fn json_field_names_are_stable() {
-        let r = rollout("a", "canary", "r2")
-            .current(RolloutPhase::Progressing)
-            .step("repointed/broker", StepState::Running);
-        let j = serde_json::to_value(summarize(&r, NOW)).expect("serializes");
-        assert_eq!(
-            j["state"],
-            serde_json::json!({"phase": "Progressing", "step": "repointed/broker"})
-        );
-        assert_eq!(j["outOfSync"], serde_json::json!(["progressing"]));
-        assert_eq!(j["appliedCommit"], "c-r2");
-        let stale = rollout("a", "canary", "r2").stale(RolloutPhase::Verified, "r1");
-        let j = serde_json::to_value(summarize(&stale, NOW)).expect("serializes");
-        assert_eq!(
-            j["state"],
-            serde_json::json!({"phase": "Stale", "statusGeneration": 1, "generation": 2,
-                "statusHash": "h-r1", "desiredHash": "h-r2"})
-        );
-        assert_eq!(j["inSync"], false);
-    }
-
-    #[test]
-    fn age_counts_from_the_start_until_verified() {
-        let cases: Vec<(&str, Rollout, Option<i64>)> = vec![
-            (
-                "running",
-                rollout("a", "canary", "r2")
-                    .current(RolloutPhase::Progressing)
-                    .started_at(NOW - 90)
-                    .verified_at(NOW - 5000),
-                Some(90),
-            ),
-            (
-                "verified",
-                rollout("a", "canary", "r2")
-                    .current(RolloutPhase::Verified)
-                    .started_at(NOW - 90)
-                    .verified_at(NOW - 40),
-                Some(40),
-            ),
-            (
-                "never started",
-                rollout("a", "canary", "r2").current(RolloutPhase::Pending),
-                None,
-            ),
-        ];
-        for (name, r, want) in cases {
-            assert_eq!(summarize(&r, NOW).age_seconds, want, "{name}");
-        }
-    }
-
-    #[test]
-    fn short_ids() {
-        let cases = [
-            ("0123456789abcdef", "0123456789ab"),
-            ("sha256:0123456789abcdef", "0123456789ab"),
-            ("abc", "abc"),
-            ("", ""),
-        ];
-        for (id, want) in cases {
-            assert_eq!(short_id(id), want, "{id}");
-        }
-    }
-
-    #[test]
-    fn staleness_says_both_sides() {
-        let s = Staleness {
-            status_generation: Some(3),
-            generation: Some(4),
-            status_hash: Some("sha256:aaaaaaaaaaaaaaaa".into()),
-            desired_hash: "bbbbbbbbbbbbbbbb".into(),
-        };
-        assert_eq!(
-            s.to_string(),
-            "status is for generation 3 (hash aaaaaaaaaaaa), spec is generation 4 (hash bbbbbbbbbbbb)"
-        );
-    }
-}
+pub(crate) mod fixtures;
+#[cfg(test)]
+mod tests;
