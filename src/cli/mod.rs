@@ -19,6 +19,7 @@ pub mod release_promote;
 pub mod release_rollback;
 pub mod release_rollout;
 pub mod release_status;
+pub mod release_suspend;
 pub mod terminal;
 
 #[derive(Debug, Parser)]

@@ -29,6 +29,11 @@ pub enum ReleaseCommand {
     Status(super::release_status::StatusArgs),
     /// Point a wave back at its last release that every tenant verified.
     Rollback(super::release_rollback::RollbackArgs),
+    /// Stop the operator applying, pruning and healing a Fleet (fetching
+    /// and status go on) until `exo release resume`.
+    Suspend(super::release_suspend::SuspendArgs),
+    /// Let a suspended Fleet apply, prune and heal again.
+    Resume(super::release_suspend::SuspendArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, Default)]
@@ -67,6 +72,8 @@ pub fn run(cmd: ReleaseCommand) -> u8 {
         ReleaseCommand::Rollout(args) => super::release_rollout::run(&args),
         ReleaseCommand::Status(args) => super::release_status::run(&args),
         ReleaseCommand::Rollback(args) => super::release_rollback::run(&args),
+        ReleaseCommand::Suspend(args) => super::release_suspend::run_suspend(&args),
+        ReleaseCommand::Resume(args) => super::release_suspend::run_resume(&args),
     }
 }
 

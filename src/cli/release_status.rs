@@ -166,6 +166,10 @@ pub fn render(status: &Status) -> String {
     if !status.fleets.is_empty() {
         out.push('\n');
     }
+    if status.tenants.is_empty() {
+        out.push_str("no Rollouts in the cluster yet\n");
+        return out;
+    }
     let cells: Vec<Vec<String>> = status
         .tenants
         .iter()
