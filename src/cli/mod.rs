@@ -16,6 +16,7 @@ pub mod release_cluster;
 pub mod release_pin;
 pub mod release_plan;
 pub mod release_promote;
+pub mod release_prune;
 pub mod release_rollback;
 pub mod release_rollout;
 pub mod release_status;

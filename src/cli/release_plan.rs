@@ -1,11 +1,14 @@
-//! `exo release diff <a> <b>` and `exo release plan <release>`.
+//! `exo release diff <a> <b>` and `exo release plan <release> [--prune]`.
 
 use std::fmt::Write as _;
 
 use clap::Args;
+use serde::Serialize;
 
 use crate::cli::exit;
 use crate::cli::release::{Output, RootArg, load_fleet};
+use crate::cli::release_cluster::with_client;
+use crate::cli::release_prune::{self, PrunePlan};
 use crate::release::plan::{self, Change, Plan};
 
 #[derive(Debug, Args)]
@@ -28,6 +31,21 @@ pub struct PlanArgs {
     pub root: RootArg,
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub output: Output,
+    /// Also list, per tenant, what the operator would prune: the objects
+    /// its Rollout's inventory holds that manifests/<tenant>/ no longer
+    /// has. Reads the cluster through the kubeconfig; without it plan is
+    /// offline.
+    #[arg(long)]
+    pub prune: bool,
+}
+
+/// A plan with its `--prune` part (`-o json|yaml`: the plan's fields and
+/// `prune`).
+#[derive(Serialize)]
+struct WithPrune<'a> {
+    #[serde(flatten)]
+    plan: &'a Plan,
+    prune: &'a PrunePlan,
 }
 
 pub fn run_diff(args: &DiffArgs) -> u8 {
@@ -59,17 +77,45 @@ pub fn run_plan(args: &PlanArgs) -> u8 {
         );
         return exit::UNUSABLE;
     };
-    emit(&plan::plan(&fleet, &r.value), args.output)
+    let p = plan::plan(&fleet, &r.value);
+    if !args.prune {
+        return emit(&p, args.output);
+    }
+    with_client(|client| async move {
+        let prune = match release_prune::read(&client, &fleet).await {
+            Ok(x) => x,
+            Err(code) => return code,
+        };
+        let both = WithPrune {
+            plan: &p,
+            prune: &prune,
+        };
+        print_or_fail(format(&both, args.output, || {
+            format!("{}\n{}", render_table(&p), release_prune::render(&prune))
+        }))
+    })
 }
 
 fn emit(p: &Plan, output: Output) -> u8 {
-    let text = match output {
-        Output::Table => Ok(render_table(p)),
-        Output::Json => serde_json::to_string_pretty(p)
+    print_or_fail(format(p, output, || render_table(p)))
+}
+
+/// `value` as `output` asks: the table `table` draws, or JSON or YAML.
+fn format<T: Serialize>(
+    value: &T,
+    output: Output,
+    table: impl FnOnce() -> String,
+) -> Result<String, String> {
+    match output {
+        Output::Table => Ok(table()),
+        Output::Json => serde_json::to_string_pretty(value)
             .map(|s| s + "\n")
             .map_err(|e| e.to_string()),
-        Output::Yaml => crate::fleet::yaml::to_string(p).map_err(|e| e.to_string()),
-    };
+        Output::Yaml => crate::fleet::yaml::to_string(value).map_err(|e| e.to_string()),
+    }
+}
+
+fn print_or_fail(text: Result<String, String>) -> u8 {
     match text {
         Ok(t) => {
             print!("{t}");

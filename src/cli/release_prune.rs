@@ -1,0 +1,309 @@
+//! `exo release plan <release> --prune`: what the operator would delete
+//! once the local checkout is what the Fleet applies. The candidates are
+//! inventory entries of each tenant's Rollout (what Exo applied and has not
+//! pruned) whose kind and name `manifests/<tenant>/` no longer has. Working
+//! them out is pure ([`candidates`]); only reading the Rollouts and Fleets
+//! touches the cluster.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::cli::release_cluster::fleet_rollouts;
+use crate::cli::release_plan::table;
+use crate::crd::{Fleet as FleetCr, InventoryEntry, InventoryKind, Rollout};
+use crate::fleet::{Fleet, Tenant};
+
+/// One object the checkout no longer has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Candidate {
+    pub kind: InventoryKind,
+    pub name: String,
+    /// Why an earlier delete did not finish, when it is already pending.
+    pub blocked: Option<String>,
+}
+
+/// One tenant's candidates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TenantPrune {
+    pub tenant: String,
+    pub wave: String,
+    /// Whether the Rollout's status (where the inventory lives) is for its
+    /// current spec; an older one still lists what was applied.
+    pub status_current: bool,
+    pub prune: Vec<Candidate>,
+}
+
+/// A Fleet and whether it prunes at all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetPrune {
+    pub namespace: String,
+    pub name: String,
+    /// `spec.prune`; when false nothing is deleted and the candidates
+    /// stay, reported as pending.
+    pub prune: bool,
+}
+
+/// The `--prune` part of a plan (`prune` in `-o json|yaml`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrunePlan {
+    pub fleets: Vec<FleetPrune>,
+    pub tenants: Vec<TenantPrune>,
+}
+
+/// The (kind, name) of every object `manifests/<tenant>/` declares.
+fn declared(tenant: &Tenant) -> BTreeSet<(InventoryKind, String)> {
+    let name = |n: &Option<String>| n.clone().unwrap_or_default();
+    let agents = tenant
+        .agents
+        .iter()
+        .map(|a| (InventoryKind::Agent, name(&a.value.metadata.name)));
+    let tools = tenant
+        .tools
+        .iter()
+        .map(|t| (InventoryKind::Tool, name(&t.value.metadata.name)));
+    let filesystems = tenant
+        .filesystems
+        .iter()
+        .map(|f| (InventoryKind::AgentFS, name(&f.value.metadata.name)));
+    agents.chain(tools).chain(filesystems).collect()
+}
+
+/// The inventory entries `tenant`'s manifests no longer have, in inventory
+/// order.
+pub fn candidates(tenant: &Tenant, inventory: &[InventoryEntry]) -> Vec<Candidate> {
+    let keep = declared(tenant);
+    inventory
+        .iter()
+        .filter(|e| !keep.contains(&(e.kind, e.name.clone())))
+        .map(|e| Candidate {
+            kind: e.kind,
+            name: e.name.clone(),
+            blocked: e.prune_blocked.clone(),
+        })
+        .collect()
+}
+
+/// The plan for every tenant of the checkout that has a Rollout.
+pub fn plan(fleet: &Fleet, rollouts: &[Rollout], fleets: &[FleetCr]) -> PrunePlan {
+    let mut tenants: Vec<TenantPrune> = rollouts
+        .iter()
+        .filter_map(|r| {
+            let tenant = fleet.tenants.get(&r.spec.tenant)?;
+            // The inventory is a record of what was applied, true whatever
+            // spec the status was computed for; a stale one is flagged.
+            let inventory = r.status.as_ref().map_or(&[][..], |s| &s.inventory[..]);
+            Some(TenantPrune {
+                tenant: r.spec.tenant.clone(),
+                wave: r.spec.wave.clone(),
+                status_current: r.current_status().is_some(),
+                prune: candidates(tenant, inventory),
+            })
+        })
+        .collect();
+    tenants.sort_by(|a, b| a.tenant.cmp(&b.tenant));
+    PrunePlan {
+        fleets: fleets
+            .iter()
+            .map(|f| FleetPrune {
+                namespace: f.metadata.namespace.clone().unwrap_or_default(),
+                name: f.metadata.name.clone().unwrap_or_default(),
+                prune: f.spec.prune,
+            })
+            .collect(),
+        tenants,
+    }
+}
+
+pub fn render(p: &PrunePlan) -> String {
+    let mut out = String::new();
+    for f in &p.fleets {
+        let _ = writeln!(
+            out,
+            "Fleet {}/{}: {}",
+            f.namespace,
+            f.name,
+            if f.prune {
+                "prunes what git drops"
+            } else {
+                "pruning is off (spec.prune: false): nothing below is deleted"
+            }
+        );
+    }
+    if p.fleets.is_empty() {
+        out.push_str("no Fleet in the cluster\n");
+    }
+    let mut rows = Vec::new();
+    for t in &p.tenants {
+        for c in &t.prune {
+            let mut note = c
+                .blocked
+                .as_ref()
+                .map(|b| format!("pending: {b}"))
+                .unwrap_or_default();
+            if !t.status_current {
+                if !note.is_empty() {
+                    note.push_str("; ");
+                }
+                note.push_str("inventory from a status for an older spec");
+            }
+            rows.push(vec![
+                t.wave.clone(),
+                t.tenant.clone(),
+                c.kind.to_string(),
+                c.name.clone(),
+                note,
+            ]);
+        }
+    }
+    if p.tenants.is_empty() {
+        out.push_str("nothing to prune: no tenant of this checkout has a Rollout in the cluster\n");
+        return out;
+    }
+    if rows.is_empty() {
+        let _ = writeln!(
+            out,
+            "nothing to prune: every inventory entry of {} tenant(s) is still in manifests/",
+            p.tenants.len()
+        );
+        return out;
+    }
+    out.push_str(&table(&["WAVE", "TENANT", "PRUNE", "NAME", "NOTE"], &rows));
+    out
+}
+
+/// Reads the cluster and works out the prune plan; prints why it cannot.
+pub async fn read(client: &kube::Client, fleet: &Fleet) -> Result<PrunePlan, u8> {
+    let rollouts = fleet_rollouts(client, fleet).await?;
+    let fleets = kube::Api::<FleetCr>::all(client.clone())
+        .list(&kube::api::ListParams::default())
+        .await
+        .map_err(|e| {
+            eprintln!("exo release plan: cannot list Fleets: {e}");
+            crate::cli::exit::UNUSABLE
+        })?
+        .items;
+    Ok(plan(fleet, &rollouts, &fleets))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{Agent, AgentFS, AgentFSSpec, AgentSpec, FleetSpec, Tool, ToolSpec};
+    use crate::fleet::Sourced;
+    use crate::rollout::summary::fixtures::{RolloutExt, rollout};
+
+    fn sourced<T>(value: T) -> Sourced<T> {
+        Sourced {
+            path: "manifests/acme/x.yaml".into(),
+            value,
+        }
+    }
+
+    fn tenant() -> Tenant {
+        Tenant {
+            name: "acme".into(),
+            agents: vec![sourced(Agent::new("analyst", AgentSpec::default()))],
+            tools: vec![sourced(Tool::new("search", ToolSpec::default()))],
+            filesystems: vec![sourced(AgentFS::new("shared", AgentFSSpec::default()))],
+        }
+    }
+
+    fn entry(kind: InventoryKind, name: &str, blocked: Option<&str>) -> InventoryEntry {
+        InventoryEntry {
+            kind,
+            name: name.into(),
+            uid: "u".into(),
+            prune_blocked: blocked.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn candidates_are_what_the_manifests_no_longer_have() {
+        use InventoryKind::{Agent as A, AgentFS as F, Tool as T};
+        // Name, the inventory, what would be pruned (kind/name).
+        let cases: Vec<(&str, Vec<InventoryEntry>, Vec<&str>)> = vec![
+            ("empty inventory", vec![], vec![]),
+            (
+                "everything still declared",
+                vec![
+                    entry(A, "analyst", None),
+                    entry(T, "search", None),
+                    entry(F, "shared", None),
+                ],
+                vec![],
+            ),
+            (
+                "a dropped agent and filesystem",
+                vec![
+                    entry(A, "analyst", None),
+                    entry(A, "old-bot", None),
+                    entry(F, "scratch", None),
+                ],
+                vec!["Agent/old-bot", "AgentFS/scratch"],
+            ),
+            (
+                "same name, other kind: the kind counts",
+                vec![entry(T, "analyst", None)],
+                vec!["Tool/analyst"],
+            ),
+        ];
+        for (name, inventory, want) in cases {
+            let got: Vec<String> = candidates(&tenant(), &inventory)
+                .into_iter()
+                .map(|c| format!("{}/{}", c.kind, c.name))
+                .collect();
+            assert_eq!(got, want, "{name}");
+        }
+        let blocked = candidates(&tenant(), &[entry(A, "old", Some("finalizer x"))]);
+        assert_eq!(blocked[0].blocked.as_deref(), Some("finalizer x"));
+    }
+
+    #[test]
+    fn pruning_off_and_stale_inventories_are_said() {
+        let mut fleet_cr = FleetCr::new(
+            "example",
+            FleetSpec {
+                prune: false,
+                ..FleetSpec::default()
+            },
+        );
+        fleet_cr.metadata.namespace = Some("exo-system".into());
+        let fleet = Fleet {
+            root: ".".into(),
+            releases: vec![],
+            waves: None,
+            tenants: [("acme".to_owned(), tenant())].into_iter().collect(),
+            baselines: vec![],
+        };
+        let mut ro =
+            rollout("acme", "low-risk", "r2").stale(crate::crd::RolloutPhase::Verified, "r1");
+        ro.status_mut()
+            .inventory
+            .push(entry(InventoryKind::Agent, "old-bot", Some("finalizer x")));
+        let other = rollout("not-in-checkout", "fleet", "r2");
+        let p = plan(&fleet, &[ro, other], &[fleet_cr]);
+        assert_eq!(p.tenants.len(), 1, "only tenants of the checkout");
+        assert!(!p.tenants[0].status_current);
+        let text = render(&p);
+        assert!(
+            text.contains("Fleet exo-system/example: pruning is off (spec.prune: false)"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "low-risk  acme    Agent  old-bot  pending: finalizer x; inventory from a status for an older spec"
+            ),
+            "{text}"
+        );
+        let j = serde_json::to_value(&p).unwrap_or_default();
+        assert_eq!(j["fleets"][0]["prune"], false);
+        assert_eq!(j["tenants"][0]["prune"][0]["kind"], "Agent");
+        assert_eq!(j["tenants"][0]["statusCurrent"], false);
+    }
+}
