@@ -9,7 +9,7 @@ use crate::cli::release_cluster::{fleet_rollouts, repo_root, request_sync, with_
 use crate::crd::Rollout;
 use crate::fleet::WAVES_FILE;
 use crate::release::{WaveName, waves_edit};
-use crate::rollout::summary::short_id;
+use crate::rollout::summary::{short_id, wave_of};
 
 #[derive(Debug, Args)]
 pub struct RollbackArgs {
@@ -36,12 +36,12 @@ pub fn run(args: &RollbackArgs) -> u8 {
             Err(code) => return code,
         };
         let wave = args.wave;
-        let in_wave: Vec<&Rollout> = all
-            .iter()
-            .filter(|r| r.spec.wave == wave.as_str())
-            .collect();
+        let in_wave: Vec<&Rollout> = all.iter().filter(|r| wave_of(r) == Some(wave)).collect();
         let current = pointers.value.spec.get(wave).clone();
         // The newest earlier release every tenant of the wave verified.
+        // `verifiedReleases` is history, true whatever spec the status was
+        // last computed for, so a stale status still counts here: a
+        // rollback right after a promotion must not wait for the operator.
         let target = current.history.iter().find(|h| {
             !in_wave.is_empty()
                 && in_wave.iter().all(|r| {
