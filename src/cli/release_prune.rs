@@ -5,7 +5,6 @@
 //! them out is pure ([`candidates`]); only reading the Rollouts and Fleets
 //! touches the cluster.
 
-use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -56,28 +55,10 @@ pub struct PrunePlan {
     pub tenants: Vec<TenantPrune>,
 }
 
-/// The (kind, name) of every object `manifests/<tenant>/` declares.
-fn declared(tenant: &Tenant) -> BTreeSet<(InventoryKind, String)> {
-    let name = |n: &Option<String>| n.clone().unwrap_or_default();
-    let agents = tenant
-        .agents
-        .iter()
-        .map(|a| (InventoryKind::Agent, name(&a.value.metadata.name)));
-    let tools = tenant
-        .tools
-        .iter()
-        .map(|t| (InventoryKind::Tool, name(&t.value.metadata.name)));
-    let filesystems = tenant
-        .filesystems
-        .iter()
-        .map(|f| (InventoryKind::AgentFS, name(&f.value.metadata.name)));
-    agents.chain(tools).chain(filesystems).collect()
-}
-
 /// The inventory entries `tenant`'s manifests no longer have, in inventory
 /// order.
 pub fn candidates(tenant: &Tenant, inventory: &[InventoryEntry]) -> Vec<Candidate> {
-    let keep = declared(tenant);
+    let keep = crate::rollout::desired::declared(tenant);
     inventory
         .iter()
         .filter(|e| !keep.contains(&(e.kind, e.name.clone())))

@@ -104,14 +104,34 @@ impl TenantDesired {
                 (kind, w.name().to_owned())
             })
             .collect();
-        for fs in &self.filesystems {
-            out.insert((
+        out.extend(self.filesystems.iter().map(|fs| {
+            (
                 InventoryKind::AgentFS,
                 fs.metadata.name.clone().unwrap_or_default(),
-            ));
-        }
+            )
+        }));
         out
     }
+}
+
+/// The (kind, name) of every object `manifests/<tenant>/` declares: the
+/// inventory a tenant's saga keeps, whatever the release (re-pointing
+/// changes specs, never names). `exo release plan --prune` compares with it.
+pub fn declared(tenant: &Tenant) -> BTreeSet<(InventoryKind, String)> {
+    let name = |n: &Option<String>| n.clone().unwrap_or_default();
+    let agents = tenant
+        .agents
+        .iter()
+        .map(|a| (InventoryKind::Agent, name(&a.value.metadata.name)));
+    let tools = tenant
+        .tools
+        .iter()
+        .map(|t| (InventoryKind::Tool, name(&t.value.metadata.name)));
+    let filesystems = tenant
+        .filesystems
+        .iter()
+        .map(|f| (InventoryKind::AgentFS, name(&f.value.metadata.name)));
+    agents.chain(tools).chain(filesystems).collect()
 }
 
 #[cfg(test)]
@@ -156,6 +176,7 @@ mod tests {
         let gone = removed.agents.remove(0).value.metadata.name.unwrap();
         let d = TenantDesired::new(&removed, new);
         assert_ne!(a.hash, d.hash);
+        assert_eq!(a.keys(), declared(acme), "re-pointing never changes names");
         assert!(a.keys().contains(&(InventoryKind::Agent, gone.clone())));
         assert!(!d.keys().contains(&(InventoryKind::Agent, gone)));
     }
