@@ -1,0 +1,361 @@
+//! The connection loop: watch, dial, hello/welcome, snapshot, deltas,
+//! heartbeats, requests; reconnect with backoff.
+//!
+//! Guarantees:
+//! - The first snapshot of a connection is sent only once every watched kind
+//!   has been listed; watch events keep being folded in while disconnected,
+//!   so the snapshot after a reconnect is current.
+//! - Heartbeats, acks and results go through their own channel which the
+//!   writer always serves before data frames: a big snapshot or a burst of
+//!   deltas cannot starve them (the data channel is bounded and pushes back
+//!   on the watch side instead).
+//! - Transient failures redial with capped exponential backoff and full
+//!   jitter, reset after a connection that stayed up `healthy_after`. A 401,
+//!   a revoked token, an unsupported protocol version or an eviction waits
+//!   `fatal_retry` instead: never a hot loop.
+//! - Losing an established connection logs `error!` with the stable field
+//!   `alert = "upstream_disconnected"` for ops alerting.
+//! - Alerts from the [`AlertQueue`] go out after the connection's first
+//!   snapshot is complete, before data frames, and only to a control plane
+//!   whose `welcome` says it takes them (`alerts` module).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::{FutureExt, SinkExt, StreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::{self, Message};
+use tracing::{debug, error, info, warn};
+
+mod session;
+mod writer;
+
+use session::Ctx;
+use writer::*;
+
+use crate::crd::{Agent, AgentFS, Tool};
+use crate::upstream::UpstreamError;
+use crate::upstream::actions;
+use crate::upstream::alerts::{self, AlertQueue};
+use crate::upstream::backoff::{Backoff, random_u64};
+use crate::upstream::config::UpstreamConfig;
+use crate::upstream::health::{ConnState, HealthHandle};
+use crate::upstream::outbox::{DataItem, Outbox};
+use crate::upstream::tracker::{Tracker, WatchEvent, to_wire};
+use crate::wire::{
+    self, AuditRecord, CommandAck, CommandResult, Frame, Heartbeat, Hello, HostMeta,
+    PROTOCOL_VERSION, ResourceKind, close,
+};
+
+/// The kinds streamed on the wire.
+pub const WIRE_KINDS: [ResourceKind; 4] = [
+    ResourceKind::Agent,
+    ResourceKind::Tool,
+    ResourceKind::AgentFS,
+    ResourceKind::Pod,
+];
+
+type Events = mpsc::Receiver<(ResourceKind, WatchEvent)>;
+
+/// What the writer task is told.
+#[derive(Debug)]
+enum Out {
+    Frame(Box<Frame>),
+    Close(u16, String),
+}
+
+enum End {
+    Shutdown,
+    /// The token file changed while connected: close and dial again at once
+    /// with the new token (a rotation, not a failure).
+    Redial(String),
+    Retry {
+        reason: String,
+        /// `Some` for refusals that will repeat: wait `fatal_retry`.
+        fatal: Option<ConnState>,
+        was_connected: bool,
+    },
+}
+
+fn retry(reason: impl Into<String>, was_connected: bool) -> End {
+    End::Retry {
+        reason: reason.into(),
+        fatal: None,
+        was_connected,
+    }
+}
+
+fn classify_close(code: u16, reason: &str) -> End {
+    let fatal = match code {
+        close::EVICTED => Some(ConnState::Evicted),
+        close::TOKEN_REVOKED => Some(ConnState::Unauthorized),
+        close::UNSUPPORTED_VERSION => Some(ConnState::Incompatible),
+        _ => None,
+    };
+    End::Retry {
+        reason: format!("closed by the control plane: {code} {reason}"),
+        fatal,
+        was_connected: true,
+    }
+}
+
+fn spawn_watch<K>(
+    set: &mut JoinSet<()>,
+    api: Api<K>,
+    kind: ResourceKind,
+    wc: watcher::Config,
+    tx: mpsc::Sender<(ResourceKind, WatchEvent)>,
+) where
+    K: kube::Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    set.spawn(async move {
+        let mut stream = watcher(api, wc).default_backoff().boxed();
+        while let Some(ev) = stream.next().await {
+            let ev = match ev {
+                Ok(ev) => ev,
+                Err(e) => {
+                    warn!(kind = kind.as_str(), error = %e, "watch failed; retrying with backoff");
+                    continue;
+                }
+            };
+            let conv = |o: &K| match to_wire(kind, o) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    warn!(kind = kind.as_str(), error = %e, "cannot encode object; skipped");
+                    None
+                }
+            };
+            let mapped = match ev {
+                watcher::Event::Init => Some(WatchEvent::Init),
+                watcher::Event::InitApply(o) => conv(&o).map(WatchEvent::InitApply),
+                watcher::Event::InitDone => Some(WatchEvent::InitDone),
+                watcher::Event::Apply(o) => conv(&o).map(WatchEvent::Apply),
+                watcher::Event::Delete(o) => conv(&o).map(WatchEvent::Delete),
+            };
+            if let Some(m) = mapped
+                && tx.send((kind, m)).await.is_err()
+            {
+                break;
+            }
+        }
+    });
+}
+
+fn api<K>(client: &kube::Client, ns: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    match ns {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+fn hostname() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_owned())
+        })
+        .unwrap_or_default()
+}
+
+/// A health handle with a fresh `boot_id`, to pass to [`run`] and to the
+/// operator's `/health` endpoint.
+pub fn health_handle() -> HealthHandle {
+    HealthHandle::new(&wire::random_id())
+}
+
+/// Runs the upstream connection until `shutdown` resolves. Call it on the
+/// leader only: the control plane keeps one connection per deployment and a
+/// second one evicts the first.
+pub async fn run(
+    client: kube::Client,
+    cfg: UpstreamConfig,
+    health: HealthHandle,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), UpstreamError> {
+    // Nobody raises alerts into this queue; its sink is dropped here.
+    let (_, alerts) = alerts::channel(1);
+    run_with_alerts(client, cfg, health, alerts, shutdown).await
+}
+
+/// [`run`], also sending the alerts raised through the sink of `alerts`
+/// (made by [`alerts::channel`]).
+pub async fn run_with_alerts(
+    client: kube::Client,
+    cfg: UpstreamConfig,
+    health: HealthHandle,
+    alerts: AlertQueue,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), UpstreamError> {
+    cfg.ws_url()?;
+    let boot_id = health
+        .report()
+        .map(|r| r.boot_id)
+        .unwrap_or_else(wire::random_id);
+    let kubernetes_version = client
+        .apiserver_version()
+        .await
+        .map(|v| v.git_version)
+        .unwrap_or_default();
+    let host = HostMeta {
+        hostname: hostname(),
+        os: std::env::consts::OS.into(),
+        arch: std::env::consts::ARCH.into(),
+        namespace: cfg.namespace.clone().unwrap_or_default(),
+        kubernetes_version,
+    };
+
+    let (ev_tx, mut ev_rx) = mpsc::channel(1024);
+    let mut watches = JoinSet::new();
+    let ns = cfg.namespace.as_deref();
+    let wc = watcher::Config::default();
+    spawn_watch(
+        &mut watches,
+        api::<Agent>(&client, ns),
+        ResourceKind::Agent,
+        wc.clone(),
+        ev_tx.clone(),
+    );
+    spawn_watch(
+        &mut watches,
+        api::<Tool>(&client, ns),
+        ResourceKind::Tool,
+        wc.clone(),
+        ev_tx.clone(),
+    );
+    spawn_watch(
+        &mut watches,
+        api::<AgentFS>(&client, ns),
+        ResourceKind::AgentFS,
+        wc.clone(),
+        ev_tx.clone(),
+    );
+    spawn_watch(
+        &mut watches,
+        api::<Pod>(&client, ns),
+        ResourceKind::Pod,
+        wc.labels(&cfg.pod_selector),
+        ev_tx,
+    );
+
+    let mut tracker = Tracker::new(WIRE_KINDS);
+    let mut backoff = Backoff::new(cfg.backoff_base, cfg.backoff_max);
+    let shutdown = shutdown.fuse();
+    tokio::pin!(shutdown);
+
+    info!(url = %cfg.base_url, namespace = ?cfg.namespace, "upstream: waiting for the first list of every kind");
+    while !tracker.ready() {
+        tokio::select! {
+            _ = &mut shutdown => return Ok(()),
+            ev = ev_rx.recv() => match ev {
+                Some((k, e)) => { tracker.on_event(k, e); }
+                None => return Err(UpstreamError::WatchesEnded),
+            },
+        }
+    }
+
+    let ctx = Ctx {
+        client,
+        cfg,
+        health,
+        boot_id,
+        host,
+        dialled_with: std::sync::Mutex::new(None),
+        alerts,
+    };
+    loop {
+        let started = Instant::now();
+        let end = ctx.session(&mut tracker, &mut ev_rx, &mut shutdown).await;
+        let (reason, fatal, was_connected) = match end {
+            End::Shutdown => {
+                ctx.health.update(|h| h.state(ConnState::Stopped));
+                info!("upstream: stopped");
+                return Ok(());
+            }
+            End::Redial(reason) => {
+                info!(%reason, "upstream: redialling with the rotated token");
+                ctx.health.update(|h| h.closed(&reason));
+                backoff.reset();
+                continue;
+            }
+            End::Retry {
+                reason,
+                fatal,
+                was_connected,
+            } => (reason, fatal, was_connected),
+        };
+        if was_connected && started.elapsed() >= ctx.cfg.healthy_after {
+            backoff.reset();
+        }
+        let (delay, state) = match fatal {
+            Some(state) => (ctx.cfg.fatal_retry, state),
+            None => {
+                if was_connected {
+                    backoff.after_loss(ctx.cfg.reconnect_spread);
+                }
+                (backoff.next_delay(random_u64()), ConnState::Backoff)
+            }
+        };
+        let retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
+        if was_connected || fatal.is_some() {
+            error!(alert = "upstream_disconnected", %reason, retry_in_ms, state = ?state, "upstream connection lost");
+        } else {
+            warn!(%reason, retry_in_ms, "upstream dial failed");
+        }
+        ctx.health.update(|h| {
+            if was_connected {
+                h.closed(&reason);
+            } else {
+                h.error(&reason);
+            }
+            h.retry_at(state, Instant::now() + delay);
+        });
+        let sleep = tokio::time::sleep(delay);
+        tokio::pin!(sleep);
+        // A refused token is not retried until `fatal_retry`, unless the
+        // token file now holds another token (the Secret was rotated).
+        let watch_file = state == ConnState::Unauthorized && ctx.cfg.token_file.is_some();
+        let mut file_tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = &mut sleep => break,
+                _ = file_tick.tick(), if watch_file => {
+                    if ctx.token_changed(true) {
+                        info!("upstream: the token file changed; dialling with the new token");
+                        break;
+                    }
+                }
+                _ = &mut shutdown => {
+                    ctx.health.update(|h| h.state(ConnState::Stopped));
+                    return Ok(());
+                }
+                ev = ev_rx.recv() => match ev {
+                    Some((k, e)) => {
+                        tracker.on_event(k, e);
+                        let n = tracker.len();
+                        ctx.health.update(|h| h.watch_event(n));
+                    }
+                    None => return Err(UpstreamError::WatchesEnded),
+                },
+            }
+        }
+    }
+}

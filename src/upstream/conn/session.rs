@@ -1,0 +1,345 @@
+//! One connection's session: the per-connection state, the hello and
+//! snapshot, folding watch events into deltas, and answering requests.
+
+use super::*;
+
+pub(super) struct Ctx {
+    pub(super) client: kube::Client,
+    pub(super) cfg: UpstreamConfig,
+    pub(super) health: HealthHandle,
+    pub(super) boot_id: String,
+    pub(super) host: HostMeta,
+    /// Hash of the token of the last dial, to notice a rotated token file.
+    pub(super) dialled_with: std::sync::Mutex<Option<String>>,
+    pub(super) alerts: AlertQueue,
+}
+
+impl Ctx {
+    /// Whether the token file now holds a token other than the one of the
+    /// last dial. A file that cannot be read counts as a change only when
+    /// `unreadable_is_change` (a refused operator then dials and reports the
+    /// problem; a connected one keeps its working connection).
+    pub(super) fn token_changed(&self, unreadable_is_change: bool) -> bool {
+        if self.cfg.token_file.is_none() {
+            return false;
+        }
+        let Ok(now) = self.cfg.current_token() else {
+            return unreadable_is_change;
+        };
+        let last = self.dialled_with.lock().map(|g| g.clone()).unwrap_or(None);
+        last.is_some_and(|h| h != now.hash())
+    }
+
+    pub(super) async fn session<S>(
+        &self,
+        tracker: &mut Tracker,
+        ev_rx: &mut Events,
+        shutdown: &mut S,
+    ) -> End
+    where
+        S: std::future::Future<Output = ()> + Unpin + futures::future::FusedFuture,
+    {
+        let cfg = &self.cfg;
+        let connection_id = wire::random_id();
+        self.health.update(|h| h.dialing());
+        let mut req = match cfg.ws_url().map(|u| u.into_client_request()) {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return retry(format!("bad URL: {e}"), false),
+            Err(e) => return retry(e.to_string(), false),
+        };
+        let token = match cfg.current_token() {
+            Ok(t) => t,
+            Err(e) => return retry(e.to_string(), false),
+        };
+        if let Ok(mut g) = self.dialled_with.lock() {
+            *g = Some(token.hash());
+        }
+        let Ok(auth) = format!("Bearer {}", token.expose()).parse() else {
+            return End::Retry {
+                reason: "the token is not a valid header value".into(),
+                fatal: Some(ConnState::Unauthorized),
+                was_connected: false,
+            };
+        };
+        req.headers_mut().insert("authorization", auth);
+        let ws_cfg = WebSocketConfig::default()
+            .max_message_size(Some(cfg.max_frame_bytes))
+            .max_frame_size(Some(cfg.max_frame_bytes));
+        let dial = tokio_tungstenite::connect_async_with_config(req, Some(ws_cfg), false);
+        let ws = match tokio::time::timeout(cfg.dial_timeout, dial).await {
+            Err(_) => return retry("dial timed out", false),
+            Ok(Err(tungstenite::Error::Http(resp))) => {
+                let status = resp.status();
+                let fatal = matches!(status.as_u16(), 401 | 403).then_some(ConnState::Unauthorized);
+                return End::Retry {
+                    reason: format!("upgrade refused: HTTP {status}"),
+                    fatal,
+                    was_connected: false,
+                };
+            }
+            Ok(Err(e)) => return retry(format!("dial: {e}"), false),
+            Ok(Ok((ws, _))) => ws,
+        };
+        let (mut sink, mut stream) = ws.split();
+
+        let hello = Frame::Hello(Hello {
+            protocol: PROTOCOL_VERSION,
+            agent_version: cfg.agent_version.clone(),
+            boot_id: self.boot_id.clone(),
+            connection_id: connection_id.clone(),
+            host: self.host.clone(),
+        });
+        if let Err(e) = send(&mut sink, &hello).await {
+            return retry(e, false);
+        }
+        let welcome = loop {
+            let msg = match tokio::time::timeout(cfg.dial_timeout, stream.next()).await {
+                Err(_) => return retry("no welcome within the dial timeout", false),
+                Ok(None) => return retry("closed before welcome", false),
+                Ok(Some(Err(e))) => return retry(format!("read: {e}"), false),
+                Ok(Some(Ok(m))) => m,
+            };
+            match msg {
+                Message::Text(t) => match Frame::from_json(t.as_str()) {
+                    Ok(Frame::Welcome(w)) => break w,
+                    Ok(other) => {
+                        return retry(format!("expected welcome, got {}", other.kind()), false);
+                    }
+                    Err(e) => return retry(format!("bad welcome: {e}"), false),
+                },
+                Message::Close(Some(cf)) => {
+                    return classify_close(u16::from(cf.code), cf.reason.as_str());
+                }
+                Message::Close(None) => return retry("closed before welcome", false),
+                _ => {}
+            }
+        };
+        info!(deployment = %welcome.deployment, %connection_id, "upstream connected");
+        self.health
+            .update(|h| h.connected(&welcome.deployment, &connection_id));
+
+        let count = Arc::new(AtomicU64::new(tracker.len() as u64));
+        let (ctl_tx, ctl_rx) = mpsc::channel::<Out>(256);
+        let (data_tx, data_rx) = mpsc::channel::<DataItem>(64);
+        let outbox = Outbox::new(cfg.chunk_max_resources, cfg.chunk_max_bytes);
+        // What the last connection sent without an acknowledgement may not
+        // have arrived: it goes out again, first.
+        self.alerts.requeue_unacked();
+        let held = self.alerts.len();
+        let alerts = if welcome.accepts_alerts {
+            if held > 0 {
+                info!(
+                    alerts = held,
+                    "upstream: sending held alerts after the snapshot"
+                );
+            }
+            Some(self.alerts.clone())
+        } else {
+            if held > 0 {
+                warn!(
+                    alerts = held,
+                    "upstream: the control plane does not take alerts; holding them"
+                );
+            }
+            None
+        };
+        let mut writer = tokio::spawn(writer(
+            sink,
+            ctl_rx,
+            data_rx,
+            cfg.heartbeat_interval,
+            count.clone(),
+            self.health.clone(),
+            outbox,
+            alerts,
+        ));
+        let mut requests: JoinSet<()> = JoinSet::new();
+        let end = self
+            .steady(
+                tracker,
+                ev_rx,
+                shutdown,
+                &mut stream,
+                &ctl_tx,
+                &data_tx,
+                &count,
+                &mut writer,
+                &mut requests,
+            )
+            .await;
+        requests.abort_all();
+        let goodbye = match &end {
+            End::Shutdown => Some("operator shutting down"),
+            End::Redial(_) => Some("token rotated; reconnecting"),
+            End::Retry { .. } => None,
+        };
+        if let Some(reason) = goodbye {
+            let _ = ctl_tx.send(Out::Close(close::NORMAL, reason.into())).await;
+            let _ = tokio::time::timeout(Duration::from_secs(2), &mut writer).await;
+        }
+        writer.abort();
+        end
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn steady<S, R>(
+        &self,
+        tracker: &mut Tracker,
+        ev_rx: &mut Events,
+        shutdown: &mut S,
+        stream: &mut R,
+        ctl_tx: &mpsc::Sender<Out>,
+        data_tx: &mpsc::Sender<DataItem>,
+        count: &AtomicU64,
+        writer: &mut tokio::task::JoinHandle<Result<(), String>>,
+        requests: &mut JoinSet<()>,
+    ) -> End
+    where
+        S: std::future::Future<Output = ()> + Unpin + futures::future::FusedFuture,
+        R: futures::Stream<Item = Result<Message, tungstenite::Error>> + Unpin,
+    {
+        let cfg = &self.cfg;
+        if data_tx
+            .send(DataItem::Snapshot(tracker.all()))
+            .await
+            .is_err()
+        {
+            return retry("writer stopped", true);
+        }
+        let mut snapshot_tick = tokio::time::interval_at(
+            tokio::time::Instant::now() + cfg.snapshot_interval,
+            cfg.snapshot_interval,
+        );
+        let mut idle_tick = tokio::time::interval(Duration::from_millis(500));
+        let mut token_tick =
+            tokio::time::interval(cfg.token_reload_interval.max(Duration::from_millis(10)));
+        let watch_token = cfg.token_file.is_some();
+        let mut last_rx = Instant::now();
+        let mut attaches: std::collections::HashMap<String, crate::upstream::attach::AttachHandle> =
+            std::collections::HashMap::new();
+        loop {
+            tokio::select! {
+                _ = &mut *shutdown => return End::Shutdown,
+                res = &mut *writer => {
+                    return match res {
+                        Ok(Ok(())) => retry("writer stopped", true),
+                        Ok(Err(e)) => retry(e, true),
+                        Err(e) => retry(format!("writer task: {e}"), true),
+                    };
+                }
+                ev = ev_rx.recv() => {
+                    let Some((k, e)) = ev else {
+                        return retry("watches ended", true);
+                    };
+                    let changes = tracker.on_event(k, e);
+                    count.store(tracker.len() as u64, Ordering::Relaxed);
+                    let n = tracker.len();
+                    self.health.update(|h| h.watch_event(n));
+                    for (op, r) in changes {
+                        if data_tx.send(DataItem::Delta(op, r)).await.is_err() {
+                            return retry("writer stopped", true);
+                        }
+                    }
+                }
+                _ = snapshot_tick.tick() => {
+                    if data_tx.send(DataItem::Snapshot(tracker.all())).await.is_err() {
+                        return retry("writer stopped", true);
+                    }
+                }
+                _ = token_tick.tick(), if watch_token => {
+                    if self.token_changed(false) {
+                        return End::Redial("the token file holds a new token".into());
+                    }
+                }
+                _ = idle_tick.tick() => {
+                    if last_rx.elapsed() >= cfg.read_timeout {
+                        return retry(format!("nothing from the control plane for {} s", cfg.read_timeout.as_secs()), true);
+                    }
+                }
+                msg = stream.next() => {
+                    last_rx = Instant::now();
+                    self.health.update(|h| h.event());
+                    let msg = match msg {
+                        None => return retry("connection closed without a close frame", true),
+                        Some(Err(e)) => return retry(format!("read: {e}"), true),
+                        Some(Ok(m)) => m,
+                    };
+                    match msg {
+                        Message::Close(Some(cf)) => return classify_close(u16::from(cf.code), cf.reason.as_str()),
+                        Message::Close(None) => return retry("closed by the control plane", true),
+                        Message::Text(t) => match Frame::from_json(t.as_str()) {
+                            Ok(Frame::Command(req)) => {
+                                let client = self.client.clone();
+                                let tx = ctl_tx.clone();
+                                requests.spawn(async move {
+                                    let target = serde_json::to_value(&req.command).unwrap_or_default();
+                                    let id = req.id.clone();
+                                    let r = carry_out(&tx, &id, &req.actor, "command", target, req.deadline_ms, async {
+                                        actions::run_command(&client, &req.command).await
+                                    }).await;
+                                    debug!(id, ok = r, "command done");
+                                });
+                            }
+                            Ok(Frame::PodControl(req)) => {
+                                let client = self.client.clone();
+                                let tx = ctl_tx.clone();
+                                requests.spawn(async move {
+                                    let target = serde_json::json!({"namespace": req.namespace, "agent": req.agent, "action": req.action});
+                                    let id = req.id.clone();
+                                    let r = carry_out(&tx, &id, &req.actor, &format!("pod_control.{}", req.action.as_str()), target, req.deadline_ms, async {
+                                        actions::pod_control(&client, req.action, &req.namespace, &req.agent).await
+                                    }).await;
+                                    debug!(id, ok = r, "pod control done");
+                                });
+                            }
+                            Ok(Frame::AttachOpen(open)) => {
+                                let tx = ctl_tx.clone();
+                                let id = open.session.clone();
+                                info!(session = %id, namespace = %open.namespace, agent = %open.agent, actor = %open.actor, "attach opened");
+                                let h = crate::upstream::attach::spawn(requests, self.client.clone(), open, move |f| {
+                                    let tx = tx.clone();
+                                    Box::pin(async move {
+                                        let _ = tx.send(Out::Frame(Box::new(f))).await;
+                                    })
+                                });
+                                attaches.insert(id, h);
+                            }
+                            Ok(Frame::AttachData(d)) => {
+                                let bytes = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, d.data.as_bytes());
+                                match (attaches.get(&d.session), bytes) {
+                                    (Some(h), Ok(b)) => {
+                                        if h.stdin.send(b).await.is_err() {
+                                            attaches.remove(&d.session);
+                                        }
+                                    }
+                                    _ => debug!(session = %d.session, "attach data for no session"),
+                                }
+                            }
+                            Ok(Frame::AttachResize(r)) => {
+                                if let Some(h) = attaches.get(&r.session) {
+                                    let _ = h.resize.try_send((r.cols, r.rows));
+                                }
+                            }
+                            Ok(Frame::AttachClose(c)) => {
+                                // Dropping stdin ends the session's task.
+                                attaches.remove(&c.session);
+                            }
+                            Ok(Frame::AlertAck(a)) => {
+                                if !self.alerts.ack(&a.id) {
+                                    debug!(id = %a.id, "ack for an alert not held");
+                                }
+                            }
+                            Ok(other) => debug!(kind = other.kind(), "ignored frame from the control plane"),
+                            Err(e) => {
+                                let reason = format!("malformed frame from the control plane: {e}");
+                                let _ = ctl_tx.send(Out::Close(close::PROTOCOL_ERROR, clip(&reason))).await;
+                                return retry(reason, true);
+                            }
+                        },
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+}

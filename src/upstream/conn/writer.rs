@@ -1,0 +1,178 @@
+//! The writer side of a connection: frames out in priority order, and
+//! requests carried out with their acks and results.
+
+use super::*;
+
+pub(super) fn clip(s: &str) -> String {
+    s.chars().take(100).collect()
+}
+
+/// Acks, runs until the deadline, answers with a result and an audit record.
+pub(super) async fn carry_out<F>(
+    tx: &mpsc::Sender<Out>,
+    id: &str,
+    actor: &str,
+    action: &str,
+    target: serde_json::Value,
+    deadline_ms: u64,
+    work: F,
+) -> bool
+where
+    F: std::future::Future<Output = Result<serde_json::Value, actions::ActionError>>,
+{
+    let now = wire::now_ms();
+    let result = if deadline_ms <= now {
+        Err("deadline passed before the request arrived".to_owned())
+    } else {
+        let _ = tx
+            .send(Out::Frame(Box::new(Frame::CommandAck(CommandAck {
+                id: id.to_owned(),
+            }))))
+            .await;
+        match tokio::time::timeout(Duration::from_millis(deadline_ms - now), work).await {
+            Err(_) => Err("deadline exceeded".to_owned()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Ok(Ok(v)) => Ok(v),
+        }
+    };
+    let ok = result.is_ok();
+    let (value, err) = match result {
+        Ok(v) => (v, None),
+        Err(e) => (serde_json::Value::Null, Some(e)),
+    };
+    let audit = AuditRecord {
+        at_ms: wire::now_ms(),
+        actor: actor.to_owned(),
+        action: action.to_owned(),
+        target: target.to_string(),
+        outcome: if ok {
+            "ok".into()
+        } else {
+            err.clone().unwrap_or_default()
+        },
+        detail: serde_json::json!({ "request_id": id }),
+    };
+    let _ = tx
+        .send(Out::Frame(Box::new(Frame::CommandResult(CommandResult {
+            id: id.to_owned(),
+            ok,
+            result: value,
+            error: err,
+        }))))
+        .await;
+    let _ = tx.send(Out::Frame(Box::new(Frame::Audit(audit)))).await;
+    ok
+}
+
+pub(super) async fn send<W>(sink: &mut W, frame: &Frame) -> Result<(), String>
+where
+    W: futures::Sink<Message, Error = tungstenite::Error> + Unpin,
+{
+    let text = frame.to_json().map_err(|e| format!("encode: {e}"))?;
+    sink.send(Message::Text(text.into()))
+        .await
+        .map_err(|e| format!("write: {e}"))
+}
+
+/// Sends control frames first, heartbeats on time, alerts once the first
+/// snapshot is out (`alerts` is `None` when the control plane takes none),
+/// and data frames from the outbox in between.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn writer<W>(
+    mut sink: W,
+    mut ctl_rx: mpsc::Receiver<Out>,
+    mut data_rx: mpsc::Receiver<DataItem>,
+    heartbeat_interval: Duration,
+    count: Arc<AtomicU64>,
+    health: HealthHandle,
+    mut outbox: Outbox,
+    alerts: Option<AlertQueue>,
+) -> Result<(), String>
+where
+    W: futures::Sink<Message, Error = tungstenite::Error> + Unpin,
+{
+    let mut hb = tokio::time::interval_at(
+        tokio::time::Instant::now() + heartbeat_interval,
+        heartbeat_interval,
+    );
+    let heartbeat = |count: &AtomicU64| {
+        Frame::Heartbeat(Heartbeat {
+            sent_at_ms: wire::now_ms(),
+            resources: count.load(Ordering::Relaxed),
+        })
+    };
+    // The control plane learns the cluster's state from the first snapshot;
+    // alerts about it follow.
+    let mut snapshot_sent = false;
+    let alert_wake = async |q: &Option<AlertQueue>| match q {
+        Some(q) => q.queued().await,
+        None => std::future::pending().await,
+    };
+    loop {
+        match ctl_rx.try_recv() {
+            Ok(Out::Frame(f)) => {
+                send(&mut sink, &f).await?;
+                continue;
+            }
+            Ok(Out::Close(code, reason)) => {
+                let _ = sink
+                    .send(Message::Close(Some(CloseFrame {
+                        code: CloseCode::from(code),
+                        reason: reason.into(),
+                    })))
+                    .await;
+                return Ok(());
+            }
+            Err(mpsc::error::TryRecvError::Disconnected) => return Ok(()),
+            Err(mpsc::error::TryRecvError::Empty) => {}
+        }
+        if hb.tick().now_or_never().is_some() {
+            send(&mut sink, &heartbeat(&count)).await?;
+        }
+        if snapshot_sent && let Some(a) = alerts.as_ref().and_then(AlertQueue::next_to_send) {
+            send(&mut sink, &Frame::Alert(a)).await?;
+            continue;
+        }
+        while outbox.queued() < 256 {
+            match data_rx.try_recv() {
+                Ok(item) => outbox.push(item),
+                Err(_) => break,
+            }
+        }
+        if let Some(frame) = outbox.next_frame() {
+            send(&mut sink, &frame).await?;
+            match &frame {
+                Frame::Snapshot(c) if c.last => {
+                    snapshot_sent = true;
+                    health.update(|h| h.sent_snapshot());
+                }
+                Frame::Delta(_) => health.update(|h| h.sent_delta()),
+                _ => {}
+            }
+            continue;
+        }
+        tokio::select! {
+            biased;
+            m = ctl_rx.recv() => match m {
+                Some(Out::Frame(f)) => send(&mut sink, &f).await?,
+                Some(Out::Close(code, reason)) => {
+                    let _ = sink
+                        .send(Message::Close(Some(CloseFrame {
+                            code: CloseCode::from(code),
+                            reason: reason.into(),
+                        })))
+                        .await;
+                    return Ok(());
+                }
+                None => return Ok(()),
+            },
+            _ = hb.tick() => send(&mut sink, &heartbeat(&count)).await?,
+            // Loops back to the top, which sends it.
+            _ = alert_wake(&alerts), if snapshot_sent => {}
+            item = data_rx.recv() => match item {
+                Some(item) => outbox.push(item),
+                None => return Ok(()),
+            },
+        }
+    }
+}
