@@ -22,7 +22,8 @@
 #
 # Needs the test environment (`scripts/testenv up`; set EXO_TESTENV_DIR to use
 # another checkout's). Knobs: TENANTS (10), AGENTS (100 per tenant), RUNS (5),
-# STEADY_SECS (600), FLOOR_SECS (300), SETTLE_SECS (90), STEADY_INTERVAL
+# STEADY_SECS (600), FLOOR_SECS (300), SETTLE_SECS (90), SLICE_SECS (30),
+# STEADY_INTERVAL
 # (the Fleet interval in the steady phase, 1m), ROLLOUT_POLL_MS (the
 # operator's default, 500), PHASES ("push steady"), EXO_BIN (a built binary
 # instead of `cargo build --release`; for trying the script only).
@@ -32,6 +33,7 @@ cd "$repo"
 set -a; eval "$(scripts/testenv env)"; set +a
 TENANTS=${TENANTS:-10}; AGENTS=${AGENTS:-100}; RUNS=${RUNS:-5}
 STEADY_SECS=${STEADY_SECS:-600}; FLOOR_SECS=${FLOOR_SECS:-300}; SETTLE_SECS=${SETTLE_SECS:-90}
+SLICE_SECS=${SLICE_SECS:-30}
 STEADY_INTERVAL=${STEADY_INTERVAL:-1m}; ROLLOUT_POLL_MS=${ROLLOUT_POLL_MS:-500}
 PHASES=${PHASES:-push steady}
 # Fresh names each invocation (see benches/rollout.sh for why).
@@ -103,16 +105,25 @@ def edit(path, value):
     assert new != text or f'"{value}"' in text, f"{path}: no BENCH_EDIT value"
     open(path, "w").write(new)
 
+def spawn(cmd):
+    """A kubectl watch that ends with this process, however it ends."""
+    import ctypes, signal
+    libc = ctypes.CDLL(None, use_errno=True)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            preexec_fn=lambda: libc.prctl(1, signal.SIGTERM))  # PR_SET_PDEATHSIG
+
 def objects(cmd):
     """Objects printed by `kubectl get -w -o json`, one by one, as they come."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    proc = spawn(cmd)
     buf = []
-    for line in proc.stdout:
-        buf.append(line)
-        if line.rstrip("\n") == "}":
-            yield json.loads("".join(buf))
-            buf = []
-    proc.wait()
+    try:
+        for line in proc.stdout:
+            buf.append(line)
+            if line.rstrip("\n") == "}":
+                yield json.loads("".join(buf))
+                buf = []
+    finally:
+        proc.terminate()
 
 def watch_rollout(ns, events_file):
     """Until the Rollout is current, Verified and at a commit other than the
@@ -219,9 +230,44 @@ def snap(out, op_pid, op_addr, testenv_dir):
 
 READS = ("GET", "LIST", "WATCH")
 
-def window(a_file, b_file, out):
-    """The difference of two snapshots, per minute."""
-    a, b = json.load(open(a_file)), json.load(open(b_file))
+def foreign(p, out):
+    """Until killed: every namespace or pod event outside the bench's
+    namespaces (other users of the shared cluster), with its time."""
+    import signal, threading
+    procs = [spawn(["kubectl", "get", kind, *extra, "--watch-only", "--no-headers", "-o", f"custom-columns=N:{field}"])
+             for kind, extra, field in (("ns", [], ".metadata.name"), ("pods", ["-A"], ".metadata.namespace"))]
+    f = open(out, "w")
+    lock = threading.Lock()
+    def read(proc, kind):
+        for line in proc.stdout:
+            ns = line.strip()
+            if ns and not ns.startswith(p + "-"):
+                with lock:
+                    f.write(f"{time.time():.3f} {kind} {ns}\n")
+                    f.flush()
+    def stop(*_):
+        for proc in procs:
+            proc.terminate()
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, stop)
+    threads = [threading.Thread(target=read, args=(proc, kind), daemon=True) for proc, kind in zip(procs, ("ns", "pod"))]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        time.sleep(0.5)  # interruptible, unlike join(): SIGTERM ends the watch
+
+def verbs_of(snap):
+    v = {}
+    for k, n in snap["apiserver"].items():
+        v[k.split()[0]] = v.get(k.split()[0], 0) + n
+    return v
+
+def window(out, foreign_file, *snap_files):
+    """The window from the first to the last snapshot, per minute; and, per
+    verb, the median of the per-slice rates (a burst of other users'
+    requests moves it little) with the slices other users were active in."""
+    snaps = [json.load(open(f)) for f in snap_files]
+    a, b = snaps[0], snaps[-1]
     secs = b["t"] - a["t"]
     per_min = lambda n: n * 60.0 / secs
     req = {k: b["apiserver"].get(k, 0) - a["apiserver"].get(k, 0) for k in b["apiserver"]}
@@ -230,7 +276,16 @@ def window(a_file, b_file, out):
     for k, v in req.items():
         verb = k.split()[0]
         verbs[verb] = verbs.get(verb, 0) + v
+    events = [float(l.split()[0]) for l in open(foreign_file) if l.strip()]
+    slices, noisy = {}, 0
+    for x, y in zip(snaps, snaps[1:]):
+        vx, vy = verbs_of(x), verbs_of(y)
+        for verb in set(vx) | set(vy):
+            slices.setdefault(verb, []).append((vy.get(verb, 0) - vx.get(verb, 0)) * 60.0 / (y["t"] - x["t"]))
+        noisy += any(x["t"] <= t < y["t"] for t in events)
     w = {"secs": secs, "apiserver_per_min": {k: per_min(v) for k, v in sorted(verbs.items())},
+         "apiserver_slice_median_per_min": {k: median(v) for k, v in sorted(slices.items())},
+         "slices": len(snaps) - 1, "slices_with_other_users": noisy, "other_user_events": len(events),
          "apiserver_by_resource": dict(sorted(req.items(), key=lambda kv: -kv[1])),
          "watches_open": b["watches_open"]}
     def cpu(key):
@@ -310,12 +365,15 @@ def record(out, side, **kw):
 
 def steady_summary(out, floor_file, *names):
     """Per window: the operator's own figures, and the apiserver's requests
-    per minute with the floor (operator stopped) subtracted, by verb and by
-    verb and resource."""
+    per minute over the floor (operator stopped). The floor per verb is the
+    median of its 30 s slices, which a burst of other users' requests moves
+    little; its mean is shown too."""
     floor = json.load(open(floor_file))
-    fv, fm = floor["apiserver_per_min"], floor["secs"] / 60.0
+    fmean, fv, fm = floor["apiserver_per_min"], floor["apiserver_slice_median_per_min"], floor["secs"] / 60.0
     fr = {k: v / fm for k, v in floor["apiserver_by_resource"].items()}
-    print(f"floor (operator stopped, {floor['secs']:.0f} s): apiserver requests/min " + ", ".join(f"{k} {v:.1f}" for k, v in fv.items())
+    noise = lambda w: f"{w['slices_with_other_users']} of {w['slices']} slices with other users' namespace or pod events ({w['other_user_events']})"
+    print(f"floor (operator stopped, {floor['secs']:.0f} s; {noise(floor)}): apiserver requests/min, median of slices (mean): "
+          + ", ".join(f"{k} {fv.get(k, 0):.1f} ({fmean.get(k, 0):.1f})" for k in sorted(set(fv) | set(fmean)))
           + f"; open watches {floor['watches_open']:.0f}; kube-apiserver CPU {fmt(floor['kube-apiserver_cpu_pct'], ' %')}, etcd {fmt(floor['etcd_cpu_pct'], ' %')}")
     print("| window | length | operator CPU | operator writes/min (own counter) | apiserver reads/min over the floor: GET / LIST / WATCH (window incl. floor) | other verbs/min over the floor | re-check execs/min |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -331,10 +389,11 @@ def steady_summary(out, floor_file, *names):
               f"| {fmt(w.get('op_execs_per_min'), '', 1)} ({w.get('op_execs', 0):.0f} execs) |")
         wr = {k: v / wm for k, v in w["apiserver_by_resource"].items()}
         diff = {k: wr.get(k, 0) - fr.get(k, 0) for k in set(wr) | set(fr)}
-        top = sorted(((k, v) for k, v in diff.items() if abs(v) >= 0.1), key=lambda kv: -abs(kv[1]))[:12]
-        print(f"   {name}: by verb and resource, per minute over the floor: " + ", ".join(f"{k} {v:+.1f}" for k, v in top))
+        top = sorted(((k, v) for k, v in diff.items() if abs(v) >= 0.1), key=lambda kv: -abs(kv[1]))[:16]
+        print(f"   {name}: {noise(w)}; median of slices: " + ", ".join(f"{k} {v:.1f}" for k, v in w["apiserver_slice_median_per_min"].items()))
+        print(f"   {name}: by verb and resource, per minute, window mean minus floor mean: " + ", ".join(f"{k} {v:+.1f}" for k, v in top))
         print(f"   {name}: open watches {w['watches_open']:.0f} (floor {floor['watches_open']:.0f}); kube-apiserver CPU {fmt(w['kube-apiserver_cpu_pct'], ' %')}, etcd {fmt(w['etcd_cpu_pct'], ' %')}; "
-              f"drift reverted {w.get('op_drift_reverted', 0):.0f}, content drift {w.get('op_content_drift', 0):.0f}, reconciles {w.get('op_reconciles', 0):.0f}")
+              f"drift reverted {w.get('op_drift_reverted', 0):.0f}, content drift {w.get('op_content_drift', 0):.0f}, Agent reconciles {w.get('op_reconciles', 0):.0f}")
 
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
@@ -520,19 +579,22 @@ timeout 300 kubectl wait --for=delete ns "$KNS" --timeout=300s >/dev/null 2>&1 |
 # ------------------------------------------------------------------ steady
 # Other users of the shared cluster show up in the apiserver's counters;
 # count their pod events so a noisy window can be seen.
-measure() { # name secs: snapshots around a window of $2 seconds
-  local name=$1 secs=$2 fw n
-  kubectl get pods -A --watch-only --no-headers -o custom-columns=NS:.metadata.namespace > "$work/foreign-$name.txt" 2>/dev/null &
+measure() { # name secs: a snapshot every SLICE_SECS over a window of $2 seconds
+  local name=$1 secs=$2 fw i=0 end left
+  py foreign "$P" "$OUT/gitops-foreign-$name.txt" &
   fw=$!; bg_pids+=("$fw")
-  py snap "$work/snap-$name-a.json" "$op_pid" "$op_addr" "$EXO_TESTENV_DIR"
+  sleep 2 # the foreign watch has listed
+  end=$(( $(date +%s) + secs ))
+  py snap "$work/snap-$name-0.json" "$op_pid" "$op_addr" "$EXO_TESTENV_DIR"
   log "steady: window $name, ${secs}s"
-  sleep "$secs"
-  py snap "$work/snap-$name-b.json" "$op_pid" "$op_addr" "$EXO_TESTENV_DIR"
-  py window "$work/snap-$name-a.json" "$work/snap-$name-b.json" "$OUT/gitops-steady-$name.json"
+  while left=$(( end - $(date +%s) )); [ "$left" -gt 0 ]; do
+    sleep $(( left < SLICE_SECS ? left : SLICE_SECS ))
+    i=$((i + 1))
+    py snap "$work/snap-$name-$i.json" "$op_pid" "$op_addr" "$EXO_TESTENV_DIR"
+  done
   kill "$fw" 2>/dev/null || true
-  n=$(grep -cv "^$P-" "$work/foreign-$name.txt" || true)
-  log "steady: window $name: $n pod events in other namespaces"
-  echo "$n" > "$OUT/gitops-foreign-$name.txt"
+  py window "$OUT/gitops-steady-$name.json" "$OUT/gitops-foreign-$name.txt" $(seq -f "$work/snap-$name-%g.json" 0 "$i")
+  log "steady: window $name: $(wc -l < "$OUT/gitops-foreign-$name.txt") namespace or pod events of other users"
 }
 if [[ " $PHASES " == *" steady "* ]]; then
   fleet "$STEADY_INTERVAL" 1h
