@@ -327,6 +327,12 @@ def push_summary(out, runs):
         for name, secs in r["phases"]:
             phases.setdefault(name, []).append(secs)
     print("Exo breakdown (median s): " + "; ".join(f"{n} {median(v):.2f}" for n, v in phases.items()))
+    for side in ("exo", "kubectl"):
+        ws = [json.loads(l) for l in open(f"{out}/gitops-push-writes.jsonl") if json.loads(l)["side"] == side]
+        if ws:
+            typical = min(ws, key=lambda w: abs(w["total"] - median([x["total"] for x in ws])))
+            print(f"operator writes per {side} edit (median of runs {median([w['total'] for w in ws]):.0f}; run {typical['run']}): "
+                  + ", ".join(f"{k} {v:.0f}" for k, v in sorted(typical["by"].items(), key=lambda kv: -kv[1])))
     print("kubectl breakdown (median s): apply returned " + fmt(median([r["apply"] for r in k]), "", 2) + "; pod Ready after " + fmt(median([r["total"] for r in k]), "", 2))
 
 def exo_phases(events_file, t0, t_push, t_post, t_hook, t_done):
@@ -362,6 +368,16 @@ def record(out, side, **kw):
         row.pop("events", None)
     with open(f"{out}/gitops-push.jsonl", "a") as f:
         f.write(json.dumps(row) + "\n")
+
+def writes(out, side, run, before, after):
+    """The operator's writes (its own counter, by controller, verb and kind)
+    from before one side's edit until 5 s after it was done."""
+    count = lambda f: {f'{l["controller"]} {l["verb"]} {l["kind"]}': v
+                       for l, v in samples(open(f).read(), "exo_operator_api_writes_total")}
+    a, b = count(before), count(after)
+    diff = {k: b[k] - a.get(k, 0) for k in b if b[k] != a.get(k, 0)}
+    with open(f"{out}/gitops-push-writes.jsonl", "a") as f:
+        f.write(json.dumps({"side": side, "run": int(run), "total": sum(diff.values()), "by": diff}) + "\n")
 
 def steady_summary(out, floor_file, *names):
     """Per window: the operator's own figures, and the apiserver's requests
@@ -435,7 +451,9 @@ watch_pid=
 start_watch() {
   local out=$1; shift
   : > "$out"
-  py "$@" > "$out" &
+  # python3 itself, not the `py` function: a function in the background is
+  # a subshell, and killing that would leave the watch running.
+  python3 "$work/bench.py" "$@" > "$out" &
   watch_pid=$!; bg_pids+=("$watch_pid")
   until grep -q ready "$out"; do
     kill -0 "$watch_pid" 2>/dev/null || { log "watch $* ended early"; exit 1; }
@@ -558,13 +576,19 @@ kubectl_run() { # run
   log "run $i: kubectl $KNS/$agent Ready after $(echo "$t_done - $t0" | bc)s"
 }
 settle() { sleep 5; } # old pods finish terminating; the next side starts from quiet
+side() { # exo|kubectl run: one timed side, then the operator's writes it caused
+  curl -sf "http://$op_addr/metrics" > "$work/metrics-before"
+  "${1}_run" "$2"
+  settle
+  curl -sf "http://$op_addr/metrics" > "$work/metrics-after"
+  py writes "$OUT" "$1" "$2" "$work/metrics-before" "$work/metrics-after"
+}
 
 if [[ " $PHASES " == *" push "* ]]; then
-  : > "$OUT/gitops-push.jsonl"
+  : > "$OUT/gitops-push.jsonl"; : > "$OUT/gitops-push-writes.jsonl"
   drift0=$(curl -sf "http://$op_addr/metrics" | awk '/^exo_operator_drift_reverted_total/ {s += $2} END {print s + 0}')
   for i in $(seq 1 "$RUNS"); do
-    if [ $((i % 2)) -eq 1 ]; then exo_run "$i"; settle; kubectl_run "$i"; else kubectl_run "$i"; settle; exo_run "$i"; fi
-    settle
+    if [ $((i % 2)) -eq 1 ]; then side exo "$i"; side kubectl "$i"; else side kubectl "$i"; side exo "$i"; fi
   done
   # git and the cluster agree: every tenant verified at its commit, and the
   # kubectl side's edits caused no drift revert (they are outside git).
@@ -581,7 +605,7 @@ timeout 300 kubectl wait --for=delete ns "$KNS" --timeout=300s >/dev/null 2>&1 |
 # count their pod events so a noisy window can be seen.
 measure() { # name secs: a snapshot every SLICE_SECS over a window of $2 seconds
   local name=$1 secs=$2 fw i=0 end left
-  py foreign "$P" "$OUT/gitops-foreign-$name.txt" &
+  python3 "$work/bench.py" foreign "$P" "$OUT/gitops-foreign-$name.txt" &
   fw=$!; bg_pids+=("$fw")
   sleep 2 # the foreign watch has listed
   end=$(( $(date +%s) + secs ))
