@@ -78,6 +78,19 @@ where
 /// snapshot is out (`alerts` is `None` when the control plane takes none),
 /// and data frames from the outbox in between.
 #[allow(clippy::too_many_arguments)]
+/// Sends a close frame (best effort: the peer may be gone already).
+async fn close_with<W>(sink: &mut W, code: u16, reason: String)
+where
+    W: futures::Sink<Message> + Unpin,
+{
+    let _ = sink
+        .send(Message::Close(Some(CloseFrame {
+            code: CloseCode::from(code),
+            reason: reason.into(),
+        })))
+        .await;
+}
+
 pub(super) async fn writer<W>(
     mut sink: W,
     mut ctl_rx: mpsc::Receiver<Out>,
@@ -115,12 +128,7 @@ where
                 continue;
             }
             Ok(Out::Close(code, reason)) => {
-                let _ = sink
-                    .send(Message::Close(Some(CloseFrame {
-                        code: CloseCode::from(code),
-                        reason: reason.into(),
-                    })))
-                    .await;
+                close_with(&mut sink, code, reason).await;
                 return Ok(());
             }
             Err(mpsc::error::TryRecvError::Disconnected) => return Ok(()),
@@ -156,12 +164,7 @@ where
             m = ctl_rx.recv() => match m {
                 Some(Out::Frame(f)) => send(&mut sink, &f).await?,
                 Some(Out::Close(code, reason)) => {
-                    let _ = sink
-                        .send(Message::Close(Some(CloseFrame {
-                            code: CloseCode::from(code),
-                            reason: reason.into(),
-                        })))
-                        .await;
+                    close_with(&mut sink, code, reason).await;
                     return Ok(());
                 }
                 None => return Ok(()),
