@@ -77,7 +77,6 @@ where
 /// Sends control frames first, heartbeats on time, alerts once the first
 /// snapshot is out (`alerts` is `None` when the control plane takes none),
 /// and data frames from the outbox in between.
-#[allow(clippy::too_many_arguments)]
 /// Sends a close frame (best effort: the peer may be gone already).
 async fn close_with<W>(sink: &mut W, code: u16, reason: String)
 where
@@ -91,6 +90,7 @@ where
         .await;
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn writer<W>(
     mut sink: W,
     mut ctl_rx: mpsc::Receiver<Out>,
