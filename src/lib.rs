@@ -4,6 +4,7 @@
 //! Modules are split by concern: pure cores (parsing, validation, planning,
 //! building desired objects) and thin I/O edges around them.
 
+pub mod agentfs;
 pub mod cli;
 pub mod controlplane;
 pub mod crd;

@@ -1,0 +1,1 @@
+//! The local side of a copy (written next).

@@ -1,0 +1,1 @@
+//! The tar walker every transfer passes through (written next).
