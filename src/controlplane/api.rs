@@ -160,6 +160,15 @@ pub async fn command(
     if let Some(r) = unknown(&app, &name) {
         return r;
     }
+    if body.command.streams() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("a copy streams its bytes: use the WebSocket /api/v1/deployments/{name}/fs"),
+        );
+    }
+    if let Some(why) = super::fs::unavailable(&app, &name) {
+        return error(StatusCode::CONFLICT, why);
+    }
     let timeout = timeout_of(body.timeout_ms);
     let id = wire::random_id();
     let actor = body.actor.unwrap_or_else(|| "api".into());
@@ -322,7 +331,7 @@ pub async fn page(State(app): State<Arc<App>>) -> Response {
          solid #ddd;text-align:left}.online{color:#1a7f37}.degraded{color:#9a6700}\
          .offline{color:#cf222e}</style></head><body><h1>Exo control plane</h1>\
          <table><tr><th>Deployment</th><th>State</th><th>Connected</th><th>Host</th>\
-         <th>Agent version</th><th>Resources</th><th>Last frame</th><th>Evictions</th>\
+         <th>Agent version</th><th>Capabilities</th><th>Resources</th><th>Last frame</th><th>Evictions</th>\
          <th>Disconnects</th><th>Alerts</th></tr>",
     );
     for r in rows {
@@ -333,13 +342,18 @@ pub async fn page(State(app): State<Arc<App>>) -> Response {
             .unwrap_or_default();
         html.push_str(&format!(
             "<tr><td><a href=\"/api/v1/deployments/{n}\">{n}</a></td><td class=\"{s}\">{s}</td>\
-             <td>{c}</td><td>{h}</td><td>{av}</td><td><a href=\"/api/v1/deployments/{n}/resources\">{res}</a></td>\
+             <td>{c}</td><td>{h}</td><td>{av}</td><td>{caps}</td><td><a href=\"/api/v1/deployments/{n}/resources\">{res}</a></td>\
              <td>{age}</td><td>{ev}</td><td>{dc}</td><td>{al}</td></tr>",
             n = esc(&v.name),
             s = state,
             c = if v.connected { "yes" } else { "no" },
             h = esc(v.hostname.as_deref().unwrap_or("-")),
             av = esc(v.agent_version.as_deref().unwrap_or("-")),
+            caps = if v.capabilities.is_empty() {
+                "-".to_owned()
+            } else {
+                esc(&v.capabilities.join(", "))
+            },
             res = v.resources,
             age = v
                 .last_frame_age_ms

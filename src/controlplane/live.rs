@@ -105,6 +105,8 @@ pub struct DeploymentView {
     /// over (evictions do not count).
     pub disconnects: u64,
     pub last_close: Option<String>,
+    /// What the operator advertised in its `hello` (last known).
+    pub capabilities: Vec<String>,
 }
 
 type Waiter = (String, String, oneshot::Sender<CommandResult>);
@@ -259,6 +261,7 @@ impl Live {
             evictions: d.evictions,
             disconnects: d.disconnects,
             last_close: d.last_close.clone(),
+            capabilities: hello.map(|h| h.capabilities.clone()).unwrap_or_default(),
         }
     }
 
@@ -270,6 +273,14 @@ impl Live {
                     .map(|d| d.resources.resources().cloned().collect())
             })
             .unwrap_or_default()
+    }
+
+    /// The capabilities of the deployment's live connection; `None` when
+    /// it is offline.
+    pub fn capabilities(&self, deployment: &str) -> Option<Vec<String>> {
+        let deps = self.deps().ok()?;
+        let conn = deps.get(deployment)?.conn.as_ref()?;
+        Some(conn.hello.capabilities.clone())
     }
 
     /// Sends a request frame to the deployment's live connection and returns

@@ -13,6 +13,7 @@ pub mod admin;
 pub mod alerts;
 pub mod api;
 pub mod attach;
+pub mod fs;
 pub mod live;
 pub mod resources;
 pub mod store;
@@ -125,6 +126,7 @@ pub struct App {
     pub live: Live,
     pub stats: Stats,
     pub attaches: attach::Sessions,
+    pub transfers: fs::Transfers,
     pub admin: admin::AdminAuth,
     /// Flips to true when the server shuts down; sockets close with 1001.
     pub shutdown: tokio::sync::watch::Sender<bool>,
@@ -143,6 +145,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/v1/deployments/{name}/alerts", get(api::alerts))
         .route("/api/v1/deployments/{name}/commands", post(api::command))
         .route("/api/v1/deployments/{name}/attach", get(attach::attach))
+        .route("/api/v1/deployments/{name}/fs", get(fs::fs))
         .route(
             "/api/v1/deployments/{name}/pod-control",
             post(api::pod_control),
@@ -213,6 +216,7 @@ pub async fn serve(
         store,
         stats: Stats::default(),
         attaches: attach::Sessions::default(),
+        transfers: fs::Transfers::default(),
         admin,
         shutdown: tokio::sync::watch::Sender::new(false),
     });

@@ -433,6 +433,10 @@ impl Session {
                         Ok(())
                     }),
             },
+            f @ (Frame::FsChunk(_) | Frame::FsChunkAck(_) | Frame::FsAbort(_)) => {
+                self.app.transfers.deliver(&dep, f);
+                self.app.live.with_session(&dep, &self.session, |_| Ok(()))
+            }
             f @ (Frame::AttachData(_) | Frame::AttachClose(_)) => {
                 self.app.attaches.deliver(&dep, f);
                 self.app.live.with_session(&dep, &self.session, |_| Ok(()))

@@ -212,7 +212,7 @@ pub fn hash_of(meta: &ObjectMeta) -> Option<&str> {
         .map(String::as_str)
 }
 
-fn restricted_container_security() -> SecurityContext {
+pub fn restricted_container_security() -> SecurityContext {
     SecurityContext {
         allow_privilege_escalation: Some(false),
         capabilities: Some(Capabilities {
@@ -229,7 +229,7 @@ fn restricted_container_security() -> SecurityContext {
     }
 }
 
-fn restricted_pod_security() -> PodSecurityContext {
+pub fn restricted_pod_security() -> PodSecurityContext {
     PodSecurityContext {
         run_as_non_root: Some(true),
         run_as_user: Some(RUN_AS),

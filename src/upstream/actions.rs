@@ -3,10 +3,13 @@
 //! pause/resume set `spec.paused`, restart stamps the annotation
 //! [`RESTART_ANNOTATION`] that the reconciler rolls the pod on.
 
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use crate::crd::{Agent, AgentFS};
+use crate::agentfs::FsError;
+use crate::agentfs::helper::HelperOpts;
+use crate::agentfs::ops;
+use crate::crd::Agent;
 use crate::wire::{Command, PodAction};
 
 /// Annotation whose change makes the reconciler roll an agent's pod.
@@ -24,6 +27,8 @@ pub enum ActionError {
     },
     #[error("invalid request: {0}")]
     Invalid(String),
+    #[error(transparent)]
+    Fs(#[from] FsError),
 }
 
 fn kube_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ActionError {
@@ -31,60 +36,14 @@ fn kube_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ActionError 
     move |source| ActionError::Kube { what, source }
 }
 
+/// Carries out a request/answer command: the same code the CLI's
+/// direct route runs (`agentfs::ops::run`).
 pub async fn run_command(
     client: &kube::Client,
     cmd: &Command,
+    helper: &HelperOpts,
 ) -> Result<serde_json::Value, ActionError> {
-    match cmd {
-        Command::AgentfsCreate {
-            namespace,
-            fs_name,
-            size,
-            max_size,
-            retain,
-        } => {
-            let obj: AgentFS = serde_json::from_value(json!({
-                "apiVersion": "autonomic.sh/v1alpha1", "kind": "AgentFS",
-                "metadata": { "name": fs_name, "namespace": namespace },
-                "spec": { "size": size, "maxSize": max_size, "retain": retain }
-            }))
-            .map_err(|e| ActionError::Invalid(format!("AgentFS {namespace}/{fs_name}: {e}")))?;
-            let api: Api<AgentFS> = Api::namespaced(client.clone(), namespace);
-            let created = api
-                .create(&PostParams::default(), &obj)
-                .await
-                .map_err(kube_err(format!("create AgentFS {namespace}/{fs_name}")))?;
-            Ok(json!({
-                "namespace": namespace, "name": fs_name,
-                "uid": created.metadata.uid, "resourceVersion": created.metadata.resource_version,
-            }))
-        }
-        Command::AgentfsList { namespace } => {
-            let api: Api<AgentFS> = match namespace {
-                Some(ns) => Api::namespaced(client.clone(), ns),
-                None => Api::all(client.clone()),
-            };
-            let list = api
-                .list(&ListParams::default())
-                .await
-                .map_err(kube_err("list AgentFS"))?;
-            let items: Vec<_> = list
-                .items
-                .iter()
-                .map(|fs| {
-                    let st = fs.status.as_ref();
-                    json!({
-                        "namespace": fs.metadata.namespace, "name": fs.metadata.name,
-                        "size": fs.spec.size, "maxSize": fs.spec.max_size,
-                        "phase": st.and_then(|s| s.phase),
-                        "requested": st.and_then(|s| s.requested.clone()),
-                        "provisioned": st.and_then(|s| s.provisioned.clone()),
-                    })
-                })
-                .collect();
-            Ok(json!({ "items": items }))
-        }
-    }
+    Ok(ops::run(client, cmd, helper).await?)
 }
 
 pub async fn pod_control(

@@ -61,6 +61,13 @@ pub struct UpstreamConfig {
     pub chunk_max_bytes: usize,
     pub max_frame_bytes: usize,
     pub agent_version: String,
+    /// Sent in `hello`; the control plane sends AgentFS commands only when
+    /// it holds `mount-filesystems`.
+    pub capabilities: Vec<String>,
+    /// The helper pod `exo fs` starts when no running pod mounts a volume.
+    pub fs_helper: crate::agentfs::helper::HelperOpts,
+    /// Largest copy (file bytes) accepted in either direction.
+    pub fs_max_bytes: u64,
 }
 
 impl std::fmt::Debug for UpstreamConfig {
@@ -106,6 +113,12 @@ impl UpstreamConfig {
             chunk_max_bytes: 256 * 1024,
             max_frame_bytes: crate::wire::DEFAULT_MAX_FRAME_BYTES,
             agent_version: env!("CARGO_PKG_VERSION").into(),
+            capabilities: crate::operator::CAPABILITIES
+                .iter()
+                .map(|c| (*c).to_owned())
+                .collect(),
+            fs_helper: crate::agentfs::helper::HelperOpts::default(),
+            fs_max_bytes: 10 << 30,
         }
     }
 

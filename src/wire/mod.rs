@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 mod alert;
+pub mod fs;
 pub use alert::{Alert, AlertAck, AlertError, Severity, limits as alert_limits};
+pub use fs::{FsAbort, FsChunk, FsChunkAck};
 
 /// The protocol version this build speaks.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -79,6 +81,9 @@ pub enum Frame {
     // ------------------------------------------------ both directions
     AttachData(AttachData),
     AttachClose(AttachClose),
+    FsChunk(FsChunk),
+    FsChunkAck(FsChunkAck),
+    FsAbort(FsAbort),
 }
 
 impl Frame {
@@ -101,6 +106,9 @@ impl Frame {
             Frame::AttachResize(_) => "attach_resize",
             Frame::AttachData(_) => "attach_data",
             Frame::AttachClose(_) => "attach_close",
+            Frame::FsChunk(_) => "fs_chunk",
+            Frame::FsChunkAck(_) => "fs_chunk_ack",
+            Frame::FsAbort(_) => "fs_abort",
         }
     }
 
@@ -125,6 +133,10 @@ pub struct Hello {
     pub connection_id: String,
     #[serde(default)]
     pub host: HostMeta,
+    /// What this operator can do (e.g. `mount-filesystems`); the control
+    /// plane sends a command only to an operator that advertises it.
+    #[serde(default)]
+    pub capabilities: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -286,12 +298,59 @@ pub enum Command {
         max_size: String,
         #[serde(default)]
         retain: bool,
+        /// `ReadWriteOnce` when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        access_mode: Option<String>,
     },
-    /// List AgentFS volumes, in one namespace or all.
+    /// List AgentFS volumes (and retained volumes), in one namespace or all.
     AgentfsList {
         #[serde(default)]
         namespace: Option<String>,
     },
+    /// List a folder of a volume, with the volume's real usage.
+    AgentfsLs { namespace: String, fs_name: String, path: String },
+    /// Create a folder (and missing parents).
+    AgentfsMkdir { namespace: String, fs_name: String, path: String },
+    /// Create an empty file (or update an existing file's time).
+    AgentfsTouch { namespace: String, fs_name: String, path: String },
+    /// Grow a volume; refused when shrinking or above `maxSize`.
+    AgentfsResize { namespace: String, fs_name: String, size: String },
+    /// Delete an AgentFS; refused while agents mount it.
+    AgentfsDelete { namespace: String, fs_name: String },
+    /// Copy into a volume: the tar stream follows as `fs_chunk` frames.
+    AgentfsWrite {
+        namespace: String,
+        fs_name: String,
+        /// Destination path in the volume (cp rules: into it when it is
+        /// an existing folder).
+        path: String,
+        /// The one top name every entry of the stream lies under.
+        top: String,
+        /// Refuse more file bytes than this.
+        max_bytes: u64,
+    },
+    /// Copy out of a volume: the operator sends `fs_chunk` frames.
+    AgentfsRead {
+        namespace: String,
+        fs_name: String,
+        path: String,
+        max_bytes: u64,
+    },
+}
+
+impl Command {
+    /// The capability an operator must advertise to be sent this command.
+    pub fn capability(&self) -> &'static str {
+        fs::CAP_MOUNT_FILESYSTEMS
+    }
+
+    /// Whether bytes follow the command as `fs_chunk` frames.
+    pub fn streams(&self) -> bool {
+        matches!(
+            self,
+            Command::AgentfsWrite { .. } | Command::AgentfsRead { .. }
+        )
+    }
 }
 
 /// Pod control, server -> client. Carried out through the Agent resource,

@@ -88,6 +88,7 @@ impl Ctx {
             boot_id: self.boot_id.clone(),
             connection_id: connection_id.clone(),
             host: self.host.clone(),
+            capabilities: cfg.capabilities.clone(),
         });
         if let Err(e) = send(&mut sink, &hello).await {
             return retry(e, false);
@@ -270,12 +271,13 @@ impl Ctx {
                         Message::Text(t) => match Frame::from_json(t.as_str()) {
                             Ok(Frame::Command(req)) => {
                                 let client = self.client.clone();
+                                let helper = cfg.fs_helper.clone();
                                 let tx = ctl_tx.clone();
                                 requests.spawn(async move {
                                     let target = serde_json::to_value(&req.command).unwrap_or_default();
                                     let id = req.id.clone();
                                     let r = carry_out(&tx, &id, &req.actor, "command", target, req.deadline_ms, async {
-                                        actions::run_command(&client, &req.command).await
+                                        actions::run_command(&client, &req.command, &helper).await
                                     }).await;
                                     debug!(id, ok = r, "command done");
                                 });

@@ -1,0 +1,334 @@
+//! The volume's side of a copy. An upload's tar stream goes through the
+//! walker (which refuses links, escaping names and over-limit sizes
+//! before their bytes reach the pod) into `tar -x` in a staging folder at
+//! the volume's root; the staged files' `sha256sum` listing must hash to
+//! what the walker saw and to the sender's digest, and only then is the
+//! staged top moved to its final name. A download is `tar -c` in the pod,
+//! passed through the walker, and checked against the pod's own
+//! `sha256sum` listing of the source.
+
+use kube::Client;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::task::JoinHandle;
+
+use super::FsError;
+use super::exec::{self, Running, Target};
+use super::helper::{HelperOpts, get_fs, keep_busy, target};
+use super::path::VolumePath;
+use super::script::Op;
+use super::tarstream::{Limits, Walker, digest_of};
+use crate::rollout::verify::parse_listing;
+use crate::wire::fs::{CHUNK_BYTES, Transferred};
+
+/// Largest `sha256sum` listing read back from a pod.
+const LISTING_MAX: u64 = 64 * 1024 * 1024;
+
+type Stdin = Box<dyn AsyncWrite + Unpin + Send>;
+
+/// The digest of a `sha256sum` listing (empty output: no files).
+fn listing_digest(out: &str, pod: &str) -> Result<String, FsError> {
+    if out.trim().is_empty() {
+        return Ok(digest_of(&Default::default()));
+    }
+    let files = parse_listing(out).ok_or_else(|| FsError::InPod {
+        pod: pod.to_owned(),
+        message: format!(
+            "unreadable sha256sum listing: {}",
+            out.lines().next().unwrap_or_default()
+        ),
+    })?;
+    Ok(digest_of(&files))
+}
+
+fn read_all(mut r: impl AsyncRead + Unpin + Send + 'static) -> JoinHandle<String> {
+    tokio::spawn(async move {
+        let mut out = Vec::new();
+        let _ = (&mut r).take(LISTING_MAX).read_to_end(&mut out).await;
+        String::from_utf8_lossy(&out).into_owned()
+    })
+}
+
+fn walk_err(e: impl std::fmt::Display) -> FsError {
+    FsError::Stream(e.to_string())
+}
+
+/// A copy into a volume, in progress.
+pub struct Upload {
+    client: Client,
+    target: Target,
+    helper: HelperOpts,
+    staging: String,
+    top: String,
+    dest: VolumePath,
+    walker: Walker,
+    run: Option<Running>,
+    stdin: Option<Stdin>,
+    listing: Option<JoinHandle<String>>,
+    last_busy: std::time::Instant,
+}
+
+impl Upload {
+    /// Finds the pod and starts `tar -x` into a staging folder.
+    pub async fn begin(
+        client: &Client,
+        namespace: &str,
+        fs_name: &str,
+        dest: &str,
+        top: &str,
+        limits: Limits,
+        helper: &HelperOpts,
+    ) -> Result<Self, FsError> {
+        let dest = VolumePath::parse(dest)?;
+        let top_path = VolumePath::parse(top)?;
+        if top_path.as_str() != format!("/{top}") {
+            return Err(FsError::Invalid(format!(
+                "{top:?} is not a single file or folder name"
+            )));
+        }
+        let fs = get_fs(client, namespace, fs_name).await?;
+        let t = target(client, &fs, true, helper).await?;
+        let staging = crate::wire::random_id();
+        let mut run = exec::start(client, &t, Op::Stage, &[&staging, top], true).await?;
+        let stdin = run
+            .stdin()
+            .map(|s| Box::new(s) as Stdin)
+            .ok_or_else(|| FsError::Invalid("the exec has no stdin".into()))?;
+        let listing = run.stdout().map(read_all);
+        Ok(Upload {
+            client: client.clone(),
+            target: t,
+            helper: helper.clone(),
+            staging,
+            top: top.to_owned(),
+            dest,
+            walker: Walker::new(Some(top), limits),
+            run: Some(run),
+            stdin: Some(stdin),
+            listing,
+            last_busy: std::time::Instant::now(),
+        })
+    }
+
+    pub fn pod(&self) -> &str {
+        &self.target.pod
+    }
+
+    /// Passes the next bytes of the tar stream on, after the walker
+    /// accepted them.
+    pub async fn write(&mut self, data: &[u8]) -> Result<(), FsError> {
+        self.walker
+            .feed(data, &mut |_| Ok::<(), std::convert::Infallible>(()))
+            .map_err(walk_err)?;
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| FsError::Invalid("the upload has ended".into()))?;
+        stdin
+            .write_all(data)
+            .await
+            .map_err(|e| FsError::io(format!("write to pod {}", self.target.pod), e))?;
+        if self.last_busy.elapsed() > self.helper.idle / 3 {
+            self.last_busy = std::time::Instant::now();
+            keep_busy(&self.client, &self.target, self.helper.idle).await?;
+        }
+        Ok(())
+    }
+
+    /// Ends the stream, checks the staged files and moves them into place.
+    /// `sent`: the sender's digest of its files, when it has one.
+    pub async fn finish(mut self, sent: Option<&str>) -> Result<Transferred, FsError> {
+        let out = self.finish_inner(sent).await;
+        if out.is_err() {
+            self.cleanup().await;
+        }
+        out
+    }
+
+    async fn finish_inner(&mut self, sent: Option<&str>) -> Result<Transferred, FsError> {
+        let walker = std::mem::replace(&mut self.walker, Walker::new(None, Limits::default()));
+        let manifest = walker.finish().map_err(walk_err)?;
+        if let Some(mut s) = self.stdin.take() {
+            let _ = s.shutdown().await;
+        }
+        if let Some(run) = self.run.take() {
+            run.finish().await?;
+        }
+        let listing = match self.listing.take() {
+            Some(h) => h.await.unwrap_or_default(),
+            None => String::new(),
+        };
+        let pod = format!("{}/{}", self.target.namespace, self.target.pod);
+        let landed = listing_digest(&listing, &pod)?;
+        let seen = manifest.digest();
+        if landed != seen {
+            return Err(FsError::Mismatch {
+                what: format!("the files unpacked in {pod} differ from the stream"),
+                sent: seen,
+                landed,
+            });
+        }
+        if let Some(sent) = sent
+            && sent != seen
+        {
+            return Err(FsError::Mismatch {
+                what: "the stream differs from what the sender packed".into(),
+                sent: sent.to_owned(),
+                landed: seen,
+            });
+        }
+        let (parent, base) = match self.dest.split() {
+            Ok((p, b)) => (p, b.to_owned()),
+            // Into the root: the top keeps its name.
+            Err(_) => (VolumePath::parse("/")?, self.top.clone()),
+        };
+        let how = exec::output(
+            &self.client,
+            &self.target,
+            Op::Commit,
+            &[&self.staging, &self.top, parent.as_str(), &base],
+            64,
+        )
+        .await?;
+        let path = if String::from_utf8_lossy(&how).trim() == "into" {
+            format!("{}/{}/{}", parent.as_str().trim_end_matches('/'), base, self.top)
+        } else {
+            format!("{}/{}", parent.as_str().trim_end_matches('/'), base)
+        };
+        Ok(Transferred {
+            path,
+            files: manifest.files.len() as u64,
+            bytes: manifest.bytes(),
+            sha256: seen,
+            pod: self.target.pod.clone(),
+        })
+    }
+
+    /// Gives up: stops `tar -x` and removes the staging folder.
+    pub async fn abort(mut self) {
+        self.cleanup().await;
+    }
+
+    async fn cleanup(&mut self) {
+        self.stdin.take();
+        if let Some(run) = self.run.take() {
+            let _ = run.finish().await;
+        }
+        let r = exec::output(&self.client, &self.target, Op::Abort, &[&self.staging], 64).await;
+        if let Err(e) = r {
+            tracing::warn!(pod = %self.target.pod, error = %e, "could not remove a staging folder");
+        }
+    }
+}
+
+/// A copy out of a volume, in progress.
+pub struct Download {
+    client: Client,
+    target: Target,
+    helper: HelperOpts,
+    parent: VolumePath,
+    base: String,
+    walker: Option<Walker>,
+    run: Option<Running>,
+    stdout: Box<dyn AsyncRead + Unpin + Send>,
+    last_busy: std::time::Instant,
+}
+
+impl Download {
+    pub async fn begin(
+        client: &Client,
+        namespace: &str,
+        fs_name: &str,
+        src: &str,
+        limits: Limits,
+        helper: &HelperOpts,
+    ) -> Result<Self, FsError> {
+        let src = VolumePath::parse(src)?;
+        let (parent, base) = src.split()?;
+        let base = base.to_owned();
+        let fs = get_fs(client, namespace, fs_name).await?;
+        let t = target(client, &fs, false, helper).await?;
+        let mut run = exec::start(client, &t, Op::Pack, &[parent.as_str(), &base], false).await?;
+        let stdout = run
+            .stdout()
+            .map(|s| Box::new(s) as Box<dyn AsyncRead + Unpin + Send>)
+            .ok_or_else(|| FsError::Invalid("the exec has no stdout".into()))?;
+        Ok(Download {
+            client: client.clone(),
+            target: t,
+            helper: helper.clone(),
+            walker: Some(Walker::new(Some(&base), limits)),
+            parent,
+            base,
+            run: Some(run),
+            stdout,
+            last_busy: std::time::Instant::now(),
+        })
+    }
+
+    pub fn pod(&self) -> &str {
+        &self.target.pod
+    }
+
+    /// The next piece of the tar stream (at most [`CHUNK_BYTES`]), checked
+    /// by the walker; `None` at its end.
+    pub async fn next(&mut self) -> Result<Option<Vec<u8>>, FsError> {
+        let mut buf = vec![0u8; CHUNK_BYTES];
+        let n = self
+            .stdout
+            .read(&mut buf)
+            .await
+            .map_err(|e| FsError::io(format!("read from pod {}", self.target.pod), e))?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.truncate(n);
+        if let Some(w) = self.walker.as_mut() {
+            w.feed(&buf, &mut |_| Ok::<(), std::convert::Infallible>(()))
+                .map_err(walk_err)?;
+        }
+        if self.last_busy.elapsed() > self.helper.idle / 3 {
+            self.last_busy = std::time::Instant::now();
+            keep_busy(&self.client, &self.target, self.helper.idle).await?;
+        }
+        Ok(Some(buf))
+    }
+
+    /// After the last chunk: the stream's manifest must hash to the pod's
+    /// own `sha256sum` listing of the source.
+    pub async fn finish(mut self) -> Result<Transferred, FsError> {
+        if let Some(run) = self.run.take() {
+            run.finish().await?;
+        }
+        let manifest = self
+            .walker
+            .take()
+            .ok_or_else(|| FsError::Invalid("the download has ended".into()))?
+            .finish()
+            .map_err(walk_err)?;
+        let out = exec::output(
+            &self.client,
+            &self.target,
+            Op::Sums,
+            &[self.parent.as_str(), &self.base],
+            LISTING_MAX as usize,
+        )
+        .await?;
+        let pod = format!("{}/{}", self.target.namespace, self.target.pod);
+        let listed = listing_digest(&String::from_utf8_lossy(&out), &pod)?;
+        let seen = manifest.digest();
+        if listed != seen {
+            return Err(FsError::Mismatch {
+                what: format!("the stream from {pod} differs from its files (changed while copied?)"),
+                sent: listed,
+                landed: seen,
+            });
+        }
+        Ok(Transferred {
+            path: format!("{}/{}", self.parent.as_str().trim_end_matches('/'), self.base),
+            files: manifest.files.len() as u64,
+            bytes: manifest.bytes(),
+            sha256: seen,
+            pod: self.target.pod.clone(),
+        })
+    }
+}

@@ -1,0 +1,155 @@
+//! AgentFS on the wire: the results of the `agentfs_*` commands and the
+//! chunk frames that carry a copy's bytes (`fs_chunk`, `fs_chunk_ack`,
+//! `fs_abort`). See `docs/protocol.md`, "AgentFS".
+//!
+//! A copy is one `command` (`agentfs_write` or `agentfs_read`) whose bytes
+//! follow as `fs_chunk` frames with the command's `id`: server -> client
+//! for a write, client -> server for a read. The receiver acknowledges
+//! every chunk it has passed on; a sender keeps at most [`WINDOW`] chunks
+//! unacknowledged, so neither side buffers more than that. The copy ends
+//! with the usual `command_result`.
+
+use serde::{Deserialize, Serialize};
+
+/// Largest number of data bytes in one `fs_chunk` (before base64): a
+/// chunk stays well inside the 1 MiB frame limit.
+pub const CHUNK_BYTES: usize = 256 * 1024;
+/// Chunks a sender may have in flight without an acknowledgement.
+pub const WINDOW: u64 = 8;
+/// A copy with no chunk or acknowledgement for this long is abandoned.
+pub const IDLE_TIMEOUT_MS: u64 = 60_000;
+/// The capability an operator advertises when it serves `agentfs_*`
+/// commands and mounts file systems on agents.
+pub const CAP_MOUNT_FILESYSTEMS: &str = "mount-filesystems";
+
+/// One piece of a copy's tar stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FsChunk {
+    /// The `id` of the `agentfs_write` / `agentfs_read` command.
+    pub id: String,
+    /// 0, 1, 2, ... in order; a gap is an error.
+    pub seq: u64,
+    /// The bytes, base64 (standard alphabet, padded); at most
+    /// [`CHUNK_BYTES`] before encoding. Empty on the last chunk is fine.
+    #[serde(default)]
+    pub data: String,
+    /// The stream ends with this chunk.
+    #[serde(default)]
+    pub last: bool,
+    /// On the last chunk: the sender's digest of the files it sent (sha256
+    /// of their `sha256sum` listing sorted by path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+/// The receiver passed chunk `seq` on; the sender may send `seq + WINDOW`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FsChunkAck {
+    pub id: String,
+    pub seq: u64,
+}
+
+/// Either side gives up a copy (the user went away, a check failed). The
+/// operator removes what it staged; nothing lands under the final name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FsAbort {
+    pub id: String,
+    pub reason: String,
+}
+
+/// One AgentFS as `agentfs_list` and the other commands report it.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FsInfo {
+    pub namespace: String,
+    pub name: String,
+    /// `Pending`, `Bound`, `Resizing`, `Error`, `Terminating`, or
+    /// `Retained` for a volume whose AgentFS is gone but whose PVC was
+    /// kept (`retain: true`) and can be reclaimed.
+    pub phase: String,
+    pub size: String,
+    pub max_size: String,
+    #[serde(default)]
+    pub access_mode: String,
+    #[serde(default)]
+    pub retain: bool,
+    /// What the PVC asks for and what the volume has (they differ while
+    /// an expansion is in flight).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioned: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pvc: Option<String>,
+    #[serde(default)]
+    pub mounted_by: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct FsList {
+    pub items: Vec<FsInfo>,
+}
+
+/// What kind of thing a directory entry is. Symbolic links are shown,
+/// never followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    File,
+    Dir,
+    Symlink,
+    Other,
+}
+
+impl EntryKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::File => "file",
+            EntryKind::Dir => "dir",
+            EntryKind::Symlink => "symlink",
+            EntryKind::Other => "other",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FsEntry {
+    pub name: String,
+    pub kind: EntryKind,
+    pub size: u64,
+    /// Modification time, Unix seconds.
+    pub mtime: i64,
+}
+
+/// Real usage of the volume, from `df` in the pod that mounts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct FsUsage {
+    pub used_bytes: u64,
+    pub free_bytes: u64,
+    pub total_bytes: u64,
+}
+
+/// The answer to `agentfs_ls`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct FsListing {
+    pub namespace: String,
+    pub fs_name: String,
+    pub path: String,
+    /// The pod the listing ran in (an agent's, or the short-lived helper).
+    pub pod: String,
+    pub entries: Vec<FsEntry>,
+    pub usage: FsUsage,
+}
+
+/// The answer to `agentfs_write` and `agentfs_read` (and the direct
+/// route's summary): what landed, checked by sha256 end to end.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Transferred {
+    /// The final path in the volume (write) or the source path (read).
+    pub path: String,
+    pub files: u64,
+    pub bytes: u64,
+    /// sha256 of the files' `sha256sum` listing sorted by path.
+    pub sha256: String,
+    pub pod: String,
+}
