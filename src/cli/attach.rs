@@ -13,6 +13,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::cli::exit;
+use crate::cli::plane::{PlaneArgs, enc};
 use crate::cli::terminal::{self, RawMode};
 
 #[derive(Debug, Args)]
@@ -24,13 +25,8 @@ pub struct AttachArgs {
     /// The deployment (cluster) the agent runs in.
     #[arg(long, env = "EXO_DEPLOYMENT")]
     pub deployment: String,
-    /// Base URL of the control plane.
-    #[arg(
-        long,
-        env = "EXO_CONTROL_PLANE",
-        default_value = "http://127.0.0.1:8700"
-    )]
-    pub control_plane: String,
+    #[command(flatten)]
+    pub plane: PlaneArgs,
     /// Container in the agent's pod (default: the first).
     #[arg(long, short = 'c')]
     pub container: Option<String>,
@@ -40,39 +36,6 @@ pub struct AttachArgs {
     /// Do not allocate a terminal in the pod (for scripts and pipes).
     #[arg(long)]
     pub no_tty: bool,
-    /// File holding the control plane's admin token (or set
-    /// EXO_CP_ADMIN_TOKEN); needed once the control plane has one.
-    #[arg(long, env = "EXO_CP_ADMIN_TOKEN_FILE")]
-    pub admin_token_file: Option<std::path::PathBuf>,
-}
-
-/// The admin token from `--admin-token-file` or `EXO_CP_ADMIN_TOKEN`.
-fn admin_token(a: &AttachArgs) -> Result<Option<String>, String> {
-    if let Some(p) = &a.admin_token_file {
-        let t = std::fs::read_to_string(p)
-            .map_err(|e| format!("admin token file {}: {e}", p.display()))?;
-        let t = t.trim();
-        if t.is_empty() {
-            return Err(format!("admin token file {} is empty", p.display()));
-        }
-        return Ok(Some(t.to_owned()));
-    }
-    Ok(std::env::var("EXO_CP_ADMIN_TOKEN")
-        .ok()
-        .map(|t| t.trim().to_owned())
-        .filter(|t| !t.is_empty()))
-}
-
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }
 
 pub fn run(args: AttachArgs) -> u8 {
@@ -99,16 +62,8 @@ pub fn run(args: AttachArgs) -> u8 {
 
 /// `Ok(true)` when the remote command exited 0.
 async fn attach(a: AttachArgs) -> Result<bool, String> {
-    let base = a.control_plane.trim_end_matches('/');
-    let base = if let Some(r) = base.strip_prefix("https://") {
-        format!("wss://{r}")
-    } else if let Some(r) = base.strip_prefix("http://") {
-        format!("ws://{r}")
-    } else {
-        base.to_owned()
-    };
     let mut url = format!(
-        "{base}/api/v1/deployments/{}/attach?namespace={}&agent={}&tty={}",
+        "/api/v1/deployments/{}/attach?namespace={}&agent={}&tty={}",
         enc(&a.deployment),
         enc(&a.namespace),
         enc(&a.agent),
@@ -127,29 +82,7 @@ async fn attach(a: AttachArgs) -> Result<bool, String> {
     if interactive && let Some((cols, rows)) = terminal::size() {
         url.push_str(&format!("&cols={cols}&rows={rows}"));
     }
-    let mut req = tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(
-        url.as_str(),
-    )
-    .map_err(|e| format!("bad control-plane URL {base}: {e}"))?;
-    if let Some(t) = admin_token(&a)? {
-        let v = format!("Bearer {t}")
-            .parse()
-            .map_err(|_| "the admin token is not a valid header value".to_owned())?;
-        req.headers_mut().insert("authorization", v);
-    }
-    let (ws, _) = tokio_tungstenite::connect_async(req)
-        .await
-        .map_err(|e| match e {
-            tokio_tungstenite::tungstenite::Error::Http(r) => {
-                let body = r
-                    .body()
-                    .as_ref()
-                    .map(|b| String::from_utf8_lossy(b).into_owned())
-                    .unwrap_or_default();
-                format!("refused: HTTP {} {body}", r.status())
-            }
-            e => format!("connect {base}: {e}"),
-        })?;
+    let ws = a.plane.dial(&url).await?;
     let (mut sink, mut stream) = ws.split();
     // From here on every return drops `raw`, which restores the terminal.
     let mut raw = if interactive {

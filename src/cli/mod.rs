@@ -9,8 +9,13 @@ pub mod attach;
 pub mod config;
 pub mod control_plane;
 pub mod crd;
+pub mod fs;
+pub mod fs_cp;
+pub mod fs_route;
+pub mod fs_show;
 pub mod operator;
 pub mod operator_connect;
+pub mod plane;
 pub mod release;
 pub mod release_cluster;
 pub mod release_pin;
@@ -48,6 +53,8 @@ pub enum Command {
     ControlPlane(control_plane::ControlPlaneArgs),
     /// A shell in an agent's pod, through the control plane.
     Attach(attach::AttachArgs),
+    /// Agent file systems: list, create, browse, copy, resize, delete.
+    Fs(fs::FsArgs),
     /// The in-cluster operator.
     #[command(subcommand)]
     Operator(operator::OperatorCommand),
@@ -71,6 +78,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::ControlPlane(args) => control_plane::run(args),
         Command::Operator(cmd) => operator::run(cmd),
         Command::Attach(args) => attach::run(args),
+        Command::Fs(args) => fs::run(args),
     };
     ExitCode::from(code)
 }

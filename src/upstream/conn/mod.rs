@@ -38,6 +38,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::{debug, error, info, warn};
 
+mod copy;
 mod session;
 mod writer;
 

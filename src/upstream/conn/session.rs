@@ -218,6 +218,8 @@ impl Ctx {
         let mut last_rx = Instant::now();
         let mut attaches: std::collections::HashMap<String, crate::upstream::attach::AttachHandle> =
             std::collections::HashMap::new();
+        let mut copies: std::collections::HashMap<String, mpsc::Sender<super::copy::FromServer>> =
+            std::collections::HashMap::new();
         loop {
             tokio::select! {
                 _ = &mut *shutdown => return End::Shutdown,
@@ -269,6 +271,34 @@ impl Ctx {
                         Message::Close(Some(cf)) => return classify_close(u16::from(cf.code), cf.reason.as_str()),
                         Message::Close(None) => return retry("closed by the control plane", true),
                         Message::Text(t) => match Frame::from_json(t.as_str()) {
+                            Ok(Frame::Command(req)) if req.command.streams() => {
+                                copies.retain(|_, tx| !tx.is_closed());
+                                let (ftx, frx) = mpsc::channel(2 * crate::wire::fs::WINDOW as usize);
+                                copies.insert(req.id.clone(), ftx);
+                                let client = self.client.clone();
+                                let helper = cfg.fs_helper.clone();
+                                let cap = cfg.fs_max_bytes;
+                                let tx = ctl_tx.clone();
+                                requests.spawn(async move {
+                                    let target = serde_json::to_value(&req.command).unwrap_or_default();
+                                    let id = req.id.clone();
+                                    // The deadline is for the copy's arrival; the copy itself
+                                    // ends on its own idle timeout.
+                                    let deadline = if req.deadline_ms <= crate::wire::now_ms() { req.deadline_ms } else { crate::wire::now_ms() + 7 * 24 * 3600 * 1000 };
+                                    let r = carry_out(&tx, &id, &req.actor, "command", target, deadline, async {
+                                        super::copy::run(client, req.id.clone(), req.command.clone(), helper, cap, frx, tx.clone()).await
+                                    }).await;
+                                    debug!(id, ok = r, "copy done");
+                                });
+                            }
+                            Ok(f @ (Frame::FsChunk(_) | Frame::FsChunkAck(_) | Frame::FsAbort(_))) => {
+                                if let Some((id, m)) = super::copy::FromServer::route(f)
+                                    && let Some(tx) = copies.get(&id)
+                                    && tx.send(m).await.is_err()
+                                {
+                                    copies.remove(&id);
+                                }
+                            }
                             Ok(Frame::Command(req)) => {
                                 let client = self.client.clone();
                                 let helper = cfg.fs_helper.clone();

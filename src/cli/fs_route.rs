@@ -1,0 +1,239 @@
+//! The two routes of `exo fs`, one interface: a command with a JSON
+//! answer, an upload fed from a channel, a download into a channel.
+//! `Direct` runs `agentfs` here with the kubeconfig's credentials;
+//! `Plane` sends the same command through the control plane to the
+//! deployment's operator, which runs the same `agentfs` code.
+
+use clap::Args;
+use futures::{SinkExt, StreamExt};
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::agentfs::helper::HelperOpts;
+use crate::agentfs::tarstream::Limits;
+use crate::agentfs::transfer::{Download, Upload};
+use crate::agentfs::{FsError, ops};
+use crate::cli::plane::{PlaneArgs, Socket, enc};
+use crate::wire::fs::Transferred;
+use crate::wire::{Command, CommandResult};
+
+#[derive(Debug, Clone, Args)]
+pub struct RouteArgs {
+    /// Go through the control plane to this deployment's operator
+    /// (without it: straight to the cluster of the current kubeconfig).
+    #[arg(long, env = "EXO_DEPLOYMENT", global = true)]
+    pub deployment: Option<String>,
+    #[command(flatten)]
+    pub plane: PlaneArgs,
+    /// Direct route: image of the helper pod started when no running pod
+    /// mounts the volume.
+    #[arg(long, global = true)]
+    pub helper_image: Option<String>,
+}
+
+pub enum Route {
+    Direct {
+        client: kube::Client,
+        helper: HelperOpts,
+    },
+    Plane {
+        plane: PlaneArgs,
+        deployment: String,
+    },
+}
+
+fn fs_err(e: FsError) -> String {
+    e.to_string()
+}
+
+impl Route {
+    pub async fn open(a: &RouteArgs) -> Result<Self, String> {
+        if let Some(d) = &a.deployment {
+            return Ok(Route::Plane {
+                plane: a.plane.clone(),
+                deployment: d.clone(),
+            });
+        }
+        let client = kube::Client::try_default()
+            .await
+            .map_err(|e| format!("kubeconfig: {e} (or pass --deployment to go through the control plane)"))?;
+        let mut helper = HelperOpts::default();
+        if let Some(i) = &a.helper_image {
+            helper.image = i.clone();
+        }
+        Ok(Route::Direct { client, helper })
+    }
+
+    async fn dial(plane: &PlaneArgs, deployment: &str, cmd: &Command) -> Result<Socket, String> {
+        let mut ws = plane
+            .dial(&format!("/api/v1/deployments/{}/fs", enc(deployment)))
+            .await?;
+        let actor = std::env::var("USER").unwrap_or_else(|_| "cli".into());
+        let opening = serde_json::json!({ "command": cmd, "actor": actor });
+        ws.send(Message::Text(opening.to_string().into()))
+            .await
+            .map_err(|e| format!("send: {e}"))?;
+        Ok(ws)
+    }
+
+    /// A request/answer command.
+    pub async fn call(&self, cmd: Command) -> Result<serde_json::Value, String> {
+        match self {
+            Route::Direct { client, helper } => ops::run(client, &cmd, helper).await.map_err(fs_err),
+            Route::Plane { plane, deployment } => {
+                let mut ws = Self::dial(plane, deployment, &cmd).await?;
+                loop {
+                    match ws.next().await {
+                        Some(Ok(Message::Text(t))) => return answer(t.as_str()),
+                        Some(Ok(Message::Close(c))) => {
+                            return Err(format!(
+                                "the control plane closed the connection: {}",
+                                c.map(|c| c.reason.to_string()).unwrap_or_default()
+                            ));
+                        }
+                        Some(Ok(_)) => {}
+                        Some(Err(e)) => return Err(format!("read: {e}")),
+                        None => return Err("the control plane closed the connection".into()),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends the tar stream from `data`; `digest` is the packer's digest
+    /// of its files (or its refusal, which aborts the copy).
+    pub async fn upload(
+        &self,
+        cmd: Command,
+        mut data: mpsc::Receiver<Vec<u8>>,
+        digest: oneshot::Receiver<Result<String, String>>,
+    ) -> Result<Transferred, String> {
+        match self {
+            Route::Direct { client, helper } => {
+                let Command::AgentfsWrite { namespace, fs_name, path, top, max_bytes } = &cmd else {
+                    return Err("not an upload".into());
+                };
+                let limits = Limits { max_bytes: *max_bytes, ..Limits::default() };
+                let mut up = Upload::begin(client, namespace, fs_name, path, top, limits, helper)
+                    .await
+                    .map_err(fs_err)?;
+                while let Some(piece) = data.recv().await {
+                    if let Err(e) = up.write(&piece).await {
+                        up.abort().await;
+                        return Err(fs_err(e));
+                    }
+                }
+                match digest.await {
+                    Ok(Ok(d)) => up.finish(Some(&d)).await.map_err(fs_err),
+                    Ok(Err(e)) => {
+                        up.abort().await;
+                        Err(e)
+                    }
+                    Err(_) => {
+                        up.abort().await;
+                        Err("the packer stopped".into())
+                    }
+                }
+            }
+            Route::Plane { plane, deployment } => {
+                let ws = Self::dial(plane, deployment, &cmd).await?;
+                let (mut sink, mut stream) = ws.split();
+                let sender = async move {
+                    while let Some(piece) = data.recv().await {
+                        sink.send(Message::Binary(piece.into()))
+                            .await
+                            .map_err(|e| format!("send: {e}"))?;
+                    }
+                    let d = digest.await.map_err(|_| "the packer stopped".to_owned())??;
+                    let end = serde_json::json!({ "end": true, "sha256": d });
+                    sink.send(Message::Text(end.to_string().into()))
+                        .await
+                        .map_err(|e| format!("send: {e}"))?;
+                    // Keep the socket open until the answer arrives.
+                    std::future::pending::<()>().await;
+                    Ok::<(), String>(())
+                };
+                tokio::pin!(sender);
+                loop {
+                    tokio::select! {
+                        r = &mut sender => {
+                            // Only errors end the sender; dropping the
+                            // socket makes the control plane abort.
+                            r?;
+                        }
+                        m = stream.next() => match m {
+                            Some(Ok(Message::Text(t))) => return transferred(answer(t.as_str())?),
+                            Some(Ok(Message::Close(c))) => return Err(format!(
+                                "the control plane closed the connection: {}",
+                                c.map(|c| c.reason.to_string()).unwrap_or_default()
+                            )),
+                            Some(Ok(_)) => {}
+                            Some(Err(e)) => return Err(format!("read: {e}")),
+                            None => return Err("the control plane closed the connection".into()),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Receives the tar stream into `out`.
+    pub async fn download(
+        &self,
+        cmd: Command,
+        out: mpsc::Sender<Vec<u8>>,
+    ) -> Result<Transferred, String> {
+        match self {
+            Route::Direct { client, helper } => {
+                let Command::AgentfsRead { namespace, fs_name, path, max_bytes } = &cmd else {
+                    return Err("not a download".into());
+                };
+                let limits = Limits { max_bytes: *max_bytes, ..Limits::default() };
+                let mut down = Download::begin(client, namespace, fs_name, path, limits, helper)
+                    .await
+                    .map_err(fs_err)?;
+                while let Some(piece) = down.next().await.map_err(fs_err)? {
+                    if out.send(piece).await.is_err() {
+                        return Err("the local side stopped".into());
+                    }
+                }
+                down.finish().await.map_err(fs_err)
+            }
+            Route::Plane { plane, deployment } => {
+                let mut ws = Self::dial(plane, deployment, &cmd).await?;
+                loop {
+                    match ws.next().await {
+                        Some(Ok(Message::Binary(b))) => {
+                            if out.send(b.to_vec()).await.is_err() {
+                                return Err("the local side stopped".into());
+                            }
+                        }
+                        Some(Ok(Message::Text(t))) => return transferred(answer(t.as_str())?),
+                        Some(Ok(Message::Close(c))) => return Err(format!(
+                            "the control plane closed the connection: {}",
+                            c.map(|c| c.reason.to_string()).unwrap_or_default()
+                        )),
+                        Some(Ok(_)) => {}
+                        Some(Err(e)) => return Err(format!("read: {e}")),
+                        None => return Err("the control plane closed the connection".into()),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A `command_result` from the control plane: its value, or its error.
+fn answer(text: &str) -> Result<serde_json::Value, String> {
+    let r: CommandResult =
+        serde_json::from_str(text).map_err(|e| format!("unexpected answer: {e}"))?;
+    if r.ok {
+        Ok(r.result)
+    } else {
+        Err(r.error.unwrap_or_else(|| "failed".into()))
+    }
+}
+
+fn transferred(v: serde_json::Value) -> Result<Transferred, String> {
+    serde_json::from_value(v).map_err(|e| format!("unexpected copy result: {e}"))
+}

@@ -1,0 +1,178 @@
+//! Tables for `exo fs` (`-o json` prints the answers as they are).
+
+use crate::wire::fs::{FsInfo, FsList, FsListing, Transferred};
+
+fn table(head: &[&str], rows: &[Vec<String>]) -> String {
+    let mut width: Vec<usize> = head.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            width[i] = width[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(c);
+            } else {
+                s.push_str(&format!("{c:<w$}  ", w = width[i]));
+            }
+        }
+        s.trim_end().to_owned() + "\n"
+    };
+    let mut out = line(head.iter().map(|h| (*h).to_owned()).collect());
+    for r in rows {
+        out.push_str(&line(r.clone()));
+    }
+    out
+}
+
+fn or_dash(s: Option<&str>) -> String {
+    s.filter(|s| !s.is_empty()).unwrap_or("-").to_owned()
+}
+
+fn row(i: &FsInfo) -> Vec<String> {
+    vec![
+        i.namespace.clone(),
+        i.name.clone(),
+        i.phase.clone(),
+        or_dash(i.requested.as_deref()),
+        or_dash(i.provisioned.as_deref()),
+        or_dash(Some(&i.max_size)),
+        or_dash(i.pvc.as_deref()),
+        if i.mounted_by.is_empty() {
+            "-".into()
+        } else {
+            i.mounted_by.join(",")
+        },
+    ]
+}
+
+const HEAD: [&str; 8] = [
+    "NAMESPACE",
+    "NAME",
+    "STATUS",
+    "REQUESTED",
+    "PROVISIONED",
+    "MAX",
+    "PVC",
+    "MOUNTED-BY",
+];
+
+pub fn list(v: &serde_json::Value) -> String {
+    match serde_json::from_value::<FsList>(v.clone()) {
+        Ok(l) if l.items.is_empty() => "no file systems\n".into(),
+        Ok(l) => table(&HEAD, &l.items.iter().map(row).collect::<Vec<_>>()),
+        Err(_) => format!("{v}\n"),
+    }
+}
+
+pub fn one(v: &serde_json::Value) -> String {
+    match serde_json::from_value::<FsInfo>(v.clone()) {
+        Ok(i) => table(&HEAD, &[row(&i)]),
+        Err(_) => format!("{v}\n"),
+    }
+}
+
+/// Binary units, one decimal.
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = bytes as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < UNITS.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[i])
+    }
+}
+
+pub fn listing(v: &serde_json::Value) -> String {
+    let Ok(l) = serde_json::from_value::<FsListing>(v.clone()) else {
+        return format!("{v}\n");
+    };
+    let u = l.usage;
+    let mut out = format!(
+        "{}:{}  used {}, free {}, total {} (df in pod {})\n",
+        l.fs_name,
+        l.path,
+        human(u.used_bytes),
+        human(u.free_bytes),
+        human(u.total_bytes),
+        l.pod
+    );
+    let rows: Vec<Vec<String>> = l
+        .entries
+        .iter()
+        .map(|e| {
+            let when = k8s_openapi::jiff::Timestamp::from_second(e.mtime)
+                .map(|t| t.strftime("%Y-%m-%d %H:%M").to_string())
+                .unwrap_or_default();
+            let name = if e.kind == crate::wire::fs::EntryKind::Dir {
+                format!("{}/", e.name)
+            } else {
+                e.name.clone()
+            };
+            vec![e.kind.as_str().to_owned(), e.size.to_string(), when, name]
+        })
+        .collect();
+    out.push_str(&table(&["TYPE", "SIZE", "MODIFIED", "NAME"], &rows));
+    out
+}
+
+pub fn copied(v: &serde_json::Value) -> String {
+    let Ok(t) = serde_json::from_value::<Transferred>(v.clone()) else {
+        return format!("{v}\n");
+    };
+    let local = v
+        .get("local")
+        .and_then(|l| l.as_str())
+        .map(|l| format!(" -> {l}"))
+        .unwrap_or_default();
+    format!(
+        "copied {} file(s), {} ({}){local}, sha256 {} verified in pod {}\n",
+        t.files,
+        human(t.bytes),
+        t.path,
+        t.sha256,
+        t.pod
+    )
+}
+
+pub fn done(v: &serde_json::Value) -> String {
+    let get = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or_default().to_owned();
+    let ns = get("namespace");
+    let name = if get("fs_name").is_empty() { get("name") } else { get("fs_name") };
+    let path = get("path");
+    if path.is_empty() {
+        format!("{ns}/{name}: done\n")
+    } else {
+        format!("{ns}/{name}:{path}: done\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human(12), "12 B");
+        assert_eq!(human(1536), "1.5 KiB");
+        assert_eq!(human(100 << 20), "100.0 MiB");
+    }
+
+    #[test]
+    fn list_table_has_every_column() {
+        let v = serde_json::json!({"items": [{"namespace": "t1", "name": "data", "phase": "Bound",
+            "size": "1Gi", "maxSize": "5Gi", "requested": "1Gi", "provisioned": "1Gi",
+            "pvc": "agentfs-data", "mountedBy": ["a", "b"]}]});
+        let t = list(&v);
+        assert!(t.starts_with("NAMESPACE"));
+        assert!(t.contains("agentfs-data"));
+        assert!(t.contains("a,b"));
+    }
+}

@@ -1,0 +1,107 @@
+//! Reaching the control plane from the CLI (`exo attach`, `exo fs`): the
+//! flags, the admin token, and the WebSocket dial with refusals turned
+//! into plain messages.
+
+use clap::Args;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+#[derive(Debug, Clone, Args)]
+pub struct PlaneArgs {
+    /// Base URL of the control plane.
+    #[arg(
+        long,
+        env = "EXO_CONTROL_PLANE",
+        default_value = "http://127.0.0.1:8700"
+    )]
+    pub control_plane: String,
+    /// File holding the control plane's admin token (or set
+    /// EXO_CP_ADMIN_TOKEN); needed once the control plane has one.
+    #[arg(long, env = "EXO_CP_ADMIN_TOKEN_FILE")]
+    pub admin_token_file: Option<std::path::PathBuf>,
+}
+
+pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+impl PlaneArgs {
+    /// The admin token from `--admin-token-file` or `EXO_CP_ADMIN_TOKEN`.
+    pub fn admin_token(&self) -> Result<Option<String>, String> {
+        if let Some(p) = &self.admin_token_file {
+            let t = std::fs::read_to_string(p)
+                .map_err(|e| format!("admin token file {}: {e}", p.display()))?;
+            let t = t.trim();
+            if t.is_empty() {
+                return Err(format!("admin token file {} is empty", p.display()));
+            }
+            return Ok(Some(t.to_owned()));
+        }
+        Ok(std::env::var("EXO_CP_ADMIN_TOKEN")
+            .ok()
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty()))
+    }
+
+    /// `ws(s)://` form of the base URL, without a trailing `/`.
+    pub fn ws_base(&self) -> String {
+        let base = self.control_plane.trim_end_matches('/');
+        if let Some(r) = base.strip_prefix("https://") {
+            format!("wss://{r}")
+        } else if let Some(r) = base.strip_prefix("http://") {
+            format!("ws://{r}")
+        } else {
+            base.to_owned()
+        }
+    }
+
+    /// Dials `{base}{path_and_query}` with the admin token. An HTTP
+    /// refusal (offline deployment, missing capability, bad token) comes
+    /// back as its status and the server's message.
+    pub async fn dial(&self, path_and_query: &str) -> Result<Socket, String> {
+        let base = self.ws_base();
+        let url = format!("{base}{path_and_query}");
+        let mut req = url
+            .as_str()
+            .into_client_request()
+            .map_err(|e| format!("bad control-plane URL {base}: {e}"))?;
+        if let Some(t) = self.admin_token()? {
+            let v = format!("Bearer {t}")
+                .parse()
+                .map_err(|_| "the admin token is not a valid header value".to_owned())?;
+            req.headers_mut().insert("authorization", v);
+        }
+        let cfg = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+            .max_message_size(Some(4 << 20));
+        let (ws, _) = tokio_tungstenite::connect_async_with_config(req, Some(cfg), false)
+            .await
+            .map_err(|e| match e {
+                tokio_tungstenite::tungstenite::Error::Http(r) => {
+                    let body = r
+                        .body()
+                        .as_ref()
+                        .map(|b| String::from_utf8_lossy(b).into_owned())
+                        .unwrap_or_default();
+                    let msg = serde_json::from_str::<serde_json::Value>(&body)
+                        .ok()
+                        .and_then(|v| v.get("error").and_then(|e| e.as_str().map(str::to_owned)))
+                        .unwrap_or(body);
+                    format!("refused by the control plane (HTTP {}): {msg}", r.status())
+                }
+                e => format!("connect {base}: {e}"),
+            })?;
+        Ok(ws)
+    }
+}
+
+/// Percent-encodes a URL path segment or query value.
+pub fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
