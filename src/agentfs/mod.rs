@@ -26,6 +26,7 @@ pub mod ops;
 pub mod path;
 pub mod script;
 pub mod tarstream;
+pub mod transfer;
 
 
 #[derive(Debug, thiserror::Error)]

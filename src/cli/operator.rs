@@ -72,6 +72,16 @@ pub struct RunArgs {
     /// Follow only the Fleet resources in this namespace (default: all).
     #[arg(long, env = "EXO_FLEET_NAMESPACE")]
     pub fleet_namespace: Option<String>,
+    /// Image of the short-lived pod `exo fs` starts when no running pod
+    /// mounts a volume (needs sh, tar, df, find, sha256sum).
+    #[arg(long, default_value = "busybox:1.37", env = "EXO_FS_HELPER_IMAGE")]
+    pub fs_helper_image: String,
+    /// How long an unused `exo fs` helper pod is kept (e.g. 5m).
+    #[arg(long, default_value = "5m", env = "EXO_FS_HELPER_IDLE", value_parser = crate::duration::parse)]
+    pub fs_helper_idle: Duration,
+    /// Largest `exo fs cp` accepted through the control plane (file bytes).
+    #[arg(long, default_value = "10Gi", env = "EXO_FS_MAX_SIZE")]
+    pub fs_max_size: String,
 }
 
 pub fn run(cmd: OperatorCommand) -> u8 {
@@ -136,6 +146,23 @@ fn run_operator(args: RunArgs) -> u8 {
         // is started when this replica gains the Lease and stopped when it
         // loses it.
         let mut leader_tasks: Vec<LeaderTask> = Vec::new();
+        let fs_max_bytes = match crate::operator::quantity::to_bytes(&args.fs_max_size) {
+            Ok(b) => u64::try_from(b).unwrap_or(u64::MAX),
+            Err(e) => {
+                error!(error = %e, "--fs-max-size");
+                return exit::UNUSABLE;
+            }
+        };
+        let fs_helper = crate::agentfs::helper::HelperOpts {
+            image: args.fs_helper_image.clone(),
+            idle: args.fs_helper_idle,
+            ..crate::agentfs::helper::HelperOpts::default()
+        };
+        // Idle `exo fs` helper pods go; checked a few times per idle period.
+        let reap_every = (args.fs_helper_idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
+        leader_tasks.push(std::sync::Arc::new(move |ctx| {
+            Box::pin(crate::operator::fs_reaper::run(ctx, reap_every))
+        }));
         // Upstream alerts (e.g. a live-content mismatch): clones of `alerts`
         // (an AlertSink) raise them from anywhere in the process; the
         // upstream connection drains `alert_queue` while connected.
@@ -158,6 +185,8 @@ fn run_operator(args: RunArgs) -> u8 {
         match crate::upstream::UpstreamConfig::from_env() {
             Ok(Some(mut up)) => {
                 up.namespace = args.namespace.clone();
+                up.fs_helper = fs_helper.clone();
+                up.fs_max_bytes = fs_max_bytes;
                 let health = crate::upstream::health_handle();
                 let h = health.clone();
                 let app = axum::Router::new().route(

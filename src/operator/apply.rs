@@ -277,6 +277,41 @@ impl Ctx {
         }
     }
 
+    /// Deletes `obj` only if it is still the version read (uid and
+    /// resourceVersion preconditions): a concurrent update wins.
+    pub async fn delete_unchanged<K>(&self, c: Controller, obj: &K) -> Result<()>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + Debug
+            + DeserializeOwned,
+    {
+        let meta = obj.meta();
+        let (ns, name) = (
+            meta.namespace.clone().unwrap_or_default(),
+            meta.name.clone().unwrap_or_default(),
+        );
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: meta.uid.clone(),
+                resource_version: meta.resource_version.clone(),
+            }),
+            ..DeleteParams::background()
+        };
+        match self.api::<K>(&ns).delete(&name, &dp).await {
+            Ok(_) => {
+                self.metrics.wrote(c, kind_label::<K>(), Verb::Delete);
+                Ok(())
+            }
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            Err(e) => Err(Error::kube(
+                format!("delete {} {ns}/{name}", K::kind(&())),
+                e,
+            )),
+        }
+    }
+
     /// Adds (`add`) or removes `finalizer` on `obj` with one metadata
     /// patch, guarded by its resourceVersion; nothing is sent when the
     /// list already is as wanted.

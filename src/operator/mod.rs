@@ -24,6 +24,7 @@ pub mod conditions;
 pub mod error;
 pub mod events;
 pub mod fs;
+pub mod fs_reaper;
 pub mod hooks;
 pub mod http;
 pub mod leader;

@@ -118,7 +118,7 @@ impl UpstreamConfig {
                 .map(|c| (*c).to_owned())
                 .collect(),
             fs_helper: crate::agentfs::helper::HelperOpts::default(),
-            fs_max_bytes: 10 << 30,
+            fs_max_bytes: crate::agentfs::tarstream::Limits::default().max_bytes,
         }
     }
 
