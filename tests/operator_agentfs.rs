@@ -2,7 +2,9 @@
 //! AgentFS rules one by one against the real apiserver and the hostPath
 //! provisioner (which completes an expansion about 2 s after a PVC grows),
 //! and Agent mounts: defaults, read-only, omitted-preserves, and no new
-//! mounts of a volume being deleted.
+//! mounts of a volume being deleted. The delete refusal itself is the
+//! shipped admission policy's (tests/agentfs_admission.rs); the finalizer
+//! is its backstop.
 
 mod support;
 
@@ -14,8 +16,8 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use support::eventually;
 use support::operator::{
-    OperatorProcess, agent, agentfs, create, mount, pods_of, restricted_namespace, the_pod,
-    wait_for, wait_gone, wait_pod,
+    OperatorProcess, agent, agentfs, create, delete_refused, mount, pods_of, restricted_namespace,
+    the_pod, wait_for, wait_gone, wait_pod,
 };
 
 fn fs_phase(f: &AgentFS) -> Option<AgentFSPhase> {
@@ -249,21 +251,9 @@ async fn agentfs_document_example_mounts_delete_refusal_and_retain() {
     .await;
     assert_eq!(quantity(&f.status.unwrap().provisioned), Some("20Gi"));
 
-    // Delete while mounted: refused, status and Event name the agent.
-    fss.delete("shared-workspace", &DeleteParams::default())
-        .await
-        .unwrap();
-    let f = wait_for(&fss, "shared-workspace", "DeleteBlocked", |f| {
-        f.status.as_ref().is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == "DeleteBlocked" && c.status == "True")
-        })
-    })
-    .await;
-    assert_eq!(fs_phase(&f), Some(AgentFSPhase::Terminating));
-    let note = event(&ns, "shared-workspace", "DeleteRefused").await;
-    assert!(note.contains("writer"), "{note}");
+    // Delete while mounted: refused at the apiserver, naming the agent.
+    let refused = delete_refused(&fss, "shared-workspace").await;
+    assert!(refused.message.contains("writer"), "{refused:?}");
 
     // Omitted: the mounts stay as they are, the pod is not rolled.
     merge(
@@ -288,12 +278,19 @@ async fn agentfs_document_example_mounts_delete_refusal_and_retain() {
     );
     assert!(
         fss.get_opt("shared-workspace").await.unwrap().is_some(),
-        "still mounted, still held"
+        "refused, still there"
     );
 
     // A list replaces the mounts: shared-workspace is detached, and the
-    // held deletion goes through; retain keeps the PVC, released.
+    // deletion goes through; retain keeps the PVC, released.
     merge(&agents, "writer", serde_json::json!({"spec": {"filesystems": [{"name": "reference-data", "readOnly": true}]}})).await;
+    wait_for(&fss, "shared-workspace", "no longer mounted", |f| {
+        f.status.as_ref().is_some_and(|s| s.mounted_by.is_empty())
+    })
+    .await;
+    fss.delete("shared-workspace", &DeleteParams::default())
+        .await
+        .unwrap();
     wait_gone(
         &fss,
         "shared-workspace",
@@ -363,14 +360,16 @@ fn condition<'a>(
     conditions.iter().find(|c| c.type_ == type_)
 }
 
-/// A volume being deleted gains no new users: an Agent that starts to
-/// mount it is refused (a condition and an Event name the AgentFS, no pod
-/// is created with it) and does not hold the deletion; the Agent that had
-/// it mounted holds it until that Agent goes away.
+/// The finalizer backstop: a delete admitted before the operator wrote
+/// `mountedBy` is held. A volume being deleted gains no new users: an
+/// Agent that starts to mount it is refused (a condition and an Event name
+/// the AgentFS, no pod is created with it) and does not hold the deletion;
+/// the Agent that had it mounted holds it until that Agent goes away, and
+/// the status and an Event name it.
 #[tokio::test]
 async fn agentfs_being_deleted_takes_no_new_mounts() {
     let ns = restricted_namespace("op-fs-closing").await;
-    let _op = OperatorProcess::start(&ns.name, "a");
+    let mut op = OperatorProcess::start(&ns.name, "a");
     let fss = ns.api::<AgentFS>();
     let agents = ns.api::<Agent>();
     let pods = ns.api::<Pod>();
@@ -390,15 +389,33 @@ async fn agentfs_being_deleted_takes_no_new_mounts() {
     })
     .await;
 
+    // The apiserver refuses this delete while mountedBy names holder. The
+    // window the finalizer guards (mountedBy not written yet) is made here:
+    // the operator is stopped and the status cleared, so the delete is
+    // admitted; the next operator holds it.
+    let refused = delete_refused(&fss, "scratch").await;
+    assert!(refused.message.contains("holder"), "{refused:?}");
+    op.kill();
+    fss.patch_status(
+        "scratch",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"status": {"mountedBy": []}})),
+    )
+    .await
+    .unwrap();
     fss.delete("scratch", &DeleteParams::default())
         .await
         .unwrap();
-    wait_for(&fss, "scratch", "DeleteBlocked by holder", |f| {
+    let _op = OperatorProcess::start(&ns.name, "b");
+    let f = wait_for(&fss, "scratch", "DeleteBlocked by holder", |f| {
         f.status.as_ref().is_some_and(|s| {
             condition(&s.conditions, "DeleteBlocked").is_some_and(|c| c.status == "True")
         })
     })
     .await;
+    assert_eq!(fs_phase(&f), Some(AgentFSPhase::Terminating));
+    let note = event(&ns, "scratch", "DeleteRefused").await;
+    assert!(note.contains("holder"), "{note}");
 
     // A newcomer asks for the volume being deleted: refused.
     let mut late = agent("late");

@@ -12,28 +12,11 @@ use exo::crd::{Agent, AgentFS, AgentFSPhase, AgentPhase, Tool, ToolPhase};
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::config::{AuthInfo, Kubeconfig};
+use support::kubectl;
 use support::operator::{
-    OperatorProcess, agent, agentfs, create, mount, restricted_namespace, tool, wait_for, wait_gone,
+    OperatorProcess, agent, agentfs, create, delete_refused, mount, restricted_namespace, tool,
+    wait_for, wait_gone,
 };
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn kubectl(args: &[&str]) -> (bool, String) {
-    let out = Command::new("kubectl")
-        .args(args)
-        .env("KUBECONFIG", &support::env().kubeconfig)
-        .current_dir(repo())
-        .output()
-        .expect("run kubectl");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
 
 /// A kubeconfig for the operator's ServiceAccount (token in a file beside it).
 fn service_account_kubeconfig(dir: &Path) -> PathBuf {
@@ -96,11 +79,15 @@ async fn kustomization_applies_and_its_rbac_is_enough_to_operate() {
         "the operator's account can list every Secret"
     );
     // The push receiver reads a Fleet and its webhook Secret by name, and
-    // stamps the Fleet's sync-requested annotation.
+    // stamps the Fleet's sync-requested annotation. AgentFS file commands
+    // exec in pods, and start, mark and delete helper pods.
     for (verb, resource) in [
         ("get", "fleets.autonomic.sh"),
         ("patch", "fleets.autonomic.sh"),
         ("get", "secrets"),
+        ("create", "pods/exec"),
+        ("patch", "pods"),
+        ("patch", "persistentvolumeclaims"),
     ] {
         let out = Command::new("kubectl")
             .args(["auth", "can-i", verb, resource, "-n", &ns.name])
@@ -150,18 +137,19 @@ async fn kustomization_applies_and_its_rbac_is_enough_to_operate() {
         .patch("worker", &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"runtime": {"image": support::operator::image("runtime", 9)}}})))
         .await
         .unwrap();
-    fss.delete("ws", &DeleteParams::default()).await.unwrap();
-    wait_for(&fss, "ws", "DeleteBlocked", |f| {
-        f.status
-            .as_ref()
-            .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "DeleteBlocked"))
-    })
-    .await;
+    // Mounted: the shipped admission policy refuses the delete.
+    let refused = delete_refused(&fss, "ws").await;
+    assert!(refused.message.contains("worker"), "{refused:?}");
     agents
         .delete("worker", &DeleteParams::default())
         .await
         .unwrap();
     wait_gone(&agents, "worker", "the agent to be deleted").await;
+    wait_for(&fss, "ws", "no longer mounted", |f| {
+        f.status.as_ref().is_some_and(|s| s.mounted_by.is_empty())
+    })
+    .await;
+    fss.delete("ws", &DeleteParams::default()).await.unwrap();
     wait_gone(&fss, "ws", "the AgentFS to be deleted").await;
     wait_gone(
         &ns.api::<PersistentVolumeClaim>(),

@@ -86,6 +86,23 @@ pub fn env() -> &'static TestEnv {
     })
 }
 
+/// Runs the real `kubectl` as the test cluster's admin, in the repository
+/// (so `deploy/...` paths work): whether it succeeded, and stdout+stderr.
+pub fn kubectl(args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new("kubectl")
+        .args(args)
+        .env("KUBECONFIG", &env().kubeconfig)
+        .current_dir(repo_root())
+        .output()
+        .expect("run kubectl");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
 /// A kube client for the test cluster's admin.
 pub async fn client() -> Client {
     let kubeconfig = Kubeconfig::read_from(&env().kubeconfig).expect("read the test kubeconfig");
@@ -230,6 +247,41 @@ pub async fn install_crds(client: &kube::Client) {
             }
         })
         .await;
+    }
+    install_admission(client).await;
+}
+
+/// Applies `deploy/agentfs-admission.yaml` as it ships (the policy that
+/// refuses deleting a mounted AgentFS, and its binding), so the tests test
+/// that file and not a copy.
+async fn install_admission(client: &kube::Client) {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    use kube::api::{Patch, PatchParams};
+    let path = repo_root().join("deploy/agentfs-admission.yaml");
+    let text = std::fs::read_to_string(&path).expect("read deploy/agentfs-admission.yaml");
+    let params = PatchParams::apply("exo-tests").force();
+    for doc in text.split("\n---\n") {
+        let obj: serde_json::Value =
+            exo::fleet::yaml::from_str(&path, doc).expect("parse deploy/agentfs-admission.yaml");
+        let name = obj["metadata"]["name"].as_str().expect("metadata.name");
+        let applied = match obj["kind"].as_str() {
+            Some("ValidatingAdmissionPolicy") => {
+                Api::<ValidatingAdmissionPolicy>::all(client.clone())
+                    .patch(name, &params, &Patch::Apply(&obj))
+                    .await
+                    .map(drop)
+            }
+            Some("ValidatingAdmissionPolicyBinding") => {
+                Api::<ValidatingAdmissionPolicyBinding>::all(client.clone())
+                    .patch(name, &params, &Patch::Apply(&obj))
+                    .await
+                    .map(drop)
+            }
+            other => panic!("{}: unexpected kind {other:?}", path.display()),
+        };
+        applied.unwrap_or_else(|e| panic!("apply {name} from {}: {e}", path.display()));
     }
 }
 

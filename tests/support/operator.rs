@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use exo::crd::{Agent, AgentFS, AgentSpec, Container, FilesystemMount, Tool, ToolSpec};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 use super::{env, eventually};
 
@@ -107,6 +107,30 @@ where
         async move { matches!(api.get_opt(name).await, Ok(None)).then_some(()) }
     })
     .await
+}
+
+/// Deletes `name` expecting the apiserver to refuse it, and returns the
+/// refusal. A policy applied a moment ago takes a moment to be in force:
+/// server-side dry runs (which run admission, and delete nothing) go first
+/// until one is refused.
+pub async fn delete_refused<K>(api: &Api<K>, name: &str) -> kube::core::Status
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let dry = DeleteParams {
+        dry_run: true,
+        ..DeleteParams::default()
+    };
+    eventually(
+        &format!("the apiserver to refuse deleting {name}"),
+        Duration::from_secs(30),
+        || async { api.delete(name, &dry).await.is_err().then_some(()) },
+    )
+    .await;
+    match api.delete(name, &DeleteParams::default()).await {
+        Err(kube::Error::Api(status)) => *status,
+        other => panic!("deleting {name} was not refused by the apiserver: {other:?}"),
+    }
 }
 
 /// The pods the Agent (`component` "agent") or Tool ("tool") `name` has

@@ -12,6 +12,16 @@
 // EXO_POD_ROOT set) finds them. A container env EXO_TEST_TAMPER_CONFIGMAP
 // naming a ConfigMap makes its files land with one byte appended, so tests
 // can make the live content differ from what was published.
+//
+// It also stands in for the kubelet's volume mounts of claims: for every
+// volume mount of a persistentVolumeClaim volume, <pod-root>/<namespace>/
+// <pod><mountPath> is a symlink to the bound PersistentVolume's hostPath
+// folder (PVC spec.volumeName -> PV spec.hostPath.path, both read from
+// informer caches), so a file an exec writes through the pod shows in the
+// volume, and another pod mounting the same claim sees it. Until the claim
+// is bound the pod is retried through the work queue (at most every 2 s),
+// and only a pod whose every volume is in place gets its .uid marker. The
+// seam does not enforce readOnly: a read-only mount is the same symlink.
 package main
 
 import (
@@ -126,12 +136,15 @@ func expand(ctx context.Context, c kubernetes.Interface, pvcs corelisters.Persis
 	}
 }
 
-// volumes writes the ConfigMap volumes of scheduled pods, driven by pod
-// events (like the kubelet, it watches; it never polls a full list).
+// volumes writes the ConfigMap volumes and links the claim volumes of
+// scheduled pods, driven by pod events (like the kubelet, it watches; it
+// never polls a full list).
 type volumes struct {
 	root  string
 	pods  corelisters.PodLister
 	cms   corelisters.ConfigMapLister
+	pvcs  corelisters.PersistentVolumeClaimLister
+	pvs   corelisters.PersistentVolumeLister
 	queue workqueue.TypedRateLimitingInterface[string]
 }
 
@@ -180,7 +193,69 @@ func (v *volumes) sync(key string) error {
 	if err := writePodVolumes(v.cms, pod, dir); err != nil {
 		return err
 	}
+	// The marker goes last: a claim not bound yet fails here, and the retry
+	// redoes the whole pod.
+	if err := v.linkClaims(pod, dir); err != nil {
+		return err
+	}
 	return os.WriteFile(marker, []byte(pod.UID), 0o644)
+}
+
+// linkClaims makes each mount of a persistentVolumeClaim volume a symlink
+// to the bound volume's hostPath folder (see the header for why).
+func (v *volumes) linkClaims(pod *v1.Pod, dir string) error {
+	claims := map[string]string{}
+	for _, vol := range pod.Spec.Volumes {
+		if vol.PersistentVolumeClaim != nil {
+			claims[vol.Name] = vol.PersistentVolumeClaim.ClaimName
+		}
+	}
+	for _, ctr := range pod.Spec.Containers {
+		for _, m := range ctr.VolumeMounts {
+			claim, ok := claims[m.Name]
+			if !ok {
+				continue
+			}
+			folder, err := v.claimFolder(pod.Namespace, claim)
+			if err != nil {
+				return err
+			}
+			if m.SubPath != "" {
+				folder = filepath.Join(folder, filepath.Clean("/"+m.SubPath))
+			}
+			target := filepath.Join(dir, filepath.Clean("/"+m.MountPath))
+			if have, err := os.Readlink(target); err == nil && have == folder {
+				continue // two containers mounting the claim at one path
+			}
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return err
+			}
+			if err := os.Symlink(folder, target); err != nil {
+				return fmt.Errorf("link claim %s at %s: %w", claim, m.MountPath, err)
+			}
+		}
+	}
+	return nil
+}
+
+// claimFolder is the hostPath folder of the volume bound to the claim, or
+// an error (so the pod is retried) while the claim is not bound.
+func (v *volumes) claimFolder(ns, claim string) (string, error) {
+	pvc, err := v.pvcs.PersistentVolumeClaims(ns).Get(claim)
+	if err != nil {
+		return "", fmt.Errorf("claim %s/%s: %w", ns, claim, err)
+	}
+	if pvc.Spec.VolumeName == "" || pvc.Status.Phase != v1.ClaimBound {
+		return "", fmt.Errorf("claim %s/%s is not bound yet", ns, claim)
+	}
+	pv, err := v.pvs.Get(pvc.Spec.VolumeName)
+	if err != nil {
+		return "", fmt.Errorf("volume %s of claim %s/%s: %w", pvc.Spec.VolumeName, ns, claim, err)
+	}
+	if pv.Spec.HostPath == nil {
+		return "", fmt.Errorf("volume %s of claim %s/%s is not a hostPath volume", pv.Name, ns, claim)
+	}
+	return pv.Spec.HostPath.Path, nil
 }
 
 func writePodVolumes(cms corelisters.ConfigMapLister, pod *v1.Pod, dir string) error {
@@ -240,7 +315,7 @@ func main() {
 	kubeconfig := flag.String("kubeconfig", "", "path to the kubeconfig")
 	root := flag.String("root", "", "folder that holds the volumes")
 	resizeDelay := flag.Duration("resize-delay", 2*time.Second, "how long an expansion stays in flight")
-	podRoot := flag.String("pod-root", "", "write the ConfigMap volumes of pods under this folder")
+	podRoot := flag.String("pod-root", "", "write the ConfigMap volumes and link the claim volumes of pods under this folder")
 	klog.InitFlags(nil)
 	flag.Parse()
 	if *kubeconfig == "" || *root == "" {
@@ -266,7 +341,10 @@ func main() {
 			root: *podRoot,
 			pods: factory.Core().V1().Pods().Lister(),
 			cms:  factory.Core().V1().ConfigMaps().Lister(),
-			// A ConfigMap published after its pod: retried every 2 s at most.
+			pvcs: pvcs.Lister(),
+			pvs:  factory.Core().V1().PersistentVolumes().Lister(),
+			// A ConfigMap published after its pod, or a claim bound after
+			// it: retried every 2 s at most.
 			queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 2*time.Second)),
 		}
 		handler := cache.ResourceEventHandlerFuncs{
