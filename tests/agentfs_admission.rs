@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeCl
 use kube::api::{Api, Patch, PatchParams};
 use support::operator::{
     OperatorProcess, agent, agentfs, create, delete_refused, mount, pod_name, restricted_namespace,
-    wait_for, wait_gone,
+    volume_folder, wait_for, wait_gone,
 };
 use support::{eventually, kubectl};
 
@@ -26,17 +26,6 @@ fn mounted_by(f: &AgentFS) -> Vec<String> {
         .as_ref()
         .map(|s| s.mounted_by.clone())
         .unwrap_or_default()
-}
-
-/// The hostPath folder of the volume bound to `claim`.
-async fn volume_folder(ns: &support::TestNamespace, claim: &str) -> PathBuf {
-    let pvc = ns.api::<PersistentVolumeClaim>().get(claim).await.unwrap();
-    let pv_name = pvc.spec.unwrap().volume_name.expect("a bound claim");
-    let pv = Api::<PersistentVolume>::all(ns.client.clone())
-        .get(&pv_name)
-        .await
-        .unwrap();
-    PathBuf::from(pv.spec.unwrap().host_path.expect("a hostPath volume").path)
 }
 
 /// `sh -c script` in the runtime container of `pod`, through the apiserver

@@ -215,8 +215,19 @@ impl OperatorProcess {
     }
 
     pub fn start_with(namespace: &str, identity: &str, extra: &[&str]) -> Self {
+        Self::start_env(namespace, identity, extra, &[])
+    }
+
+    /// With extra environment (e.g. `AUTONOMIC_MANAGED` for the upstream
+    /// connection).
+    pub fn start_env(
+        namespace: &str,
+        identity: &str,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Self {
         let lease_ns = ["--lease-namespace", namespace];
-        Self::spawn(namespace, identity, &lease_ns, extra, &env().kubeconfig)
+        Self::spawn(namespace, identity, &lease_ns, extra, &env().kubeconfig, envs)
     }
 
     /// A replica with its own kubeconfig and Lease namespace.
@@ -232,6 +243,7 @@ impl OperatorProcess {
             &["--lease-namespace", lease_namespace],
             &[],
             kubeconfig,
+            &[],
         )
     }
 
@@ -241,6 +253,7 @@ impl OperatorProcess {
         lease: &[&str],
         extra: &[&str],
         kubeconfig: &std::path::Path,
+        envs: &[(&str, &str)],
     ) -> Self {
         let addr = format!("127.0.0.1:{}", free_port());
         let log = std::env::temp_dir().join(format!("exo-operator-{namespace}-{identity}.log"));
@@ -260,6 +273,7 @@ impl OperatorProcess {
             .args(extra)
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,kube=warn")
+            .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("log file"))
             .stderr(file)
@@ -373,4 +387,17 @@ pub fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
     let status = text.split_whitespace().nth(1)?.parse().ok()?;
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
     Some((status, body))
+}
+
+/// The hostPath folder of the volume bound to `claim` (the test
+/// environment's provisioner makes hostPath volumes).
+pub async fn volume_folder(ns: &super::TestNamespace, claim: &str) -> PathBuf {
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    let pvc = ns.api::<PersistentVolumeClaim>().get(claim).await.unwrap();
+    let pv_name = pvc.spec.unwrap().volume_name.expect("a bound claim");
+    let pv = Api::<PersistentVolume>::all(ns.client.clone())
+        .get(&pv_name)
+        .await
+        .unwrap();
+    PathBuf::from(pv.spec.unwrap().host_path.expect("a hostPath volume").path)
 }
