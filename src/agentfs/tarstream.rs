@@ -24,7 +24,7 @@ mod check;
 mod error;
 mod header;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use check::{Admitted, Checker, Kind};
 pub use error::{Refusal, StreamError, WalkError};

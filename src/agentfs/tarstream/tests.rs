@@ -60,7 +60,12 @@ fn refusal(bytes: &[u8], limits: Limits) -> (String, Refusal) {
 }
 
 /// A header block made by hand: GNU magic unless `ustar_prefix` is given.
-fn raw_header(name: &[u8], typeflag: u8, size: u64, ustar_prefix: Option<&[u8]>) -> Vec<u8> {
+pub(crate) fn raw_header(
+    name: &[u8],
+    typeflag: u8,
+    size: u64,
+    ustar_prefix: Option<&[u8]>,
+) -> Vec<u8> {
     let mut h = vec![0u8; 512];
     h[..name.len()].copy_from_slice(name);
     h[100..108].copy_from_slice(b"0000644\0");
@@ -80,14 +85,14 @@ fn raw_header(name: &[u8], typeflag: u8, size: u64, ustar_prefix: Option<&[u8]>)
 }
 
 /// A hand-made entry: header, data, padding.
-fn raw_entry(name: &[u8], typeflag: u8, data: &[u8]) -> Vec<u8> {
+pub(crate) fn raw_entry(name: &[u8], typeflag: u8, data: &[u8]) -> Vec<u8> {
     let mut out = raw_header(name, typeflag, data.len() as u64, None);
     out.extend_from_slice(data);
     out.resize(out.len() + pad(data.len() as u64) as usize, 0);
     out
 }
 
-fn end() -> Vec<u8> {
+pub(crate) fn end() -> Vec<u8> {
     vec![0; 1024]
 }
 
