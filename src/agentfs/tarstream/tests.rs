@@ -603,3 +603,19 @@ fn gnu_tar_output_and_sha256sum_digest_agree() {
         .unwrap();
     assert_eq!(walk(&posix.stdout).unwrap().digest(), want, "posix");
 }
+
+/// Damaged streams: never a panic, and 1-byte chunking decides exactly
+/// as one big chunk does.
+#[test]
+fn damage_is_judged_the_same_in_any_chunking() {
+    let good = crate_archive();
+    for i in (0..good.len()).step_by(37) {
+        for flip in [0x01, 0x80, 0xff] {
+            let mut bad = good.clone();
+            bad[i] ^= flip;
+            let whole = walk_in(&bad, bad.len(), None, Limits::default());
+            let bytewise = walk_in(&bad, 1, None, Limits::default());
+            assert_eq!(whole, bytewise, "byte {i} ^ {flip:#x}");
+        }
+    }
+}
