@@ -61,7 +61,10 @@ touch -- "$2"
 
 /// `stage ID TOP`: unpack the tar on stdin into `.exo-part-ID` at the
 /// volume root, then print the `sha256sum` listing of what landed.
+/// Staging folders an hour old are left from copies cut off before their
+/// clean-up ran (a killed operator or exec); they go first.
 const STAGE: &str = r#"go /
+find . -maxdepth 1 -name '.exo-part-*' -mmin +60 -exec rm -rf -- {} + 2>/dev/null
 S=".exo-part-$1"
 mkdir -- "$S" || exit 5
 cd -- "$S" || exit 5

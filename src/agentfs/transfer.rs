@@ -20,6 +20,12 @@ use super::tarstream::{Limits, Walker, digest_of};
 use crate::rollout::verify::parse_listing;
 use crate::wire::fs::{CHUNK_BYTES, Transferred};
 
+/// GNU tar reads in records of 20 blocks and stops, without waiting for
+/// the end of its input, once a whole record with the end-of-archive
+/// blocks is in. The stream is padded to that, so `tar -x` ends even where
+/// closing an exec's stdin does not reach the process.
+const TAR_RECORD: u64 = 20 * 512;
+
 /// Largest `sha256sum` listing read back from a pod.
 const LISTING_MAX: u64 = 64 * 1024 * 1024;
 
@@ -65,6 +71,7 @@ pub struct Upload {
     stdin: Option<Stdin>,
     listing: Option<JoinHandle<String>>,
     last_busy: std::time::Instant,
+    written: u64,
 }
 
 impl Upload {
@@ -106,6 +113,7 @@ impl Upload {
             stdin: Some(stdin),
             listing,
             last_busy: std::time::Instant::now(),
+            written: 0,
         })
     }
 
@@ -127,6 +135,7 @@ impl Upload {
             .write_all(data)
             .await
             .map_err(|e| FsError::io(format!("write to pod {}", self.target.pod), e))?;
+        self.written += data.len() as u64;
         if self.last_busy.elapsed() > self.helper.idle / 3 {
             self.last_busy = std::time::Instant::now();
             keep_busy(&self.client, &self.target, self.helper.idle).await?;
@@ -148,6 +157,13 @@ impl Upload {
         let walker = std::mem::replace(&mut self.walker, Walker::new(None, Limits::default()));
         let manifest = walker.finish().map_err(walk_err)?;
         if let Some(mut s) = self.stdin.take() {
+            // Two end-of-archive blocks (extra ones are ignored), then
+            // zeros up to the next whole record.
+            let end = self.written + 1024;
+            let pad = (end.div_ceil(TAR_RECORD) * TAR_RECORD - self.written) as usize;
+            s.write_all(&vec![0u8; pad])
+                .await
+                .map_err(|e| FsError::io(format!("write to pod {}", self.target.pod), e))?;
             let _ = s.shutdown().await;
         }
         if let Some(run) = self.run.take() {
