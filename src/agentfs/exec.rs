@@ -57,9 +57,7 @@ pub async fn start(
         .exec(&t.pod, cmd, &params)
         .await
         .map_err(|e| FsError::kube(format!("exec in pod {}/{}", t.namespace, t.pod), e))?;
-    let status = proc
-        .take_status()
-        .map(|f| Box::pin(f) as StatusFuture);
+    let status = proc.take_status().map(|f| Box::pin(f) as StatusFuture);
     let stderr = proc.stderr().map(|mut s| {
         tokio::spawn(async move {
             let mut buf = Vec::new();

@@ -26,9 +26,10 @@ use crate::operator::{FIELD_MANAGER, LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_
 
 /// Label naming the AgentFS a helper pod serves.
 pub const LABEL_FS_HELPER: &str = "autonomic.sh/fs-helper";
-/// Unix seconds after which an unused helper pod may be deleted; every
-/// use pushes it forward.
-pub const ANNOTATION_IDLE_UNTIL: &str = "autonomic.sh/fs-helper-idle-until";
+/// Unix seconds of a helper pod's last use; every use moves it forward,
+/// and the operator deletes the helper once its idle time has passed
+/// since then (the operator's setting decides, whichever route used it).
+pub const ANNOTATION_LAST_USED: &str = "autonomic.sh/fs-helper-last-used";
 /// The helper's container.
 pub const HELPER_CONTAINER: &str = "fs";
 /// A helper outlives no operator forever: the kubelet stops it after this.
@@ -38,7 +39,9 @@ const HELPER_DEADLINE_S: i64 = 6 * 3600;
 pub struct HelperOpts {
     /// Any image with busybox-like tools (`sh`, `tar`, `df`, `sha256sum`).
     pub image: String,
-    /// How long an unused helper is kept.
+    /// How long an unused helper is kept (the operator's reaper applies
+    /// its own setting; a copy marks its helper used at least this often
+    /// and every 10 s).
     pub idle: Duration,
     /// How long to wait for a new helper to be Running and Ready.
     pub ready_timeout: Duration,
@@ -115,7 +118,7 @@ pub fn choose(pods: &[Pod], pvc: &str, write: bool) -> Option<Target> {
 }
 
 /// The helper pod for `fs` (pure).
-pub fn helper_pod(fs: &AgentFS, image: &str, idle_until: u64) -> Pod {
+pub fn helper_pod(fs: &AgentFS, image: &str, last_used: u64) -> Pod {
     let name = fs.metadata.name.clone().unwrap_or_default();
     let labels = BTreeMap::from([
         (LABEL_MANAGED_BY.to_owned(), MANAGED_BY.to_owned()),
@@ -137,8 +140,8 @@ pub fn helper_pod(fs: &AgentFS, image: &str, idle_until: u64) -> Pod {
             namespace: fs.metadata.namespace.clone(),
             labels: Some(labels),
             annotations: Some(BTreeMap::from([(
-                ANNOTATION_IDLE_UNTIL.to_owned(),
-                idle_until.to_string(),
+                ANNOTATION_LAST_USED.to_owned(),
+                last_used.to_string(),
             )])),
             owner_references: owner.map(|o| vec![o]),
             ..ObjectMeta::default()
@@ -185,21 +188,23 @@ pub fn helper_pod(fs: &AgentFS, image: &str, idle_until: u64) -> Pod {
     }
 }
 
-/// Whether a helper pod's idle time has passed (pure; for the reaper).
-pub fn expired(pod: &Pod, now_s: u64) -> bool {
+/// Whether a helper pod has been unused for `idle` (pure; for the reaper).
+pub fn expired(pod: &Pod, now_s: u64, idle: Duration) -> bool {
     let is_helper = pod
         .metadata
         .labels
         .as_ref()
         .is_some_and(|l| l.contains_key(LABEL_FS_HELPER));
-    let until = pod
+    let last = pod
         .metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get(ANNOTATION_IDLE_UNTIL))
+        .and_then(|a| a.get(ANNOTATION_LAST_USED))
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(0);
-    is_helper && pod.metadata.deletion_timestamp.is_none() && until <= now_s
+    is_helper
+        && pod.metadata.deletion_timestamp.is_none()
+        && last.saturating_add(idle.as_secs()) <= now_s
 }
 
 fn now_s() -> u64 {
@@ -240,12 +245,11 @@ pub async fn target(
         .map_err(|e| FsError::kube(format!("list pods in {ns}"), e))?;
     if let Some(t) = choose(&list.items, &pvc, write) {
         if t.helper {
-            keep_busy(client, &t, opts.idle).await?;
+            keep_busy(client, &t).await?;
         }
         return Ok(t);
     }
-    let idle_until = now_s() + opts.idle.as_secs();
-    let want = helper_pod(fs, &opts.image, idle_until);
+    let want = helper_pod(fs, &opts.image, now_s());
     let hname = helper_name(&name);
     let pp = PostParams {
         field_manager: Some(FIELD_MANAGER.into()),
@@ -265,7 +269,7 @@ pub async fn target(
         if let Some(p) = &pod
             && let Some(t) = choose(std::slice::from_ref(p), &pvc, write)
         {
-            keep_busy(client, &t, opts.idle).await?;
+            keep_busy(client, &t).await?;
             return Ok(t);
         }
         if tokio::time::Instant::now() >= deadline {
@@ -282,14 +286,14 @@ pub async fn target(
     }
 }
 
-/// Pushes a helper's idle time forward (no-op for agents' pods).
-pub async fn keep_busy(client: &Client, t: &Target, idle: Duration) -> Result<(), FsError> {
+/// Marks a helper used now (no-op for agents' pods).
+pub async fn keep_busy(client: &Client, t: &Target) -> Result<(), FsError> {
     if !t.helper {
         return Ok(());
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), &t.namespace);
-    let until = (now_s() + idle.as_secs()).to_string();
-    let patch = json!({ "metadata": { "annotations": { ANNOTATION_IDLE_UNTIL: until } } });
+    let now = now_s().to_string();
+    let patch = json!({ "metadata": { "annotations": { ANNOTATION_LAST_USED: now } } });
     pods.patch(
         &t.pod,
         &PatchParams {
@@ -315,9 +319,12 @@ mod tests {
     }
 
     fn running(mut p: Pod) -> Pod {
-        p.status = Some(serde_json::from_value(json!({
-            "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]
-        })).unwrap());
+        p.status = Some(
+            serde_json::from_value(json!({
+                "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]
+            }))
+            .unwrap(),
+        );
         p
     }
 
@@ -357,12 +364,19 @@ mod tests {
         );
         let c = &spec.containers[0];
         assert_eq!(
-            c.security_context.as_ref().unwrap().allow_privilege_escalation,
+            c.security_context
+                .as_ref()
+                .unwrap()
+                .allow_privilege_escalation,
             Some(false)
         );
-        assert_eq!(c.volume_mounts.as_ref().unwrap()[0].mount_path, "/mnt/fs/data");
-        assert!(!expired(&p, 99));
-        assert!(expired(&p, 100));
-        assert!(!expired(&agent_pod("agent-a", false), 1_000));
+        assert_eq!(
+            c.volume_mounts.as_ref().unwrap()[0].mount_path,
+            "/mnt/fs/data"
+        );
+        let idle = Duration::from_secs(30);
+        assert!(!expired(&p, 129, idle));
+        assert!(expired(&p, 130, idle));
+        assert!(!expired(&agent_pod("agent-a", false), 1_000, idle));
     }
 }

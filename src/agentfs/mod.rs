@@ -28,7 +28,6 @@ pub mod script;
 pub mod tarstream;
 pub mod transfer;
 
-
 #[derive(Debug, thiserror::Error)]
 pub enum FsError {
     #[error(transparent)]

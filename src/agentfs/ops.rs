@@ -354,4 +354,3 @@ pub async fn run(
         )),
     }
 }
-

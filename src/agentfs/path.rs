@@ -11,7 +11,9 @@ use std::path::PathBuf;
 pub enum PathError {
     #[error("{arg:?}: expected <fs>:<path>, e.g. build-cache:/data")]
     NotVolume { arg: String },
-    #[error("{arg:?}: {name:?} is not a valid AgentFS name (lowercase letters, digits and '-', at most 63)")]
+    #[error(
+        "{arg:?}: {name:?} is not a valid AgentFS name (lowercase letters, digits and '-', at most 63)"
+    )]
     BadName { arg: String, name: String },
     #[error("{path:?}: '..' is not allowed in a volume path (it would leave the volume)")]
     Escapes { path: String },

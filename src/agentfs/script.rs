@@ -61,15 +61,21 @@ touch -- "$2"
 
 /// `stage ID TOP`: unpack the tar on stdin into `.exo-part-ID` at the
 /// volume root, then print the `sha256sum` listing of what landed.
-/// Staging folders an hour old are left from copies cut off before their
-/// clean-up ran (a killed operator or exec); they go first.
+/// `tar` runs as its own process whose pid is kept in `.exo-part-ID.pid`,
+/// so an abort can stop it even where closing the exec's stdin does not
+/// reach it. Staging folders an hour old are left from copies cut off
+/// before their clean-up ran; they go first.
 const STAGE: &str = r#"go /
 find . -maxdepth 1 -name '.exo-part-*' -mmin +60 -exec rm -rf -- {} + 2>/dev/null
 S=".exo-part-$1"
 mkdir -- "$S" || exit 5
-cd -- "$S" || exit 5
-if ! tar -x -o -f -; then cd -- "$R" && rm -rf -- "$S"; echo "exo: unpacking failed" >&2; exit 6; fi
-find "$2" -type f -exec sha256sum -- {} +
+exec 3<&0
+( cd -- "$S" && exec tar -x -o -f - ) <&3 &
+p=$!
+echo "$p" > "$S.pid"
+if ! wait "$p"; then cd -- "$R" && rm -rf -- "$S" "$S.pid"; echo "exo: unpacking failed" >&2; exit 6; fi
+rm -f -- "$S.pid"
+cd -- "$S" && find "$2" -type f -exec sha256sum -- {} +
 "#;
 
 /// `commit ID TOP PARENT NAME`: move the staged TOP to PARENT/NAME, or
@@ -85,8 +91,11 @@ rmdir -- "$R/.exo-part-$1"
 echo "$how"
 "#;
 
-/// `abort ID`: remove a staging folder.
-const ABORT: &str = r#"cd -- "$R" && rm -rf -- ".exo-part-$1"
+/// `abort ID`: stop the copy's `tar` if it still runs, remove its
+/// staging folder.
+const ABORT: &str = r#"cd -- "$R" || exit 3
+if [ -f ".exo-part-$1.pid" ]; then kill "$(cat ".exo-part-$1.pid")" 2>/dev/null; fi
+rm -rf -- ".exo-part-$1" ".exo-part-$1.pid"
 "#;
 
 /// `pack PARENT NAME`: a tar of PARENT/NAME on stdout.

@@ -31,6 +31,11 @@ const LISTING_MAX: u64 = 64 * 1024 * 1024;
 
 type Stdin = Box<dyn AsyncWrite + Unpin + Send>;
 
+/// How often a long copy marks its helper pod used.
+fn busy_every(h: &HelperOpts) -> std::time::Duration {
+    (h.idle / 3).min(std::time::Duration::from_secs(10))
+}
+
 /// The digest of a `sha256sum` listing (empty output: no files).
 fn listing_digest(out: &str, pod: &str) -> Result<String, FsError> {
     if out.trim().is_empty() {
@@ -136,9 +141,9 @@ impl Upload {
             .await
             .map_err(|e| FsError::io(format!("write to pod {}", self.target.pod), e))?;
         self.written += data.len() as u64;
-        if self.last_busy.elapsed() > self.helper.idle / 3 {
+        if self.last_busy.elapsed() > busy_every(&self.helper) {
             self.last_busy = std::time::Instant::now();
-            keep_busy(&self.client, &self.target, self.helper.idle).await?;
+            keep_busy(&self.client, &self.target).await?;
         }
         Ok(())
     }
@@ -206,7 +211,12 @@ impl Upload {
         )
         .await?;
         let path = if String::from_utf8_lossy(&how).trim() == "into" {
-            format!("{}/{}/{}", parent.as_str().trim_end_matches('/'), base, self.top)
+            format!(
+                "{}/{}/{}",
+                parent.as_str().trim_end_matches('/'),
+                base,
+                self.top
+            )
         } else {
             format!("{}/{}", parent.as_str().trim_end_matches('/'), base)
         };
@@ -225,13 +235,15 @@ impl Upload {
     }
 
     async fn cleanup(&mut self) {
+        // Ends stdin where the exec passes that on, then stops `tar` by
+        // its pid and removes the staging folder; the stage exec then ends.
         self.stdin.take();
-        if let Some(run) = self.run.take() {
-            let _ = run.finish().await;
-        }
         let r = exec::output(&self.client, &self.target, Op::Abort, &[&self.staging], 64).await;
         if let Err(e) = r {
             tracing::warn!(pod = %self.target.pod, error = %e, "could not remove a staging folder");
+        }
+        if let Some(run) = self.run.take() {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(10), run.finish()).await;
         }
     }
 }
@@ -302,9 +314,9 @@ impl Download {
             w.feed(&buf, &mut |_| Ok::<(), std::convert::Infallible>(()))
                 .map_err(walk_err)?;
         }
-        if self.last_busy.elapsed() > self.helper.idle / 3 {
+        if self.last_busy.elapsed() > busy_every(&self.helper) {
             self.last_busy = std::time::Instant::now();
-            keep_busy(&self.client, &self.target, self.helper.idle).await?;
+            keep_busy(&self.client, &self.target).await?;
         }
         Ok(Some(buf))
     }
@@ -334,13 +346,19 @@ impl Download {
         let seen = manifest.digest();
         if listed != seen {
             return Err(FsError::Mismatch {
-                what: format!("the stream from {pod} differs from its files (changed while copied?)"),
+                what: format!(
+                    "the stream from {pod} differs from its files (changed while copied?)"
+                ),
                 sent: listed,
                 landed: seen,
             });
         }
         Ok(Transferred {
-            path: format!("{}/{}", self.parent.as_str().trim_end_matches('/'), self.base),
+            path: format!(
+                "{}/{}",
+                self.parent.as_str().trim_end_matches('/'),
+                self.base
+            ),
             files: manifest.files.len() as u64,
             bytes: manifest.bytes(),
             sha256: seen,

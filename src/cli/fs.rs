@@ -103,11 +103,9 @@ async fn verb(args: FsArgs) -> Result<(), String> {
         .unwrap_or_else(|| "default".to_owned());
     let out = args.output;
     let route = Route::open(&args.route).await?;
-    let show = |v: serde_json::Value, table: fn(&serde_json::Value) -> String| {
-        match out {
-            Output::Json => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
-            Output::Table => print!("{}", table(&v)),
-        }
+    let show = |v: serde_json::Value, table: fn(&serde_json::Value) -> String| match out {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
+        Output::Table => print!("{}", table(&v)),
     };
     match args.verb {
         FsVerb::List => {

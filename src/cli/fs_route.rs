@@ -54,9 +54,9 @@ impl Route {
                 deployment: d.clone(),
             });
         }
-        let client = kube::Client::try_default()
-            .await
-            .map_err(|e| format!("kubeconfig: {e} (or pass --deployment to go through the control plane)"))?;
+        let client = kube::Client::try_default().await.map_err(|e| {
+            format!("kubeconfig: {e} (or pass --deployment to go through the control plane)")
+        })?;
         let mut helper = HelperOpts::default();
         if let Some(i) = &a.helper_image {
             helper.image = i.clone();
@@ -79,7 +79,9 @@ impl Route {
     /// A request/answer command.
     pub async fn call(&self, cmd: Command) -> Result<serde_json::Value, String> {
         match self {
-            Route::Direct { client, helper } => ops::run(client, &cmd, helper).await.map_err(fs_err),
+            Route::Direct { client, helper } => {
+                ops::run(client, &cmd, helper).await.map_err(fs_err)
+            }
             Route::Plane { plane, deployment } => {
                 let mut ws = Self::dial(plane, deployment, &cmd).await?;
                 loop {
@@ -110,10 +112,20 @@ impl Route {
     ) -> Result<Transferred, String> {
         match self {
             Route::Direct { client, helper } => {
-                let Command::AgentfsWrite { namespace, fs_name, path, top, max_bytes } = &cmd else {
+                let Command::AgentfsWrite {
+                    namespace,
+                    fs_name,
+                    path,
+                    top,
+                    max_bytes,
+                } = &cmd
+                else {
                     return Err("not an upload".into());
                 };
-                let limits = Limits { max_bytes: *max_bytes, ..Limits::default() };
+                let limits = Limits {
+                    max_bytes: *max_bytes,
+                    ..Limits::default()
+                };
                 let mut up = Upload::begin(client, namespace, fs_name, path, top, limits, helper)
                     .await
                     .map_err(fs_err)?;
@@ -144,7 +156,9 @@ impl Route {
                             .await
                             .map_err(|e| format!("send: {e}"))?;
                     }
-                    let d = digest.await.map_err(|_| "the packer stopped".to_owned())??;
+                    let d = digest
+                        .await
+                        .map_err(|_| "the packer stopped".to_owned())??;
                     let end = serde_json::json!({ "end": true, "sha256": d });
                     sink.send(Message::Text(end.to_string().into()))
                         .await
@@ -185,10 +199,19 @@ impl Route {
     ) -> Result<Transferred, String> {
         match self {
             Route::Direct { client, helper } => {
-                let Command::AgentfsRead { namespace, fs_name, path, max_bytes } = &cmd else {
+                let Command::AgentfsRead {
+                    namespace,
+                    fs_name,
+                    path,
+                    max_bytes,
+                } = &cmd
+                else {
                     return Err("not a download".into());
                 };
-                let limits = Limits { max_bytes: *max_bytes, ..Limits::default() };
+                let limits = Limits {
+                    max_bytes: *max_bytes,
+                    ..Limits::default()
+                };
                 let mut down = Download::begin(client, namespace, fs_name, path, limits, helper)
                     .await
                     .map_err(fs_err)?;
@@ -209,10 +232,12 @@ impl Route {
                             }
                         }
                         Some(Ok(Message::Text(t))) => return transferred(answer(t.as_str())?),
-                        Some(Ok(Message::Close(c))) => return Err(format!(
-                            "the control plane closed the connection: {}",
-                            c.map(|c| c.reason.to_string()).unwrap_or_default()
-                        )),
+                        Some(Ok(Message::Close(c))) => {
+                            return Err(format!(
+                                "the control plane closed the connection: {}",
+                                c.map(|c| c.reason.to_string()).unwrap_or_default()
+                            ));
+                        }
                         Some(Ok(_)) => {}
                         Some(Err(e)) => return Err(format!("read: {e}")),
                         None => return Err("the control plane closed the connection".into()),

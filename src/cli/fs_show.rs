@@ -143,9 +143,18 @@ pub fn copied(v: &serde_json::Value) -> String {
 }
 
 pub fn done(v: &serde_json::Value) -> String {
-    let get = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or_default().to_owned();
+    let get = |k: &str| {
+        v.get(k)
+            .and_then(|x| x.as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
     let ns = get("namespace");
-    let name = if get("fs_name").is_empty() { get("name") } else { get("fs_name") };
+    let name = if get("fs_name").is_empty() {
+        get("name")
+    } else {
+        get("fs_name")
+    };
     let path = get("path");
     if path.is_empty() {
         format!("{ns}/{name}: done\n")

@@ -160,8 +160,9 @@ fn run_operator(args: RunArgs) -> u8 {
         };
         // Idle `exo fs` helper pods go; checked a few times per idle period.
         let reap_every = (args.fs_helper_idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
+        let idle = args.fs_helper_idle;
         leader_tasks.push(std::sync::Arc::new(move |ctx| {
-            Box::pin(crate::operator::fs_reaper::run(ctx, reap_every))
+            Box::pin(crate::operator::fs_reaper::run(ctx, idle, reap_every))
         }));
         // Upstream alerts (e.g. a live-content mismatch): clones of `alerts`
         // (an AlertSink) raise them from anywhere in the process; the

@@ -33,7 +33,9 @@ use tokio::sync::{mpsc, oneshot};
 use super::App;
 use super::store::NewAudit;
 use crate::wire::fs::{CAP_MOUNT_FILESYSTEMS, CHUNK_BYTES, IDLE_TIMEOUT_MS, WINDOW};
-use crate::wire::{self, Command, CommandRequest, CommandResult, FsAbort, FsChunk, FsChunkAck, Frame};
+use crate::wire::{
+    self, Command, CommandRequest, CommandResult, Frame, FsAbort, FsChunk, FsChunkAck,
+};
 
 /// What the operator sent for one copy.
 #[derive(Debug)]

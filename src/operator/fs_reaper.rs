@@ -1,6 +1,6 @@
 //! Deletes `exo fs` helper pods once idle (leader only). Both routes
-//! push a helper's `autonomic.sh/fs-helper-idle-until` forward while they
-//! use it; the reaper reads the shared pod cache (helpers carry the
+//! stamp a helper's `autonomic.sh/fs-helper-last-used` while they use
+//! it; the reaper reads the shared pod cache (helpers carry the
 //! managed-by label) and deletes an expired helper only if it is still
 //! the version it read, so a helper taken up again meanwhile survives.
 
@@ -14,7 +14,7 @@ use super::apply::Ctx;
 use super::metrics::Controller;
 use crate::agentfs::helper::expired;
 
-pub async fn run(ctx: Arc<Ctx>, every: Duration) {
+pub async fn run(ctx: Arc<Ctx>, idle: Duration, every: Duration) {
     let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
@@ -23,7 +23,7 @@ pub async fn run(ctx: Arc<Ctx>, every: Duration) {
         }
         let now = crate::wire::now_ms() / 1000;
         for pod in ctx.pods.state() {
-            if !expired(&pod, now) {
+            if !expired(&pod, now, idle) {
                 continue;
             }
             let name = pod.metadata.name.clone().unwrap_or_default();

@@ -308,13 +308,29 @@ pub enum Command {
         namespace: Option<String>,
     },
     /// List a folder of a volume, with the volume's real usage.
-    AgentfsLs { namespace: String, fs_name: String, path: String },
+    AgentfsLs {
+        namespace: String,
+        fs_name: String,
+        path: String,
+    },
     /// Create a folder (and missing parents).
-    AgentfsMkdir { namespace: String, fs_name: String, path: String },
+    AgentfsMkdir {
+        namespace: String,
+        fs_name: String,
+        path: String,
+    },
     /// Create an empty file (or update an existing file's time).
-    AgentfsTouch { namespace: String, fs_name: String, path: String },
+    AgentfsTouch {
+        namespace: String,
+        fs_name: String,
+        path: String,
+    },
     /// Grow a volume; refused when shrinking or above `maxSize`.
-    AgentfsResize { namespace: String, fs_name: String, size: String },
+    AgentfsResize {
+        namespace: String,
+        fs_name: String,
+        size: String,
+    },
     /// Delete an AgentFS; refused while agents mount it.
     AgentfsDelete { namespace: String, fs_name: String },
     /// Copy into a volume: the tar stream follows as `fs_chunk` frames.

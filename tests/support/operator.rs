@@ -227,7 +227,14 @@ impl OperatorProcess {
         envs: &[(&str, &str)],
     ) -> Self {
         let lease_ns = ["--lease-namespace", namespace];
-        Self::spawn(namespace, identity, &lease_ns, extra, &env().kubeconfig, envs)
+        Self::spawn(
+            namespace,
+            identity,
+            &lease_ns,
+            extra,
+            &env().kubeconfig,
+            envs,
+        )
     }
 
     /// A replica with its own kubeconfig and Lease namespace.

@@ -22,7 +22,7 @@ use crate::agentfs::tarstream::Limits;
 use crate::agentfs::transfer::{Download, Upload};
 use crate::upstream::actions::ActionError;
 use crate::wire::fs::{IDLE_TIMEOUT_MS, WINDOW};
-use crate::wire::{Command, FsAbort, FsChunk, FsChunkAck, Frame};
+use crate::wire::{Command, Frame, FsAbort, FsChunk, FsChunkAck};
 
 /// What the control plane sent for one copy.
 #[derive(Debug)]
@@ -173,9 +173,9 @@ async fn transmit(
         // the window is full.
         loop {
             let m = if seq >= acked + WINDOW {
-                tokio::time::timeout(idle, rx.recv())
-                    .await
-                    .map_err(|_| FsError::Stream(format!("no acknowledgement for {} s", idle.as_secs())))?
+                tokio::time::timeout(idle, rx.recv()).await.map_err(|_| {
+                    FsError::Stream(format!("no acknowledgement for {} s", idle.as_secs()))
+                })?
             } else {
                 match rx.try_recv() {
                     Ok(m) => Some(m),
