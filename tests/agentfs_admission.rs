@@ -9,12 +9,11 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use exo::crd::{Agent, AgentFS, AgentPhase};
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod};
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
+use kube::api::{Patch, PatchParams};
 use support::operator::{
     OperatorProcess, agent, agentfs, create, delete_refused, mount, pod_name, restricted_namespace,
     volume_folder, wait_for, wait_gone,

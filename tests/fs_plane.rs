@@ -279,6 +279,7 @@ async fn control_plane_route_every_verb_and_refusal() {
     );
     assert_eq!(status, 409);
     let _ = py.kill();
+    let _ = py.wait();
 
     // Delete goes through (nothing mounts it).
     ok(&r.run(p, &["delete", "data"]));

@@ -198,6 +198,7 @@ async fn raw_client(
         boot_id: "raw-boot".into(),
         connection_id: wire::random_id(),
         host: HostMeta::default(),
+        capabilities: Vec::new(),
     });
     send(&mut ws, &hello).await;
     match next_frame(&mut ws).await {

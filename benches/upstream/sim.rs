@@ -90,6 +90,7 @@ pub async fn sim_connect(
         boot_id: wire::random_id(),
         connection_id: wire::random_id(),
         host: HostMeta::default(),
+        capabilities: Vec::new(),
     });
     ws.send(Message::Text(hello.to_json().unwrap().into()))
         .await

@@ -366,6 +366,7 @@ mod tests {
             boot_id: "b".into(),
             connection_id: id.into(),
             host: HostMeta::default(),
+            capabilities: Vec::new(),
         }
     }
 

@@ -68,7 +68,7 @@ pub const ANNOTATION_CAPABILITIES: &str = "autonomic.sh/capabilities";
 /// What this operator can do, advertised to the control plane and on the
 /// Lease. `mount-filesystems`: Agents may mount AgentFS volumes through
 /// `spec.filesystems` with the omitted-preserves rule.
-pub const CAPABILITIES: &[&str] = &["mount-filesystems"];
+pub const CAPABILITIES: &[&str] = &[crate::wire::fs::CAP_MOUNT_FILESYSTEMS];
 
 /// Finalizer on an Agent: the pod is gone before the Agent is, so the
 /// Agent passes through `Terminating` and an AgentFS is only released once
