@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 
 use super::FsError;
 use super::script::Op;
+use crate::wire::fs::CHUNK_BYTES;
 
 /// Where a volume can be reached: a running pod, its container that
 /// mounts the volume, and the mount path.
@@ -47,11 +48,15 @@ pub async fn start(
     stdin: bool,
 ) -> Result<Running, FsError> {
     let api: Api<Pod> = Api::namespaced(client.clone(), &t.namespace);
-    let params = AttachParams::default()
+    let mut params = AttachParams::default()
         .container(t.container.clone())
         .stdin(stdin)
         .stdout(true)
         .stderr(true);
+    // The client's default pipe is 1 KiB: a copy's stream would cross it
+    // a kilobyte at a time.
+    params.max_stdout_buf_size = Some(CHUNK_BYTES);
+    params.max_stdin_buf_size = Some(CHUNK_BYTES);
     let cmd = op.command(&t.namespace, &t.pod, &t.mount_path, args);
     let mut proc = api
         .exec(&t.pod, cmd, &params)

@@ -59,12 +59,14 @@ if [ -d "$2" ]; then echo "exo: $2 is a folder" >&2; exit 5; fi
 touch -- "$2"
 "#;
 
-/// `stage ID TOP`: unpack the tar on stdin into `.exo-part-ID` at the
-/// volume root, then print the `sha256sum` listing of what landed.
+/// `stage ID TOP STALL`: unpack the tar on stdin into `.exo-part-ID` at
+/// the volume root, then print the `sha256sum` listing of what landed.
 /// `tar` runs as its own process whose pid is kept in `.exo-part-ID.pid`,
 /// so an abort can stop it even where closing the exec's stdin does not
-/// reach it. Staging folders an hour old are left from copies cut off
-/// before their clean-up ran; they go first.
+/// reach it. For the same reason a sender that vanishes may never end
+/// tar's input: a guard stops `tar` once the staging folder has not grown
+/// for STALL seconds, and the folder goes. Staging folders an hour old are
+/// left from copies cut off before their clean-up ran; they go first.
 const STAGE: &str = r#"go /
 find . -maxdepth 1 -name '.exo-part-*' -mmin +60 -exec rm -rf -- {} + 2>/dev/null
 S=".exo-part-$1"
@@ -73,7 +75,16 @@ exec 3<&0
 ( cd -- "$S" && exec tar -x -o -f - ) <&3 &
 p=$!
 echo "$p" > "$S.pid"
-if ! wait "$p"; then cd -- "$R" && rm -rf -- "$S" "$S.pid"; echo "exo: unpacking failed" >&2; exit 6; fi
+( n=0; last=
+  while kill -0 "$p" 2>/dev/null; do
+    sleep 1
+    now=$(du -sk "$S" 2>/dev/null)
+    if [ "$now" = "$last" ]; then n=$((n+1)); else n=0; last=$now; fi
+    if [ "$n" -ge "$3" ]; then kill "$p" 2>/dev/null; exit 0; fi
+  done ) </dev/null >/dev/null 2>&1 &
+w=$!
+if ! wait "$p"; then kill "$w" 2>/dev/null; cd -- "$R" && rm -rf -- "$S" "$S.pid"; echo "exo: unpacking failed or stalled" >&2; exit 6; fi
+kill "$w" 2>/dev/null
 rm -f -- "$S.pid"
 cd -- "$S" && find "$2" -type f -exec sha256sum -- {} +
 "#;

@@ -18,7 +18,7 @@ use super::path::VolumePath;
 use super::script::Op;
 use super::tarstream::{Limits, Walker, digest_of};
 use crate::rollout::verify::parse_listing;
-use crate::wire::fs::{CHUNK_BYTES, Transferred};
+use crate::wire::fs::{CHUNK_BYTES, IDLE_TIMEOUT_MS, Transferred};
 
 /// GNU tar reads in records of 20 blocks and stops, without waiting for
 /// the end of its input, once a whole record with the end-of-archive
@@ -100,7 +100,8 @@ impl Upload {
         let fs = get_fs(client, namespace, fs_name).await?;
         let t = target(client, &fs, true, helper).await?;
         let staging = crate::wire::random_id();
-        let mut run = exec::start(client, &t, Op::Stage, &[&staging, top], true).await?;
+        let stall = (IDLE_TIMEOUT_MS / 1000).to_string();
+        let mut run = exec::start(client, &t, Op::Stage, &[&staging, top, &stall], true).await?;
         let stdin = run
             .stdin()
             .map(|s| Box::new(s) as Stdin)
@@ -300,12 +301,21 @@ impl Download {
     /// The next piece of the tar stream (at most [`CHUNK_BYTES`]), checked
     /// by the walker; `None` at its end.
     pub async fn next(&mut self) -> Result<Option<Vec<u8>>, FsError> {
+        // The exec hands stdout over in pieces of its buffer's size: fill
+        // a whole chunk, so the wire carries few large frames.
         let mut buf = vec![0u8; CHUNK_BYTES];
-        let n = self
-            .stdout
-            .read(&mut buf)
-            .await
-            .map_err(|e| FsError::io(format!("read from pod {}", self.target.pod), e))?;
+        let mut n = 0;
+        while n < buf.len() {
+            let got = self
+                .stdout
+                .read(&mut buf[n..])
+                .await
+                .map_err(|e| FsError::io(format!("read from pod {}", self.target.pod), e))?;
+            if got == 0 {
+                break;
+            }
+            n += got;
+        }
         if n == 0 {
             return Ok(None);
         }

@@ -283,6 +283,64 @@ async fn install_admission(client: &kube::Client) {
         };
         applied.unwrap_or_else(|e| panic!("apply {name} from {}: {e}", path.display()));
     }
+    admission_enforced(client).await;
+}
+
+/// The apiserver enforces a new policy only once its admission plugin has
+/// seen the policy and the binding, a moment after they are written: wait
+/// until a dry-run delete of a mounted probe AgentFS is refused, so no
+/// test races that window. The probe is then detached and deleted.
+async fn admission_enforced(client: &kube::Client) {
+    use kube::api::{Patch, PatchParams};
+    const PROBES: &str = "exo-admission-probe";
+    let namespaces = Api::<Namespace>::all(client.clone());
+    let ns: Namespace = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": PROBES }
+    }))
+    .unwrap();
+    match namespaces.create(&PostParams::default(), &ns).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("create namespace {PROBES}: {e}"),
+    }
+    let name = format!("probe-{}", exo::wire::random_id().to_lowercase());
+    let fss = Api::<exo::crd::AgentFS>::namespaced(client.clone(), PROBES);
+    let probe: exo::crd::AgentFS = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": name },
+        "spec": { "size": "1Gi", "maxSize": "1Gi" }
+    }))
+    .unwrap();
+    fss.create(&PostParams::default(), &probe)
+        .await
+        .unwrap_or_else(|e| panic!("create probe AgentFS {PROBES}/{name}: {e}"));
+    let mounted = |by: Vec<&str>| Patch::Merge(serde_json::json!({"status": {"mountedBy": by}}));
+    fss.patch_status(&name, &PatchParams::default(), &mounted(vec!["probe"]))
+        .await
+        .expect("mark the probe mounted");
+    eventually(
+        "the AgentFS delete policy to be enforced",
+        Duration::from_secs(30),
+        || async {
+            match fss
+                .delete(
+                    &name,
+                    &DeleteParams {
+                        dry_run: true,
+                        ..DeleteParams::default()
+                    },
+                )
+                .await
+            {
+                Err(kube::Error::Api(e)) if e.code == 403 => Some(()),
+                _ => None,
+            }
+        },
+    )
+    .await;
+    fss.patch_status(&name, &PatchParams::default(), &mounted(vec![]))
+        .await
+        .expect("detach the probe");
+    let _ = fss.delete(&name, &DeleteParams::default()).await;
 }
 
 async fn release_finalizers<K>(client: &Client, namespace: &str)

@@ -280,6 +280,12 @@ impl OperatorProcess {
             .args(extra)
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,kube=warn")
+            // Managed operators serve the upstream /health too; on its
+            // default port, a second one started in parallel would exit.
+            .env(
+                "EXO_UPSTREAM_HEALTH_ADDR",
+                format!("127.0.0.1:{}", free_port()),
+            )
             .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("log file"))

@@ -10,7 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 # The key covers the pinned versions and every Go source here, so editing the
 # provisioner or a main package rebuilds, and nothing else does.
-src_hash=$(cd "$here" && find . -name '*.go' -o -name 'go.mod' -o -name 'go.sum' -o -name '*.sh' -o -name 'versions.env' \
+src_hash=$(cd "$here" && find . -name '*.go' -o -name 'go.mod' -o -name 'go.sum' -o -name '*.sh' -o -name 'versions.env' -o -name '*.patch' \
   | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-12)
 key="k8s-${K8S_VERSION}_kwok-${KWOK_VERSION}_${src_hash}"
 cache_root=${EXO_TESTENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/exo/testenv}
@@ -25,8 +25,13 @@ if [ -f "$out/.complete" ]; then
 fi
 
 export GOFLAGS=-mod=mod
-mkdir -p "$out/bin"
 start=$(date +%s)
+
+# Each component is built into a cache folder of its own, keyed by its own
+# inputs, so editing the provisioner or the kwok patch rebuilds only that
+# piece; `out` is then assembled from them with hard links.
+part_hash() { (cd "$here" && find "$@" -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-12); }
+part() { printf '%s/parts/%s' "$cache_root" "$1"; }
 
 # go build -v names each package as it compiles; show a running count so a
 # cold build (many minutes) visibly makes progress.
@@ -35,26 +40,52 @@ progress() {
        END { printf "[testenv build] %s: %d packages compiled\n", what, n > "/dev/stderr" }'
 }
 
-log "kube-apiserver, kube-controller-manager, kube-scheduler ${K8S_VERSION} and etcd (cold: about 8 minutes on 2 cores)"
-(
-  cd "$here/kube"
-  K8S_VERSION=$K8S_VERSION ./gen-gomod.sh
-  go mod tidy
-  minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
-  pkg=k8s.io/component-base/version
-  ldflags="-s -w -X $pkg.gitVersion=${K8S_VERSION} -X $pkg.gitMajor=1 -X $pkg.gitMinor=${minor} -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-  go build -v -ldflags "$ldflags" -o "$out/bin/" ./cmd/... 2>&1 | progress "control plane"
-  test "${PIPESTATUS[0]}" -eq 0
-)
+kube=$(part "kube-${K8S_VERSION}_$(part_hash kube versions.env)")
+if [ ! -f "$kube/.complete" ]; then
+  log "kube-apiserver, kube-controller-manager, kube-scheduler ${K8S_VERSION} and etcd (cold: about 8 minutes on 2 cores)"
+  rm -rf "$kube" && mkdir -p "$kube/bin"
+  (
+    cd "$here/kube"
+    K8S_VERSION=$K8S_VERSION ./gen-gomod.sh
+    go mod tidy
+    minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+    pkg=k8s.io/component-base/version
+    ldflags="-s -w -X $pkg.gitVersion=${K8S_VERSION} -X $pkg.gitMajor=1 -X $pkg.gitMinor=${minor} -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+    go build -v -ldflags "$ldflags" -o "$kube/bin/" ./cmd/... 2>&1 | progress "control plane"
+    test "${PIPESTATUS[0]}" -eq 0
+  )
+  touch "$kube/.complete"
+fi
 
-log "kwok ${KWOK_VERSION}"
-GOBIN="$out/bin" go install -v -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}" 2>&1 | progress kwok
-test "${PIPESTATUS[0]}" -eq 0
-kwok_dir=$(go mod download -json "sigs.k8s.io/kwok@${KWOK_VERSION}" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
-rm -rf "$out/kwok-stage" && cp -r "$kwok_dir/kustomize/stage" "$out/kwok-stage" && chmod -R u+w "$out/kwok-stage"
+# kwok from its module source with the patches in kwok/ applied (see each
+# patch's header for why).
+kwok=$(part "kwok-${KWOK_VERSION}_$(part_hash kwok versions.env)")
+if [ ! -f "$kwok/.complete" ]; then
+  log "kwok ${KWOK_VERSION}, patched: $(cd "$here/kwok" && ls ./*.patch | tr '\n' ' ')"
+  rm -rf "$kwok" && mkdir -p "$kwok/bin"
+  kwok_dir=$(go mod download -json "sigs.k8s.io/kwok@${KWOK_VERSION}" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  src="$kwok/src"
+  cp -r "$kwok_dir" "$src" && chmod -R u+w "$src"
+  for p in "$here"/kwok/*.patch; do (cd "$src" && patch -s -p1 < "$p"); done
+  (cd "$src" && go build -v -ldflags "-s -w" -o "$kwok/bin/kwok" ./cmd/kwok 2>&1 | progress kwok; test "${PIPESTATUS[0]}" -eq 0)
+  cp -r "$src/kustomize/stage" "$kwok/kwok-stage"
+  rm -rf "$src"
+  touch "$kwok/.complete"
+fi
 
-log "hostPath provisioner"
-(cd "$here/provisioner" && go build -v -ldflags "-s -w" -o "$out/bin/provisioner" . 2>&1 | progress provisioner; test "${PIPESTATUS[0]}" -eq 0)
+prov=$(part "provisioner_$(part_hash provisioner)")
+if [ ! -f "$prov/.complete" ]; then
+  log "hostPath provisioner"
+  rm -rf "$prov" && mkdir -p "$prov/bin"
+  (cd "$here/provisioner" && go build -v -ldflags "-s -w" -o "$prov/bin/provisioner" . 2>&1 | progress provisioner; test "${PIPESTATUS[0]}" -eq 0)
+  touch "$prov/.complete"
+fi
+
+rm -rf "$out" && mkdir -p "$out/bin"
+for b in kube-apiserver kube-controller-manager kube-scheduler etcd; do ln -f "$kube/bin/$b" "$out/bin/$b"; done
+ln -f "$kwok/bin/kwok" "$out/bin/kwok"
+cp -r "$kwok/kwok-stage" "$out/kwok-stage"
+ln -f "$prov/bin/provisioner" "$out/bin/provisioner"
 
 for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok provisioner; do
   [ -x "$out/bin/$b" ] || { log "missing $out/bin/$b after build"; exit 1; }
