@@ -320,4 +320,39 @@ async fn direct_route_every_verb_and_refusal() {
     .await;
     ok(&exo_fs(n, &["delete", "data"]));
     refused(&exo_fs(n, &["ls", "data:/"]), &["not found"]);
+
+    // retain: the volume outlives its AgentFS and the list shows it as
+    // reclaimable, with its PVC and its data.
+    ok(&exo_fs(
+        n,
+        &[
+            "create",
+            "keep",
+            "--size",
+            "1Gi",
+            "--max-size",
+            "1Gi",
+            "--retain",
+        ],
+    ));
+    let kept = bound(&ns, "keep").await;
+    ok(&exo_fs(n, &["touch", "keep:/precious"]));
+    let deleted = json(&exo_fs(n, &["delete", "keep", "-o", "json"]));
+    assert_eq!(deleted["retain"], true, "{deleted}");
+    let retained = eventually(
+        "the retained volume in the list",
+        Duration::from_secs(30),
+        || async {
+            let list = json(&exo_fs(n, &["list", "-o", "json"]));
+            list["items"]
+                .as_array()?
+                .iter()
+                .find(|i| i["name"] == "keep" && i["phase"] == "Retained")
+                .cloned()
+        },
+    )
+    .await;
+    assert_eq!(retained["pvc"], "agentfs-keep", "{retained}");
+    assert!(ok(&exo_fs(n, &["list"])).contains("Retained"));
+    assert!(kept.join("precious").is_file(), "the data is still there");
 }

@@ -18,7 +18,7 @@ use crate::crd::{AccessMode, AgentFS};
 use crate::operator::fs::{SizeRefusal, capacities, plan_size};
 use crate::operator::{ANNOTATION_RETAINED, FIELD_MANAGER, LABEL_AGENTFS};
 use crate::wire::Command;
-use crate::wire::fs::{FsInfo, FsList, FsListing};
+use crate::wire::fs::{FsInfo, FsList, FsListing, FsPhase};
 
 /// Largest `ls` answer read from a pod.
 const LS_MAX_BYTES: usize = 8 * 1024 * 1024;
@@ -28,7 +28,7 @@ fn info(fs: &AgentFS) -> FsInfo {
     FsInfo {
         namespace: fs.metadata.namespace.clone().unwrap_or_default(),
         name: fs.metadata.name.clone().unwrap_or_default(),
-        phase: format!("{:?}", st.phase.unwrap_or_default()),
+        phase: st.phase.unwrap_or_default().into(),
         size: fs.spec.size.0.clone(),
         max_size: fs.spec.max_size.0.clone(),
         access_mode: fs.spec.access_mode.as_str().to_owned(),
@@ -80,7 +80,7 @@ pub async fn list(client: &Client, namespace: Option<&str>) -> Result<FsList, Fs
         items.push(FsInfo {
             namespace: ns,
             name: from.clone(),
-            phase: "Retained".into(),
+            phase: FsPhase::Retained,
             size: requested.clone().unwrap_or_default(),
             requested,
             provisioned,

@@ -35,7 +35,7 @@ fn row(i: &FsInfo) -> Vec<String> {
     vec![
         i.namespace.clone(),
         i.name.clone(),
-        i.phase.clone(),
+        i.phase.to_string(),
         or_dash(i.requested.as_deref()),
         or_dash(i.provisioned.as_deref()),
         or_dash(Some(&i.max_size)),

@@ -57,16 +57,46 @@ pub struct FsAbort {
     pub reason: String,
 }
 
+/// An AgentFS's phase as the list reports it: the resource's own phases,
+/// plus `Retained` for a volume whose AgentFS is gone but whose PVC was
+/// kept (`retain: true`) and can be reclaimed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum FsPhase {
+    #[default]
+    Pending,
+    Bound,
+    Resizing,
+    Error,
+    Terminating,
+    Retained,
+}
+
+impl From<crate::crd::AgentFSPhase> for FsPhase {
+    fn from(p: crate::crd::AgentFSPhase) -> Self {
+        use crate::crd::AgentFSPhase as P;
+        match p {
+            P::Pending => FsPhase::Pending,
+            P::Bound => FsPhase::Bound,
+            P::Resizing => FsPhase::Resizing,
+            P::Error => FsPhase::Error,
+            P::Terminating => FsPhase::Terminating,
+        }
+    }
+}
+
+impl std::fmt::Display for FsPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
 /// One AgentFS as `agentfs_list` and the other commands report it.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FsInfo {
     pub namespace: String,
     pub name: String,
-    /// `Pending`, `Bound`, `Resizing`, `Error`, `Terminating`, or
-    /// `Retained` for a volume whose AgentFS is gone but whose PVC was
-    /// kept (`retain: true`) and can be reclaimed.
-    pub phase: String,
+    pub phase: FsPhase,
     pub size: String,
     pub max_size: String,
     #[serde(default)]
