@@ -109,10 +109,14 @@ if [ -f ".exo-part-$1.pid" ]; then kill "$(cat ".exo-part-$1.pid")" 2>/dev/null;
 rm -rf -- ".exo-part-$1" ".exo-part-$1.pid"
 "#;
 
-/// `pack PARENT NAME`: a tar of PARENT/NAME on stdout.
+/// `pack PARENT NAME`: a tar of PARENT/NAME on stdout. The script then
+/// waits for a line (or the end) on stdin, which the reader sends once it
+/// has seen the archive's end: the exec's exit status can then never
+/// overtake the archive's last bytes on their way out.
 const PACK: &str = r#"go "$1"
 if [ ! -e "$2" ] && [ ! -L "$2" ]; then echo "exo: $2: no such file or folder" >&2; exit 3; fi
-tar -c -f - -- "$2"
+tar -c -f - -- "$2" || exit 6
+read -r _ || :
 "#;
 
 /// `sums PARENT NAME`: the `sha256sum` listing of NAME's files.

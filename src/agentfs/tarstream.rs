@@ -182,6 +182,12 @@ impl Walker {
         }
     }
 
+    /// Whether the end-of-archive block has been seen: every entry is in,
+    /// and only the zeros that pad the last record may follow.
+    pub fn at_end(&self) -> bool {
+        self.state == State::Trailer
+    }
+
     /// The top name, once the first entry has fixed it.
     pub fn top(&self) -> Option<&str> {
         self.checker.top()

@@ -258,6 +258,8 @@ pub struct Download {
     base: String,
     walker: Option<Walker>,
     run: Option<Running>,
+    /// Held until the walker has seen the archive's end (see `Op::Pack`).
+    stdin: Option<Stdin>,
     stdout: Box<dyn AsyncRead + Unpin + Send>,
     last_busy: std::time::Instant,
 }
@@ -276,7 +278,8 @@ impl Download {
         let base = base.to_owned();
         let fs = get_fs(client, namespace, fs_name).await?;
         let t = target(client, &fs, false, helper).await?;
-        let mut run = exec::start(client, &t, Op::Pack, &[parent.as_str(), &base], false).await?;
+        let mut run = exec::start(client, &t, Op::Pack, &[parent.as_str(), &base], true).await?;
+        let stdin = run.stdin().map(|s| Box::new(s) as Stdin);
         let stdout = run
             .stdout()
             .map(|s| Box::new(s) as Box<dyn AsyncRead + Unpin + Send>)
@@ -289,6 +292,7 @@ impl Download {
             parent,
             base,
             run: Some(run),
+            stdin,
             stdout,
             last_busy: std::time::Instant::now(),
         })
@@ -302,7 +306,9 @@ impl Download {
     /// by the walker; `None` at its end.
     pub async fn next(&mut self) -> Result<Option<Vec<u8>>, FsError> {
         // The exec hands stdout over in pieces of its buffer's size: fill
-        // a whole chunk, so the wire carries few large frames.
+        // a whole chunk, so the wire carries few large frames. Each piece
+        // is walked as it comes, so the archive's end is seen (and the
+        // script let go, after which stdout ends) however small it is.
         let mut buf = vec![0u8; CHUNK_BYTES];
         let mut n = 0;
         while n < buf.len() {
@@ -314,16 +320,21 @@ impl Download {
             if got == 0 {
                 break;
             }
+            if let Some(w) = self.walker.as_mut() {
+                w.feed(&buf[n..n + got], &mut |_| {
+                    Ok::<(), std::convert::Infallible>(())
+                })
+                .map_err(walk_err)?;
+                if w.at_end() {
+                    self.release().await;
+                }
+            }
             n += got;
         }
         if n == 0 {
             return Ok(None);
         }
         buf.truncate(n);
-        if let Some(w) = self.walker.as_mut() {
-            w.feed(&buf, &mut |_| Ok::<(), std::convert::Infallible>(()))
-                .map_err(walk_err)?;
-        }
         if self.last_busy.elapsed() > busy_every(&self.helper) {
             self.last_busy = std::time::Instant::now();
             keep_busy(&self.client, &self.target).await?;
@@ -331,9 +342,19 @@ impl Download {
         Ok(Some(buf))
     }
 
+    /// Lets the pod's script end: the whole archive is in (or the stream
+    /// stopped anyway).
+    async fn release(&mut self) {
+        if let Some(mut s) = self.stdin.take() {
+            let _ = s.write_all(b"\n").await;
+            let _ = s.shutdown().await;
+        }
+    }
+
     /// After the last chunk: the stream's manifest must hash to the pod's
     /// own `sha256sum` listing of the source.
     pub async fn finish(mut self) -> Result<Transferred, FsError> {
+        self.release().await;
         if let Some(run) = self.run.take() {
             run.finish().await?;
         }

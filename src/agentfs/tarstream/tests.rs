@@ -538,6 +538,14 @@ fn truncation_is_refused_and_boundaries_are_not() {
     assert!(walk(&padded).is_ok());
     padded.push(1);
     assert!(matches!(walk(&padded), Err(StreamError::AfterEnd { .. })));
+    // at_end: only once the end-of-archive block is in, never before.
+    let mut w = Walker::new(None, Limits::default());
+    let mut sink = |_: Event<'_>| Ok::<(), Infallible>(());
+    for (i, b) in bytes[..boundary + 512].chunks(512).enumerate() {
+        assert!(!w.at_end(), "block {i}");
+        w.feed(b, &mut sink).unwrap();
+    }
+    assert!(w.at_end());
 }
 
 #[test]
