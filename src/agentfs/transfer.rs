@@ -249,6 +249,14 @@ impl Upload {
     }
 }
 
+impl Drop for Download {
+    fn drop(&mut self) {
+        if let Some(h) = self.sums.take() {
+            h.abort();
+        }
+    }
+}
+
 /// A copy out of a volume, in progress.
 pub struct Download {
     client: Client,
@@ -260,6 +268,9 @@ pub struct Download {
     run: Option<Running>,
     /// Held until the walker has seen the archive's end (see `Op::Pack`).
     stdin: Option<Stdin>,
+    /// The pod's `sha256sum` listing of the source, computed while the
+    /// stream flows (it reads the same files, on the pod's other cores).
+    sums: Option<JoinHandle<Result<Vec<u8>, FsError>>>,
     stdout: Box<dyn AsyncRead + Unpin + Send>,
     last_busy: std::time::Instant,
 }
@@ -280,6 +291,14 @@ impl Download {
         let t = target(client, &fs, false, helper).await?;
         let mut run = exec::start(client, &t, Op::Pack, &[parent.as_str(), &base], true).await?;
         let stdin = run.stdin().map(|s| Box::new(s) as Stdin);
+        let sums = {
+            let (client, t, parent, base) =
+                (client.clone(), t.clone(), parent.clone(), base.clone());
+            tokio::spawn(async move {
+                let args = [parent.as_str(), base.as_str()];
+                exec::output(&client, &t, Op::Sums, &args, LISTING_MAX as usize).await
+            })
+        };
         let stdout = run
             .stdout()
             .map(|s| Box::new(s) as Box<dyn AsyncRead + Unpin + Send>)
@@ -293,6 +312,7 @@ impl Download {
             base,
             run: Some(run),
             stdin,
+            sums: Some(sums),
             stdout,
             last_busy: std::time::Instant::now(),
         })
@@ -364,14 +384,12 @@ impl Download {
             .ok_or_else(|| FsError::Invalid("the download has ended".into()))?
             .finish()
             .map_err(walk_err)?;
-        let out = exec::output(
-            &self.client,
-            &self.target,
-            Op::Sums,
-            &[self.parent.as_str(), &self.base],
-            LISTING_MAX as usize,
-        )
-        .await?;
+        let out = match self.sums.take() {
+            Some(h) => h
+                .await
+                .map_err(|e| FsError::Invalid(format!("the checksum task stopped: {e}")))??,
+            None => return Err(FsError::Invalid("the download has ended".into())),
+        };
         let pod = format!("{}/{}", self.target.namespace, self.target.pod);
         let listed = listing_digest(&String::from_utf8_lossy(&out), &pod)?;
         let seen = manifest.digest();
