@@ -13,6 +13,7 @@ use std::time::Duration;
 use exo::crd::{Agent, AgentFS, AgentPhase};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{ListParams, Patch, PatchParams};
+use support::fs::{json, ok, refused, staging};
 use support::operator::{
     OperatorProcess, agent, create, mount, restricted_namespace, volume_folder, wait_for,
 };
@@ -27,33 +28,6 @@ fn exo_fs(ns: &str, args: &[&str]) -> Output {
         .env_remove("EXO_DEPLOYMENT")
         .output()
         .expect("run exo fs")
-}
-
-fn ok(o: &Output) -> String {
-    let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        o.status.success(),
-        "exo fs failed: {}\n{out}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    out
-}
-
-fn refused(o: &Output, words: &[&str]) -> String {
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(
-        !o.status.success(),
-        "expected a refusal, got success: {}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    for w in words {
-        assert!(err.contains(w), "refusal {err:?} does not say {w:?}");
-    }
-    err
-}
-
-fn json(o: &Output) -> serde_json::Value {
-    serde_json::from_str(&ok(o)).expect("json output")
 }
 
 fn write_tree(root: &Path) {
@@ -86,17 +60,6 @@ fn files_of(root: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     walk(root, root, &mut out);
     out
-}
-
-fn leftovers(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with(".exo-part-"))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 async fn bound(ns: &support::TestNamespace, name: &str) -> PathBuf {
@@ -201,7 +164,7 @@ async fn direct_route_every_verb_and_refusal() {
     // The digest covers paths, and the top name differs (tree vs in).
     assert_eq!(down["files"], up["files"]);
     assert_eq!(files_of(&out), files_of(&tree));
-    assert!(leftovers(tmp.path()).is_empty() && leftovers(&vol).is_empty());
+    assert!(staging(tmp.path()).is_empty() && staging(&vol).is_empty());
 
     // Refusals of cp, both ways.
     refused(
@@ -238,7 +201,7 @@ async fn direct_route_every_verb_and_refusal() {
         &["evil", "symbolic"],
     );
     assert!(!out2.exists(), "nothing under the final name");
-    assert!(leftovers(tmp.path()).is_empty(), "no staging folder left");
+    assert!(staging(tmp.path()).is_empty(), "no staging folder left");
     std::fs::remove_file(vol.join("in/evil")).unwrap();
 
     // resize: grow-only, capped, both sizes named

@@ -13,6 +13,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use exo::crd::AgentFS;
+use support::fs::{json, ok, refused, staging};
 use support::operator::{OperatorProcess, restricted_namespace, volume_folder, wait_for};
 use support::{env, eventually};
 use upstream_support::{ControlPlane, python_client};
@@ -40,51 +41,9 @@ impl Routes {
     }
 }
 
-fn ok(o: &Output) -> String {
-    let out = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        o.status.success(),
-        "exo fs failed: {}\n{out}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    out
-}
-
-fn json(o: &Output) -> serde_json::Value {
-    serde_json::from_str(&ok(o)).expect("json output")
-}
-
-fn refused(o: &Output, words: &[&str]) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success(),
-        "expected a refusal: {}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    for w in words {
-        assert!(err.contains(w), "refusal {err:?} does not say {w:?}");
-    }
-}
-
 fn sha256_file(p: &Path) -> String {
     use sha2::Digest;
     hex::encode(sha2::Sha256::digest(std::fs::read(p).unwrap()))
-}
-
-fn staging(dir: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .map(|e| e.path())
-                .filter(|p| {
-                    p.file_name()
-                        .unwrap()
-                        .to_string_lossy()
-                        .starts_with(".exo-part-")
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn dir_bytes(p: &Path) -> u64 {

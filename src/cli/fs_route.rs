@@ -85,17 +85,8 @@ impl Route {
             Route::Plane { plane, deployment } => {
                 let mut ws = Self::dial(plane, deployment, &cmd).await?;
                 loop {
-                    match ws.next().await {
-                        Some(Ok(Message::Text(t))) => return answer(t.as_str()),
-                        Some(Ok(Message::Close(c))) => {
-                            return Err(format!(
-                                "the control plane closed the connection: {}",
-                                c.map(|c| c.reason.to_string()).unwrap_or_default()
-                            ));
-                        }
-                        Some(Ok(_)) => {}
-                        Some(Err(e)) => return Err(format!("read: {e}")),
-                        None => return Err("the control plane closed the connection".into()),
+                    if let Reply::Answer(t) = reply(ws.next().await)? {
+                        return answer(&t);
                     }
                 }
             }
@@ -175,15 +166,10 @@ impl Route {
                             // socket makes the control plane abort.
                             r?;
                         }
-                        m = stream.next() => match m {
-                            Some(Ok(Message::Text(t))) => return transferred(answer(t.as_str())?),
-                            Some(Ok(Message::Close(c))) => return Err(format!(
-                                "the control plane closed the connection: {}",
-                                c.map(|c| c.reason.to_string()).unwrap_or_default()
-                            )),
-                            Some(Ok(_)) => {}
-                            Some(Err(e)) => return Err(format!("read: {e}")),
-                            None => return Err("the control plane closed the connection".into()),
+                        m = stream.next() => {
+                            if let Reply::Answer(t) = reply(m)? {
+                                return transferred(answer(&t)?);
+                            }
                         }
                     }
                 }
@@ -225,26 +211,44 @@ impl Route {
             Route::Plane { plane, deployment } => {
                 let mut ws = Self::dial(plane, deployment, &cmd).await?;
                 loop {
-                    match ws.next().await {
-                        Some(Ok(Message::Binary(b))) => {
-                            if out.send(b.to_vec()).await.is_err() {
+                    match reply(ws.next().await)? {
+                        Reply::Data(b) => {
+                            if out.send(b).await.is_err() {
                                 return Err("the local side stopped".into());
                             }
                         }
-                        Some(Ok(Message::Text(t))) => return transferred(answer(t.as_str())?),
-                        Some(Ok(Message::Close(c))) => {
-                            return Err(format!(
-                                "the control plane closed the connection: {}",
-                                c.map(|c| c.reason.to_string()).unwrap_or_default()
-                            ));
-                        }
-                        Some(Ok(_)) => {}
-                        Some(Err(e)) => return Err(format!("read: {e}")),
-                        None => return Err("the control plane closed the connection".into()),
+                        Reply::Answer(t) => return transferred(answer(&t)?),
+                        Reply::Other => {}
                     }
                 }
             }
         }
+    }
+}
+
+/// What one message from the control plane means for a command.
+enum Reply {
+    /// The command's answer, always the last message.
+    Answer(String),
+    /// A piece of a download's tar stream.
+    Data(Vec<u8>),
+    /// Anything else (pings): read on.
+    Other,
+}
+
+fn reply(
+    m: Option<Result<Message, tokio_tungstenite::tungstenite::Error>>,
+) -> Result<Reply, String> {
+    match m {
+        Some(Ok(Message::Text(t))) => Ok(Reply::Answer(t.as_str().to_owned())),
+        Some(Ok(Message::Binary(b))) => Ok(Reply::Data(b.to_vec())),
+        Some(Ok(Message::Close(c))) => Err(format!(
+            "the control plane closed the connection: {}",
+            c.map(|c| c.reason.to_string()).unwrap_or_default()
+        )),
+        Some(Ok(_)) => Ok(Reply::Other),
+        Some(Err(e)) => Err(format!("read: {e}")),
+        None => Err("the control plane closed the connection".into()),
     }
 }
 

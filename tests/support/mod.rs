@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod fleet;
+pub mod fs;
 pub mod operator;
 
 use std::collections::BTreeMap;
