@@ -138,6 +138,10 @@ async fn control_plane_route_every_verb_and_refusal() {
 
     let list = json(&r.run(p, &["list", "-o", "json"]));
     assert_eq!(list["items"][0]["pvc"], "agentfs-data");
+    // The control plane's URL as a flag after the verb, as the help shows.
+    let mut flagged = r.cmd(p, &["list", "-o", "json", "--control-plane", &cp.base]);
+    flagged.env_remove("EXO_CONTROL_PLANE");
+    assert_eq!(json(&flagged.output().unwrap())["items"][0]["name"], "data");
     assert_eq!(list["items"][0]["provisioned"], "1Gi");
     ok(&r.run(p, &["mkdir", "data:/docs/x"]));
     ok(&r.run(p, &["touch", "data:/docs/x/readme"]));

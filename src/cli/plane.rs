@@ -13,12 +13,13 @@ pub struct PlaneArgs {
     #[arg(
         long,
         env = "EXO_CONTROL_PLANE",
-        default_value = "http://127.0.0.1:8700"
+        default_value = "http://127.0.0.1:8700",
+        global = true
     )]
     pub control_plane: String,
     /// File holding the control plane's admin token (or set
     /// EXO_CP_ADMIN_TOKEN); needed once the control plane has one.
-    #[arg(long, env = "EXO_CP_ADMIN_TOKEN_FILE")]
+    #[arg(long, env = "EXO_CP_ADMIN_TOKEN_FILE", global = true)]
     pub admin_token_file: Option<std::path::PathBuf>,
 }
 
