@@ -192,6 +192,26 @@ async fn direct_route_every_verb_and_refusal() {
         &["limit"],
     );
     assert!(!vol.join("in3").exists());
+    // Out of the volume: a source path escaping it, and a copy over the limit.
+    let out3 = tmp.path().join("out3");
+    refused(
+        &exo_fs(n, &["cp", "data:/in/../../etc", out3.to_str().unwrap()]),
+        &[".."],
+    );
+    refused(
+        &exo_fs(
+            n,
+            &[
+                "cp",
+                "data:/in",
+                out3.to_str().unwrap(),
+                "--max-size",
+                "1Ki",
+            ],
+        ),
+        &["limit"],
+    );
+    assert!(!out3.exists() && staging(tmp.path()).is_empty());
     // A symlink planted in the volume: not followed by ls, refused in the stream.
     std::os::unix::fs::symlink("/etc", vol.join("in/evil")).unwrap();
     refused(&exo_fs(n, &["ls", "data:/in/evil"]), &["symbolic link"]);
