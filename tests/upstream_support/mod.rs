@@ -285,35 +285,9 @@ pub fn python_client(base: &str, token: &str, mode: &str) -> Command {
     c
 }
 
-/// Installs the CRDs with server-side apply and waits until they are served.
-pub async fn install_crds(client: &kube::Client) {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::{Api, Patch, PatchParams};
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in exo::crd::all() {
-        let name = crd.metadata.name.clone().unwrap();
-        api.patch(
-            &name,
-            &PatchParams::apply("exo-tests").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .expect("apply CRD");
-        crate::support::eventually("the CRD to be established", Duration::from_secs(30), || {
-            let api = api.clone();
-            let name = name.clone();
-            async move {
-                let c = api.get(&name).await.ok()?;
-                c.status?
-                    .conditions?
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-                    .then_some(())
-            }
-        })
-        .await;
-    }
-}
+/// The CRDs and the admission policy, as every other test installs them.
+#[allow(unused_imports)] // not every test binary that shares this module calls it
+pub use crate::support::install_crds;
 
 /// An AgentFS object.
 pub fn agentfs(name: &str, size: &str) -> exo::crd::AgentFS {
