@@ -1,14 +1,20 @@
 //! Running a [`script::Op`] in the pod that shows the volume (thin I/O
 //! edge over the apiserver's exec).
+//!
+//! The exec is spoken here over the apiserver's WebSocket
+//! (`v5.channel.k8s.io`, through `kube::Client::connect`) rather than
+//! through `kube`'s attached-process helper, whose stdin goes out in 4 KiB
+//! messages: a copy's stream goes out in messages of up to
+//! [`CHUNK_BYTES`], and stdout comes back through a pipe of that size.
+//! Channels: 0 stdin, 1 stdout, 2 stderr, 3 the exit status, 255 the
+//! close of a stream (v5).
 
-use std::future::Future;
-use std::pin::Pin;
-
-use k8s_openapi::api::core::v1::Pod;
+use futures::{SinkExt, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use kube::Client;
-use kube::api::{Api, AttachParams, AttachedProcess};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use kube::api::AttachParams;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, DuplexStream};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::FsError;
@@ -30,14 +36,25 @@ pub struct Target {
 /// Bytes of stderr kept for the error message.
 const STDERR_KEEP: usize = 4096;
 
-type StatusFuture = Pin<Box<dyn Future<Output = Option<Status>> + Send>>;
+/// An idle exec is pinged this often, so no proxy drops it.
+const PING_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// An exec in progress.
+/// An exec in progress. Dropping it ends the exec's connection.
 pub struct Running {
-    proc: AttachedProcess,
-    status: Option<StatusFuture>,
-    stderr: Option<JoinHandle<String>>,
+    stdin: Option<DuplexStream>,
+    stdout: Option<DuplexStream>,
+    status: Option<oneshot::Receiver<Status>>,
+    /// The connection's task; its value is what the script wrote on stderr.
+    task: Option<JoinHandle<String>>,
     pod: String,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
 }
 
 pub async fn start(
@@ -47,74 +64,162 @@ pub async fn start(
     args: &[&str],
     stdin: bool,
 ) -> Result<Running, FsError> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), &t.namespace);
-    let mut params = AttachParams::default()
+    let params = AttachParams::default()
         .container(t.container.clone())
         .stdin(stdin)
         .stdout(true)
         .stderr(true);
-    // The client's default pipe is 1 KiB: a copy's stream would cross it
-    // a kilobyte at a time.
-    params.max_stdout_buf_size = Some(CHUNK_BYTES);
-    params.max_stdin_buf_size = Some(CHUNK_BYTES);
     let cmd = op.command(&t.namespace, &t.pod, &t.mount_path, args);
-    let mut proc = api
+    let what = || format!("exec in pod {}/{}", t.namespace, t.pod);
+    let req = kube::core::Request::new(format!("/api/v1/namespaces/{}/pods", t.namespace))
         .exec(&t.pod, cmd, &params)
+        .map_err(|e| FsError::Kube {
+            what: what(),
+            message: e.to_string(),
+        })?;
+    let conn = client
+        .connect(req)
         .await
-        .map_err(|e| FsError::kube(format!("exec in pod {}/{}", t.namespace, t.pod), e))?;
-    let status = proc.take_status().map(|f| Box::pin(f) as StatusFuture);
-    let stderr = proc.stderr().map(|mut s| {
-        tokio::spawn(async move {
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 4096];
-            while let Ok(n) = s.read(&mut chunk).await {
-                if n == 0 {
-                    break;
-                }
-                if buf.len() < STDERR_KEEP {
-                    buf.extend_from_slice(&chunk[..n.min(STDERR_KEEP - buf.len())]);
-                }
-            }
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    });
+        .map_err(|e| FsError::kube(what(), e))?;
+    let stream_close = conn.supports_stream_close();
+    let (stdout_w, stdout_r) = tokio::io::duplex(CHUNK_BYTES);
+    let (stdin_w, stdin_r) = tokio::io::duplex(CHUNK_BYTES);
+    let (status_tx, status_rx) = oneshot::channel();
+    let task = tokio::spawn(pump(
+        conn.into_stream(),
+        stream_close,
+        stdin.then_some(stdin_r),
+        stdout_w,
+        status_tx,
+    ));
     Ok(Running {
-        proc,
-        status,
-        stderr,
+        stdin: stdin.then_some(stdin_w),
+        stdout: Some(stdout_r),
+        status: Some(status_rx),
+        task: Some(task),
         pod: format!("{}/{}", t.namespace, t.pod),
     })
 }
 
+/// Carries one exec's streams until its status arrives or the connection
+/// ends; returns the start of stderr.
+async fn pump<S>(
+    ws: S,
+    stream_close: bool,
+    mut stdin: Option<DuplexStream>,
+    stdout: DuplexStream,
+    status: oneshot::Sender<Status>,
+) -> String
+where
+    S: futures::Stream<
+            Item = Result<
+                tokio_tungstenite::tungstenite::Message,
+                tokio_tungstenite::tungstenite::Error,
+            >,
+        > + futures::Sink<tokio_tungstenite::tungstenite::Message>
+        + Unpin,
+{
+    use tokio::io::AsyncWriteExt;
+    let (mut sink, mut source) = ws.split();
+    let mut stdout = Some(stdout);
+    let mut stderr = Vec::new();
+    let mut buf = vec![0u8; CHUNK_BYTES + 1];
+    let mut ping = tokio::time::interval(PING_EVERY);
+    ping.reset();
+    loop {
+        tokio::select! {
+            m = source.next() => {
+                let Some(Ok(m)) = m else { break };
+                if !m.is_binary() {
+                    continue;
+                }
+                let data = m.into_data();
+                let Some((&channel, body)) = data.split_first() else { continue };
+                match channel {
+                    1 => {
+                        // A reader that went away takes no more; the rest is dropped.
+                        if let Some(w) = stdout.as_mut()
+                            && w.write_all(body).await.is_err()
+                        {
+                            stdout = None;
+                        }
+                    }
+                    2 => {
+                        let room = STDERR_KEEP.saturating_sub(stderr.len());
+                        stderr.extend_from_slice(&body[..body.len().min(room)]);
+                    }
+                    3 => {
+                        if let Ok(s) = serde_json::from_slice::<Status>(body) {
+                            let _ = status.send(s);
+                        }
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            n = async { match stdin.as_mut() { Some(r) => r.read(&mut buf[1..]).await, None => std::future::pending().await } } => {
+                match n {
+                    Ok(n) if n > 0 => {
+                        buf[0] = 0;
+                        if sink.send(buf[..=n].to_vec().into()).await.is_err() {
+                            break;
+                        }
+                    }
+                    _ => {
+                        stdin = None;
+                        // v5 says "stdin ended" with a close of channel 0;
+                        // older servers only learn it from the socket closing.
+                        if stream_close {
+                            if sink.send(vec![255u8, 0].into()).await.is_err() {
+                                break;
+                            }
+                        } else {
+                            let _ = sink.close().await;
+                        }
+                    }
+                }
+            }
+            _ = ping.tick() => {
+                if sink.send(tokio_tungstenite::tungstenite::Message::Ping(Vec::new().into())).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(mut w) = stdout {
+        let _ = w.shutdown().await;
+    }
+    String::from_utf8_lossy(&stderr).into_owned()
+}
+
 impl Running {
     pub fn stdin(&mut self) -> Option<impl AsyncWrite + Unpin + use<>> {
-        self.proc.stdin()
+        self.stdin.take()
     }
 
     pub fn stdout(&mut self) -> Option<impl AsyncRead + Unpin + use<>> {
-        self.proc.stdout()
+        self.stdout.take()
     }
 
     /// Waits for the command to end; a non-zero exit is an error carrying
     /// what the script printed on stderr.
     pub async fn finish(mut self) -> Result<(), FsError> {
         let status = match self.status.take() {
-            Some(f) => f.await,
+            Some(rx) => rx.await.ok(),
             None => None,
         };
-        let stderr = match self.stderr.take() {
+        let stderr = match self.task.take() {
             Some(h) => h.await.unwrap_or_default(),
             None => String::new(),
         };
-        let _ = self.proc.join().await;
         match status {
             Some(s) if s.status.as_deref() == Some("Success") => Ok(()),
             Some(s) => Err(FsError::InPod {
-                pod: self.pod,
+                pod: self.pod.clone(),
                 message: failure_message(&stderr, s.message.as_deref()),
             }),
             None => Err(FsError::InPod {
-                pod: self.pod,
+                pod: self.pod.clone(),
                 message: failure_message(&stderr, Some("the exec ended without a status")),
             }),
         }
