@@ -15,6 +15,7 @@
 //! bounded alert buffer), `conn` (the loop).
 
 pub mod actions;
+pub mod alert_book;
 pub mod alerts;
 pub mod attach;
 pub mod backoff;
@@ -25,6 +26,7 @@ pub mod outbox;
 pub mod tracker;
 
 pub use crate::wire::{Alert, Severity};
+pub use alert_book::AlertBook;
 pub use alerts::{AlertQueue, AlertSink};
 pub use config::{ConfigError, UpstreamConfig};
 pub use conn::{WIRE_KINDS, health_handle, run, run_with_alerts};

@@ -22,6 +22,25 @@ pub mod limits {
     /// `Kind/name`: a name is at most 253 bytes.
     pub const OBJECT: usize = 320;
     pub const MESSAGE: usize = 2048;
+    /// A stateful alert's key, e.g. `audit/placement/Pod/t1/agent-x`.
+    pub const KEY: usize = 400;
+}
+
+/// Whether a stateful alert (one with a `key`) starts or ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlertState {
+    /// The condition holds (the default, and what a keyless alert is).
+    #[default]
+    Firing,
+    /// The condition named by `key` no longer holds.
+    Resolved,
+}
+
+impl AlertState {
+    pub fn is_firing(&self) -> bool {
+        *self == AlertState::Firing
+    }
 }
 
 /// How bad an alert is. Serialized in lowercase.
@@ -69,6 +88,14 @@ pub struct Alert {
     /// For humans; at most [`limits::MESSAGE`] bytes.
     #[serde(default)]
     pub message: String,
+    /// Stable identity of a condition that can clear, e.g.
+    /// `audit/placement/Pod/t1/agent-x`. Empty for a one-off alert (an
+    /// event, never "active"). A firing alert with a key stays active on
+    /// the control plane until a `resolved` one with the same key arrives.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub key: String,
+    #[serde(default, skip_serializing_if = "AlertState::is_firing")]
+    pub state: AlertState,
 }
 
 /// Control plane -> operator: the alert `id` is stored (or was already);
@@ -90,6 +117,8 @@ pub enum AlertError {
     },
     #[error("field reason {0:?} is not an identifier (a letter, then letters and digits)")]
     BadReason(String),
+    #[error("field state is resolved but field key is empty (only a keyed alert can resolve)")]
+    ResolvedWithoutKey,
 }
 
 fn clip_owned(s: &mut String, max: usize) {
@@ -114,6 +143,28 @@ impl Alert {
             namespace: namespace.into(),
             object: object.into(),
             message: message.into(),
+            key: String::new(),
+            state: AlertState::Firing,
+        }
+        .bounded()
+    }
+
+    /// A stateful alert: firing under `key` until [`Alert::resolving`].
+    pub fn keyed(mut self, key: impl Into<String>) -> Self {
+        self.key = key.into();
+        clip_owned(&mut self.key, limits::KEY);
+        self
+    }
+
+    /// The alert that ends this one's condition: same key, reason and
+    /// object, a fresh id and time.
+    pub fn resolving(&self, message: impl Into<String>) -> Self {
+        Alert {
+            id: random_id(),
+            at: Timestamp::now(),
+            state: AlertState::Resolved,
+            message: message.into(),
+            ..self.clone()
         }
         .bounded()
     }
@@ -125,6 +176,7 @@ impl Alert {
         clip_owned(&mut self.namespace, limits::NAMESPACE);
         clip_owned(&mut self.object, limits::OBJECT);
         clip_owned(&mut self.message, limits::MESSAGE);
+        clip_owned(&mut self.key, limits::KEY);
         self
     }
 
@@ -136,6 +188,7 @@ impl Alert {
             ("namespace", &self.namespace, limits::NAMESPACE, false),
             ("object", &self.object, limits::OBJECT, true),
             ("message", &self.message, limits::MESSAGE, false),
+            ("key", &self.key, limits::KEY, false),
         ];
         for (field, value, max, required) in fields {
             if required && value.is_empty() {
@@ -154,6 +207,9 @@ impl Alert {
             && chars.all(|c| c.is_ascii_alphanumeric());
         if !identifier {
             return Err(AlertError::BadReason(self.reason.clone()));
+        }
+        if self.state == AlertState::Resolved && self.key.is_empty() {
+            return Err(AlertError::ResolvedWithoutKey);
         }
         Ok(())
     }
@@ -254,6 +310,30 @@ mod tests {
         a.id = "i".repeat(limits::ID * 2);
         assert!(a.clone().validate().is_err());
         assert_eq!(a.bounded().validate(), Ok(()));
+    }
+
+    #[test]
+    fn keyed_alerts_resolve_under_their_key() {
+        let a = drift().keyed("audit/placement/Pod/t1/agent-x");
+        let text = Frame::Alert(a.clone()).to_json().unwrap();
+        assert!(
+            text.contains(r#""key":"audit/placement/Pod/t1/agent-x""#),
+            "{text}"
+        );
+        assert!(!text.contains("state"), "firing is the default: {text}");
+        let r = a.resolving("placement is right again");
+        assert_ne!(r.id, a.id);
+        assert_eq!(
+            (r.key.as_str(), r.state),
+            (a.key.as_str(), AlertState::Resolved)
+        );
+        let text = Frame::Alert(r.clone()).to_json().unwrap();
+        assert!(text.contains(r#""state":"resolved""#), "{text}");
+        assert_eq!(Frame::from_json(&text).unwrap(), Frame::Alert(r.clone()));
+        assert_eq!(r.validate(), Ok(()));
+        let mut keyless = r;
+        keyless.key.clear();
+        assert_eq!(keyless.validate(), Err(AlertError::ResolvedWithoutKey));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 mod alert;
 pub mod fs;
-pub use alert::{Alert, AlertAck, AlertError, Severity, limits as alert_limits};
+pub use alert::{Alert, AlertAck, AlertError, AlertState, Severity, limits as alert_limits};
 pub use fs::{FsAbort, FsChunk, FsChunkAck};
 
 /// The protocol version this build speaks.
