@@ -558,6 +558,7 @@ async fn main() {
                     },
                     enabled: false,
                     port: None,
+                    node_tier: None,
                 },
             )
         })

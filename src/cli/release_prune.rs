@@ -192,6 +192,7 @@ mod tests {
             agents: vec![sourced(Agent::new("analyst", AgentSpec::default()))],
             tools: vec![sourced(Tool::new("search", ToolSpec::default()))],
             filesystems: vec![sourced(AgentFS::new("shared", AgentFSSpec::default()))],
+            settings: Default::default(),
         }
     }
 

@@ -54,6 +54,11 @@ pub struct AgentSpec {
     /// empty list detaches every disk, a list replaces the mounts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filesystems: Option<Vec<FilesystemMount>>,
+    /// The node tier the pod runs on (`autonomic.sh/node-tier=<tier>`,
+    /// tolerated if tainted). The GitOps engine sets it from the tenant's
+    /// `tenant.yaml`. Pods never run on a control-plane node, tier or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_tier: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]

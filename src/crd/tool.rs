@@ -34,6 +34,11 @@ pub struct ToolSpec {
     /// Port the tool listens on, exposed through a Service when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<i32>,
+    /// The node tier the pod runs on (`autonomic.sh/node-tier=<tier>`,
+    /// tolerated if tainted). The GitOps engine sets it from the tenant's
+    /// `tenant.yaml`. Pods never run on a control-plane node, tier or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_tier: Option<String>,
 }
 
 fn enabled_default() -> bool {

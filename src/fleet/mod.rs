@@ -3,7 +3,8 @@
 //!
 //! Layout:
 //! - `manifests/<tenant>/*.yaml`: one Agent, Tool or AgentFS per file; the
-//!   folder name is the tenant and its namespace.
+//!   folder name is the tenant and its namespace; `tenant.yaml` (kind
+//!   Tenant, [`tenant`]) holds the tenant's node tier and allowed egress.
 //! - `releases/<name>.yaml`: one Release per file, named like the file.
 //! - `releases/waves.yaml`: the WavePointers document.
 //! - `configmaps/<name>/` or `configmaps/<name>@<label>/`: baseline sources.
@@ -22,6 +23,7 @@ pub mod configmap;
 pub mod gitsync;
 pub mod pin;
 pub mod repo;
+pub mod tenant;
 pub mod yaml;
 
 use std::collections::BTreeMap;
@@ -55,6 +57,8 @@ pub struct Tenant {
     pub agents: Vec<Sourced<Agent>>,
     pub tools: Vec<Sourced<Tool>>,
     pub filesystems: Vec<Sourced<AgentFS>>,
+    /// `tenant.yaml`: node tier and allowed egress (defaults when absent).
+    pub settings: tenant::TenantSpec,
 }
 
 #[derive(Debug, Clone)]
@@ -210,8 +214,27 @@ fn load_tenants(root: &Path, problems: &mut Vec<String>) -> BTreeMap<String, Ten
                     Ok(_) => problems.push(wrong_ns(&path)),
                     Err(e) => problems.push(e.to_string()),
                 },
+                tenant::KIND_TENANT => match yaml::from_file::<tenant::TenantDoc>(&path) {
+                    Ok(doc) => {
+                        let named_right =
+                            path.file_name().is_some_and(|f| f == tenant::TENANT_FILE);
+                        let mut found = doc.problems(&name);
+                        if !named_right {
+                            found.insert(0, format!("a Tenant belongs in {}", tenant::TENANT_FILE));
+                        }
+                        if found.is_empty() {
+                            tenant.settings = doc.spec;
+                        }
+                        problems.extend(
+                            found
+                                .into_iter()
+                                .map(|p| format!("{}: {p}", path.display())),
+                        );
+                    }
+                    Err(e) => problems.push(e.to_string()),
+                },
                 other => problems.push(format!(
-                    "{}: kind {other:?} is not an Agent, Tool or AgentFS",
+                    "{}: kind {other:?} is not an Agent, Tool, AgentFS or Tenant",
                     path.display()
                 )),
             }

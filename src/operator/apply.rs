@@ -48,6 +48,8 @@ pub struct Ctx {
     /// Exo's baseline ConfigMaps (label `app.kubernetes.io/managed-by:
     /// exo`), for the GitOps engine's drift check.
     pub configmaps: Store<ConfigMap>,
+    /// Exo's NetworkPolicies (managed-by label), for the drift check.
+    pub network_policies: Store<k8s_openapi::api::networking::v1::NetworkPolicy>,
     /// `true` once every cache has listed once; reconciles wait for it.
     pub caches_synced: watch::Receiver<bool>,
     /// Agents (`namespace/name/uid`) whose token Secret is known to exist:
@@ -84,6 +86,7 @@ fn kind_label<K: Resource<DynamicType = ()>>() -> &'static str {
         "Namespace" => "Namespace",
         "Rollout" => "Rollout",
         "Fleet" => "Fleet",
+        "NetworkPolicy" => "NetworkPolicy",
         _ => "Other",
     }
 }

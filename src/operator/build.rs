@@ -25,6 +25,8 @@ use super::{
 };
 use crate::crd::{AgentFS, AgentSpec, Container, FilesystemMount, RestartPolicy, ToolSpec};
 
+pub mod placement;
+
 /// Port the agentlet listens on; the agent's Service points at it.
 pub const AGENTLET_PORT: i32 = 8080;
 /// Key of the generated token in the per-agent Secret.
@@ -392,6 +394,9 @@ pub fn agent_pod_restarted(
         status: None,
     };
     let mut pod = pod;
+    if let Some(ps) = pod.spec.as_mut() {
+        placement::place(ps, spec.node_tier.as_deref());
+    }
     if let Some(at) = restart_requested_at {
         pod.metadata.annotations = Some(BTreeMap::from([(
             ANNOTATION_RESTART_REQUESTED.to_owned(),
@@ -494,6 +499,10 @@ pub fn tool_pod(owner: &Owner, spec: &ToolSpec) -> Result<Pod> {
         }),
         status: None,
     };
+    let mut pod = pod;
+    if let Some(ps) = pod.spec.as_mut() {
+        placement::place(ps, spec.node_tier.as_deref());
+    }
     named_by_hash(stamp(pod, |p| &mut p.metadata)?, "tool", &owner.name)
 }
 

@@ -17,6 +17,7 @@ use futures::channel::mpsc::UnboundedSender;
 use futures::{Stream, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
@@ -212,13 +213,29 @@ async fn agent_feed(
 /// GitOps engine reads for its drift check. No controller is woken: the
 /// engine looks at its own pace.
 async fn configmap_feed(api: Api<ConfigMap>, writer: reflector::store::Writer<ConfigMap>) {
+    managed_feed(api, writer).await
+}
+
+/// Exo's objects of one kind (label `app.kubernetes.io/managed-by: exo`)
+/// into a cache: the baseline ConfigMaps and the tenants'
+/// NetworkPolicies, which the GitOps engine's drift check reads.
+async fn managed_feed<K>(api: Api<K>, writer: reflector::store::Writer<K>)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
     watcher(api, managed)
         .default_backoff()
         .reflect(writer)
         .for_each(|event| {
             if let Err(e) = event {
-                warn!(error = %e, "ConfigMap watch failed; retrying");
+                warn!(kind = %K::kind(&()), error = %e, "watch failed; retrying");
             }
             futures::future::ready(())
         })
@@ -359,6 +376,8 @@ pub async fn run(
 
     let (configmaps_store, configmaps_writer) = reflector::store::<ConfigMap>();
     let cm_feed = configmap_feed(api::<ConfigMap>(&client, ns), configmaps_writer);
+    let (policies_store, policies_writer) = reflector::store::<NetworkPolicy>();
+    let np_feed = managed_feed(api::<NetworkPolicy>(&client, ns), policies_writer);
     let (caches_tx, caches_rx) = watch::channel(false);
 
     let ctx = Arc::new(Ctx {
@@ -370,6 +389,7 @@ pub async fn run(
         tools: tools.store(),
         filesystems: filesystems.store(),
         configmaps: configmaps_store.clone(),
+        network_policies: policies_store.clone(),
         services: services_store.clone(),
         caches_synced: caches_rx,
         secrets_seen: std::sync::Mutex::default(),
@@ -392,7 +412,8 @@ pub async fn run(
             && synced(&stores.2).await
             && synced(&pods_store).await
             && synced(&services_store).await
-            && synced(&configmaps_store).await;
+            && synced(&configmaps_store).await
+            && synced(&policies_store).await;
         caches_tx.send_replace(ok);
         if ok {
             info!("watches synced: ready");
@@ -422,6 +443,7 @@ pub async fn run(
             pod_feed,
             service_feed,
             cm_feed,
+            np_feed,
             agents
                 .run(agent::reconcile, agent::error_policy, ctx.clone())
                 .for_each(log),

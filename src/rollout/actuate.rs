@@ -33,6 +33,8 @@ pub struct StepCtx<'a> {
     pub release: &'a Release,
     pub fleet: &'a Fleet,
     pub workloads: &'a [Workload],
+    /// The tenant namespace's NetworkPolicies.
+    pub policies: &'a [k8s_openapi::api::networking::v1::NetworkPolicy],
     /// Baseline version -> the release's sha256, for these workloads.
     pub baselines: &'a BTreeMap<String, Option<String>>,
     /// How long the step has been running; live content may lag a pod's
@@ -93,6 +95,7 @@ where
 
 pub async fn execute(kind: &StepKind, ctx: &StepCtx<'_>) -> Outcome {
     match kind {
+        StepKind::Isolate => super::isolation::isolate(ctx).await,
         StepKind::PublishConfigMaps => publish_configmaps(ctx).await,
         StepKind::Repoint(c) => repoint(ctx, &group(ctx, c)).await,
         StepKind::PodsRolled(c) => pods_rolled(ctx, &group(ctx, c)).await,

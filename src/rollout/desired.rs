@@ -10,6 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+
+use super::isolation::{self, Platform};
 use super::saga::{Workload, baselines_needed, desired_workloads};
 use crate::crd::{AgentFS, InventoryKind};
 use crate::fleet::Tenant;
@@ -20,6 +23,8 @@ use crate::release::Release;
 pub struct TenantDesired {
     pub workloads: Vec<Workload>,
     pub filesystems: Vec<AgentFS>,
+    /// The tenant namespace's NetworkPolicies ([`super::isolation`]).
+    pub policies: Vec<NetworkPolicy>,
     /// Baseline version -> the release's content sha256 (`None`: the
     /// release does not pin that version; the publish step fails on it).
     pub baselines: BTreeMap<String, Option<String>>,
@@ -74,6 +79,17 @@ impl TenantDesired {
                 ]),
             );
         }
+        let ns = tenant.name.as_str();
+        let policies = isolation::policies(ns, &tenant.settings, &workloads, &Platform::default());
+        for p in &policies {
+            objects.insert(
+                format!(
+                    "NetworkPolicy/{}",
+                    p.metadata.name.as_deref().unwrap_or_default()
+                ),
+                serde_json::to_value(&p.spec).unwrap_or_default(),
+            );
+        }
         let canonical = Canonical {
             release: &release.metadata.name,
             objects,
@@ -86,6 +102,7 @@ impl TenantDesired {
         TenantDesired {
             workloads,
             filesystems,
+            policies,
             baselines,
             hash,
         }

@@ -7,6 +7,7 @@ pub mod desired;
 pub mod drift;
 pub mod engine;
 pub mod gates;
+pub mod isolation;
 pub mod prune;
 pub mod reverify;
 pub mod saga;

@@ -22,6 +22,7 @@ use crate::release::plan::apply_order;
 use crate::release::repoint;
 use crate::release::{ImageRef, Release};
 
+pub const STEP_ISOLATED: &str = "network-isolated";
 pub const STEP_CONFIGMAPS: &str = "configmaps-published";
 pub const STEP_PROJECTED: &str = "status-projected";
 pub const STEP_PRUNED: &str = "pruned";
@@ -30,6 +31,8 @@ pub const VERIFIED_HISTORY: usize = 10;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StepKind {
+    /// The tenant namespace's NetworkPolicies are applied and as built.
+    Isolate,
     PublishConfigMaps,
     Repoint(String),
     PodsRolled(String),
@@ -42,6 +45,7 @@ pub enum StepKind {
 impl StepKind {
     pub fn name(&self) -> String {
         match self {
+            StepKind::Isolate => STEP_ISOLATED.into(),
             StepKind::PublishConfigMaps => STEP_CONFIGMAPS.into(),
             StepKind::Repoint(c) => format!("repointed/{c}"),
             StepKind::PodsRolled(c) => format!("pods-rolled/{c}"),
@@ -54,6 +58,7 @@ impl StepKind {
     /// The actuator that owns the step.
     pub fn owner(&self) -> &'static str {
         match self {
+            StepKind::Isolate => "exo-operator/network-isolation (server-side apply)",
             StepKind::PublishConfigMaps => "exo-operator/configmap-publisher",
             StepKind::Repoint(_) => "exo-operator/rollout (server-side apply)",
             StepKind::PodsRolled(_) => "exo-operator/workload-reconciler",
@@ -65,6 +70,7 @@ impl StepKind {
 
     pub fn parse(name: &str) -> Option<StepKind> {
         match name {
+            STEP_ISOLATED => Some(StepKind::Isolate),
             STEP_CONFIGMAPS => Some(StepKind::PublishConfigMaps),
             STEP_PROJECTED => Some(StepKind::ProjectStatus),
             STEP_PRUNED => Some(StepKind::Prune),
@@ -123,6 +129,7 @@ pub fn desired_workloads(tenant: &Tenant, release: &Release) -> Vec<Workload> {
     for t in &tenant.tools {
         let mut tool = t.value.clone();
         tool.spec.container.image = repoint::image(&tool.spec.container.image, release);
+        tool.spec.node_tier.clone_from(&tenant.settings.node_tier);
         tool.status = None;
         out.push(Workload::Tool(tool));
     }
@@ -133,6 +140,7 @@ pub fn desired_workloads(tenant: &Tenant, release: &Release) -> Vec<Workload> {
         if let Some(b) = agent.spec.baseline.as_mut() {
             b.config_map = repoint::baseline(&b.config_map, release);
         }
+        agent.spec.node_tier.clone_from(&tenant.settings.node_tier);
         agent.status = None;
         out.push(Workload::Agent(agent));
     }
@@ -183,7 +191,9 @@ pub fn groups(workloads: &[Workload], release: &Release) -> Vec<(String, Vec<Wor
 
 /// The saga's steps for a tenant's workloads under `release`.
 pub fn steps(workloads: &[Workload], release: &Release) -> Vec<StepKind> {
-    let mut out = vec![StepKind::PublishConfigMaps];
+    // Isolation first: no workload of a release runs before its
+    // namespace's policies hold.
+    let mut out = vec![StepKind::Isolate, StepKind::PublishConfigMaps];
     for (c, _) in groups(workloads, release) {
         out.push(StepKind::Repoint(c.clone()));
         out.push(StepKind::PodsRolled(c.clone()));
@@ -452,6 +462,7 @@ mod tests {
         assert_eq!(
             names,
             [
+                "network-isolated",
                 "configmaps-published",
                 "repointed/broker",
                 "pods-rolled/broker",

@@ -91,6 +91,7 @@ fn every_pod_is_restricted() {
             container: spec().runtime,
             enabled: true,
             port: Some(9000),
+            node_tier: Some("gpu".into()),
         },
     );
     let mut tool = tool;

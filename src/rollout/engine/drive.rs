@@ -24,7 +24,7 @@ use crate::operator::apply::Ctx;
 use crate::operator::metrics::Controller as Writer;
 use crate::rollout::actuate::{StepCtx, execute};
 use crate::rollout::saga::{self, Outcome, StartedFor, StepKind};
-use crate::rollout::{drift, prune, reverify};
+use crate::rollout::{drift, isolation, prune, reverify};
 
 pub(super) struct DriveCtx {
     pub op: Arc<Ctx>,
@@ -208,6 +208,7 @@ async fn run_steps(
                 release: &plan.release,
                 fleet: &loaded.fleet,
                 workloads: &plan.desired.workloads,
+                policies: &plan.desired.policies,
                 baselines: &plan.desired.baselines,
                 step_age,
                 verify_grace: ctx.cfg.verify_grace,
@@ -273,6 +274,13 @@ async fn maintain(
         return Ok(Action::requeue(ctx.cfg.poll));
     }
     let mut changed = reverted.changed;
+    // The namespace's NetworkPolicies: restored, narrowed back, pruned.
+    // Pods do not roll for it, so the saga does not run again.
+    let policies = isolation::revert(&ctx.op, &ns, &plan.desired.policies).await;
+    if let Some(last) = policies.record {
+        status.last_drift = Some(last);
+    }
+    changed |= policies.changed;
     // Prunes that were blocked, and the inventory's uids.
     let pass = prune::run(&ctx.op, ro, &mut status, &plan.desired, loaded.policy.prune).await;
     changed |= pass.changed;

@@ -1,0 +1,258 @@
+//! `manifests/<tenant>/tenant.yaml`: a tenant's own settings, read from the
+//! fleet repository (never applied as an object): the node tier its pods
+//! run on and what its pods may reach beyond the platform's defaults.
+//!
+//! ```yaml
+//! apiVersion: autonomic.sh/v1alpha1
+//! kind: Tenant
+//! metadata: {name: acme}          # the folder's name
+//! spec:
+//!   nodeTier: standard            # nodes labelled autonomic.sh/node-tier=standard
+//!   allowedEgress:
+//!     - name: github
+//!       cidr: 140.82.112.0/20
+//!       ports: [{port: 443}]
+//!     - name: vector-db
+//!       namespace: data           # pods in another namespace
+//!       podLabels: {app: qdrant}
+//!       ports: [{port: 6333}]
+//! ```
+//!
+//! Pure: types and their checks; the loader in [`super`] reads the file.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+pub const KIND_TENANT: &str = "Tenant";
+/// The file that holds it, in the tenant's folder.
+pub const TENANT_FILE: &str = "tenant.yaml";
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TenantDoc {
+    #[serde(default)]
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: TenantMeta,
+    #[serde(default)]
+    pub spec: TenantSpec,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TenantMeta {
+    pub name: String,
+}
+
+/// What a tenant's pods may do, beyond what every tenant gets.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TenantSpec {
+    /// Nodes labelled `autonomic.sh/node-tier=<tier>` (and tainted so, if
+    /// the cluster reserves them). Unset: any node but a control-plane one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_tier: Option<String>,
+    /// Egress allowed on top of DNS, the tenant's model gateway and broker.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_egress: Vec<EgressRule>,
+}
+
+/// One destination a tenant's pods may reach: a CIDR, or pods in a
+/// namespace (optionally by labels); always on the listed ports.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EgressRule {
+    /// For messages and for the policy's rule order.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cidr: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pod_labels: BTreeMap<String, String>,
+    pub ports: Vec<EgressPort>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EgressPort {
+    pub port: u16,
+    #[serde(default)]
+    pub protocol: Protocol,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default, PartialOrd, Ord)]
+pub enum Protocol {
+    #[default]
+    TCP,
+    UDP,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::TCP => "TCP",
+            Protocol::UDP => "UDP",
+        }
+    }
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// A label value: at most 63 of `[A-Za-z0-9._-]`, alphanumeric at both ends.
+pub fn is_label_value(s: &str) -> bool {
+    let ok = |b: u8| b.is_ascii_alphanumeric();
+    s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && s.bytes().next().is_none_or(ok)
+        && s.bytes().last().is_none_or(ok)
+}
+
+/// `a.b.c.d/n` or an IPv6 CIDR, with the host bits clear.
+fn check_cidr(s: &str) -> Result<(), String> {
+    let (ip, bits) = s
+        .split_once('/')
+        .ok_or_else(|| format!("{s:?} is not a CIDR (address/prefix)"))?;
+    let ip: IpAddr = ip
+        .parse()
+        .map_err(|_| format!("{s:?}: {ip:?} is not an IP address"))?;
+    let bits: u8 = bits
+        .parse()
+        .map_err(|_| format!("{s:?}: prefix {bits:?} is not a number"))?;
+    let max = if ip.is_ipv4() { 32 } else { 128 };
+    if bits > max {
+        return Err(format!("{s:?}: prefix /{bits} is longer than /{max}"));
+    }
+    if bits == 0 {
+        return Err(format!(
+            "{s:?} allows every address; name the destinations instead"
+        ));
+    }
+    Ok(())
+}
+
+impl TenantDoc {
+    /// Every problem, each naming its field; `tenant` is the folder name.
+    pub fn problems(&self, tenant: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.kind != KIND_TENANT {
+            out.push(format!("kind must be {KIND_TENANT}, not {:?}", self.kind));
+        }
+        if self.metadata.name != tenant {
+            out.push(format!(
+                "metadata.name must be {tenant:?} (the tenant folder), not {:?}",
+                self.metadata.name
+            ));
+        }
+        if let Some(tier) = &self.spec.node_tier
+            && (tier.is_empty() || !is_label_value(tier))
+        {
+            out.push(format!(
+                "spec.nodeTier {tier:?} is not a label value (at most 63 letters, digits, '-', '_', '.')"
+            ));
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (i, r) in self.spec.allowed_egress.iter().enumerate() {
+            let at = format!("spec.allowedEgress[{i}]");
+            if r.name.is_empty() {
+                out.push(format!("{at}.name is empty"));
+            } else if !names.insert(r.name.as_str()) {
+                out.push(format!("{at}.name {:?} is used twice", r.name));
+            }
+            match (&r.cidr, &r.namespace) {
+                (Some(_), Some(_)) => out.push(format!("{at}: set cidr or namespace, not both")),
+                (None, None) => out.push(format!("{at}: set cidr or namespace")),
+                (Some(c), None) => {
+                    if let Err(e) = check_cidr(c) {
+                        out.push(format!("{at}.cidr: {e}"));
+                    }
+                    if !r.pod_labels.is_empty() {
+                        out.push(format!("{at}.podLabels needs namespace, not cidr"));
+                    }
+                }
+                (None, Some(ns)) => {
+                    if !is_dns_label(ns) {
+                        out.push(format!("{at}.namespace {ns:?} is not a namespace name"));
+                    }
+                }
+            }
+            for (k, v) in &r.pod_labels {
+                if k.is_empty() || !is_label_value(v) {
+                    out.push(format!("{at}.podLabels {k:?}: {v:?} is not a label"));
+                }
+            }
+            if r.ports.is_empty() {
+                out.push(format!("{at}.ports is empty; name the ports it may use"));
+            }
+            for (j, p) in r.ports.iter().enumerate() {
+                if p.port == 0 {
+                    out.push(format!("{at}.ports[{j}].port must be 1-65535"));
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(yaml: &str) -> TenantDoc {
+        serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn a_good_tenant_has_no_problems() {
+        let d = doc(
+            "kind: Tenant\nmetadata: {name: acme}\nspec:\n  nodeTier: standard\n  allowedEgress:\n  - {name: gh, cidr: 140.82.112.0/20, ports: [{port: 443}]}\n  - {name: db, namespace: data, podLabels: {app: qdrant}, ports: [{port: 6333, protocol: UDP}]}\n",
+        );
+        assert_eq!(d.problems("acme"), Vec::<String>::new());
+        assert_eq!(d.spec.allowed_egress[1].ports[0].protocol, Protocol::UDP);
+    }
+
+    #[test]
+    fn every_problem_names_its_field() {
+        let cases = [
+            ("kind: Tenant\nmetadata: {name: other}\n", "metadata.name"),
+            (
+                "kind: Tenant\nmetadata: {name: acme}\nspec: {nodeTier: 'a b'}\n",
+                "spec.nodeTier",
+            ),
+            (
+                "kind: Tenant\nmetadata: {name: acme}\nspec:\n  allowedEgress: [{name: x, ports: [{port: 1}]}]\n",
+                "spec.allowedEgress[0]: set cidr or namespace",
+            ),
+            (
+                "kind: Tenant\nmetadata: {name: acme}\nspec:\n  allowedEgress: [{name: x, cidr: 0.0.0.0/0, ports: [{port: 1}]}]\n",
+                "spec.allowedEgress[0].cidr",
+            ),
+            (
+                "kind: Tenant\nmetadata: {name: acme}\nspec:\n  allowedEgress: [{name: x, cidr: 10.0.0.0/33, ports: [{port: 1}]}]\n",
+                "/32",
+            ),
+            (
+                "kind: Tenant\nmetadata: {name: acme}\nspec:\n  allowedEgress: [{name: x, namespace: data, ports: []}]\n",
+                "spec.allowedEgress[0].ports is empty",
+            ),
+            (
+                "kind: Tenant\nmetadata: {name: acme}\nspec:\n  allowedEgress: [{name: x, namespace: Data, ports: [{port: 1}]}, {name: x, namespace: d, ports: [{port: 0}]}]\n",
+                "spec.allowedEgress[1].name \"x\" is used twice",
+            ),
+        ];
+        for (yaml, want) in cases {
+            let p = doc(yaml).problems("acme");
+            assert!(p.iter().any(|m| m.contains(want)), "{yaml}: {p:?}");
+        }
+    }
+}
