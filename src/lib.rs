@@ -5,6 +5,7 @@
 //! building desired objects) and thin I/O edges around them.
 
 pub mod agentfs;
+pub mod audit;
 pub mod cli;
 pub mod controlplane;
 pub mod crd;

@@ -74,6 +74,7 @@ async fn create_rollout(ns: &TestNamespace, wave: &str, release: &str, hash: &st
             release: release.into(),
             commit: "0123456789abcdef0123456789abcdef01234567".into(),
             desired_hash: hash.into(),
+            settings: Default::default(),
         },
     );
     r.metadata.namespace = Some(ns.name.clone());

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod attach;
+pub mod audit;
 pub mod config;
 pub mod control_plane;
 pub mod crd;
@@ -58,6 +59,9 @@ pub enum Command {
     /// The in-cluster operator.
     #[command(subcommand)]
     Operator(operator::OperatorCommand),
+    /// Audit tenant isolation: placement, network, credentials, mounts,
+    /// immutability. Exit 0 clean, 1 on findings, 2 on error.
+    Audit(audit::AuditArgs),
 }
 
 /// Exit codes shared by every verb.
@@ -79,6 +83,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Operator(cmd) => operator::run(cmd),
         Command::Attach(args) => attach::run(args),
         Command::Fs(args) => fs::run(args),
+        Command::Audit(args) => audit::run(args),
     };
     ExitCode::from(code)
 }

@@ -117,6 +117,30 @@ pub struct FleetStatus {
     /// Wave -> release, as `releases/waves.yaml` said at `appliedCommit`.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub waves: std::collections::BTreeMap<String, String>,
+    /// Every baseline ConfigMap version a release at `appliedCommit` pins:
+    /// a pod mounting any other version is an audit finding.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pinned_baselines: Vec<String>,
+    /// The last audit of this Fleet's tenants (written by the leader's
+    /// audit task with a merge patch of this field alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<AuditStatus>,
+}
+
+/// What the operator's last audit found, per rule.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditStatus {
+    /// One condition per rule (`Placement`, `Network`, `Credentials`,
+    /// `Mounts`, `Immutability`): `True` when the rule found nothing,
+    /// stamped with the Fleet generation the audit ran for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run_time: Option<Time>,
+    /// Findings of the last run, all rules.
+    #[serde(default)]
+    pub findings: u32,
 }
 
 /// One tenant's rollout saga. Created and updated by the operator from the
@@ -156,6 +180,14 @@ pub struct RolloutSpec {
     /// content hashes. The saga runs again whenever it changes.
     #[serde(default)]
     pub desired_hash: String,
+    /// The tenant's `tenant.yaml` at `commit` (node tier, allowed egress):
+    /// what `exo audit` checks placement and NetworkPolicies against.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub settings: crate::fleet::tenant::TenantSpec,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 #[derive(

@@ -5,7 +5,7 @@
 //! ```yaml
 //! apiVersion: autonomic.sh/v1alpha1
 //! kind: Tenant
-//! metadata: {name: acme}          # the folder's name
+//! metadata: {name: acme}          # optional: the folder names the tenant
 //! spec:
 //!   nodeTier: standard            # nodes labelled autonomic.sh/node-tier=standard
 //!   allowedEgress:
@@ -35,6 +35,8 @@ pub struct TenantDoc {
     #[serde(default)]
     pub api_version: String,
     pub kind: String,
+    /// Optional: the folder names the tenant.
+    #[serde(default)]
     pub metadata: TenantMeta,
     #[serde(default)]
     pub spec: TenantSpec,
@@ -43,11 +45,12 @@ pub struct TenantDoc {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
 pub struct TenantMeta {
-    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 /// What a tenant's pods may do, beyond what every tenant gets.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq, Default, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TenantSpec {
     /// Nodes labelled `autonomic.sh/node-tier=<tier>` (and tainted so, if
@@ -61,7 +64,7 @@ pub struct TenantSpec {
 
 /// One destination a tenant's pods may reach: a CIDR, or pods in a
 /// namespace (optionally by labels); always on the listed ports.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq, Default, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EgressRule {
     /// For messages and for the policy's rule order.
@@ -75,7 +78,7 @@ pub struct EgressRule {
     pub ports: Vec<EgressPort>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq, Default, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EgressPort {
     pub port: u16,
@@ -83,7 +86,19 @@ pub struct EgressPort {
     pub protocol: Protocol,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default, PartialOrd, Ord)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Deserialize,
+    Serialize,
+    PartialEq,
+    Eq,
+    Default,
+    PartialOrd,
+    Ord,
+    schemars::JsonSchema,
+)]
 pub enum Protocol {
     #[default]
     TCP,
@@ -148,10 +163,11 @@ impl TenantDoc {
         if self.kind != KIND_TENANT {
             out.push(format!("kind must be {KIND_TENANT}, not {:?}", self.kind));
         }
-        if self.metadata.name != tenant {
+        if let Some(name) = &self.metadata.name
+            && name != tenant
+        {
             out.push(format!(
-                "metadata.name must be {tenant:?} (the tenant folder), not {:?}",
-                self.metadata.name
+                "metadata.name must be {tenant:?} (the tenant folder) or omitted, not {name:?}"
             ));
         }
         if let Some(tier) = &self.spec.node_tier

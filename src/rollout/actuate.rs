@@ -25,6 +25,8 @@ use crate::release::{ImageRef, Release};
 pub const ANNOTATION_RELEASE: &str = "autonomic.sh/release";
 pub const ANNOTATION_VERIFIED_AT: &str = "autonomic.sh/verified-at";
 pub const LABEL_TENANT: &str = "autonomic.sh/tenant";
+/// On a tenant's Rollout: the Fleet (by name) whose repository it follows.
+pub const LABEL_FLEET: &str = "autonomic.sh/fleet";
 
 pub struct StepCtx<'a> {
     /// The operator's counted, leader-only write path and watch caches.

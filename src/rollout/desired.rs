@@ -23,6 +23,8 @@ use crate::release::Release;
 pub struct TenantDesired {
     pub workloads: Vec<Workload>,
     pub filesystems: Vec<AgentFS>,
+    /// The tenant's `tenant.yaml` (node tier, allowed egress).
+    pub settings: crate::fleet::tenant::TenantSpec,
     /// The tenant namespace's NetworkPolicies ([`super::isolation`]).
     pub policies: Vec<NetworkPolicy>,
     /// Baseline version -> the release's content sha256 (`None`: the
@@ -102,6 +104,7 @@ impl TenantDesired {
         TenantDesired {
             workloads,
             filesystems,
+            settings: tenant.settings.clone(),
             policies,
             baselines,
             hash,

@@ -54,10 +54,8 @@ impl Default for Platform {
         Platform {
             dns_namespace: "kube-system".into(),
             dns_labels: BTreeMap::from([("k8s-app".into(), "kube-dns".into())]),
-            operator_namespace: std::env::var("POD_NAMESPACE")
-                .ok()
-                .filter(|n| !n.is_empty())
-                .unwrap_or_else(|| "exo-system".into()),
+            // Where `deploy/` installs it.
+            operator_namespace: "exo-system".into(),
             operator_labels: BTreeMap::from([(
                 "app.kubernetes.io/name".into(),
                 "exo-operator".into(),

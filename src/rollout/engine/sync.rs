@@ -33,7 +33,7 @@ use crate::fleet::{self, gitsync};
 use crate::operator::apply::Ctx;
 use crate::operator::metrics::Controller as Writer;
 use crate::release::{WaveName, lint};
-use crate::rollout::actuate::{LABEL_TENANT, owned_meta};
+use crate::rollout::actuate::{LABEL_FLEET, LABEL_TENANT, owned_meta};
 use crate::rollout::desired::TenantDesired;
 
 struct SyncCtx {
@@ -153,6 +153,7 @@ async fn set_fleet_status(op: &Ctx, f: &FleetCr, mut status: FleetStatus) {
     if old.applied_commit == status.applied_commit
         && old.fetched_commit == status.fetched_commit
         && old.waves == status.waves
+        && old.pinned_baselines == status.pinned_baselines
         && same_condition(&old.conditions, &status.conditions)
     {
         return;
@@ -277,7 +278,7 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, policy: Policy) -> Option<Arc<Load
             tenants,
         }));
     }
-    let changed = match apply_tenants(ctx, &tenants, &checkout.commit).await {
+    let changed = match apply_tenants(ctx, &f.name_any(), &tenants, &checkout.commit).await {
         Ok(n) => n,
         Err(m) => {
             set_fleet_status(op, f, fail(status, "ApplyFailed", m)).await;
@@ -288,6 +289,13 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, policy: Policy) -> Option<Arc<Load
         info!(fleet = %f.name_any(), commit = %short(&checkout.commit), tenants_changed = changed, "applied fleet commit");
     }
     status.applied_commit = Some(checkout.commit.clone());
+    status.pinned_baselines = loaded
+        .releases
+        .iter()
+        .flat_map(|r| r.value.spec.config_maps.iter().map(|c| c.version.clone()))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
     status.waves = loaded
         .waves
         .as_ref()
@@ -340,6 +348,7 @@ impl State {
 /// sagas. Returns how many Rollout specs changed.
 async fn apply_tenants(
     ctx: &SyncCtx,
+    fleet: &str,
     tenants: &BTreeMap<String, Arc<TenantPlan>>,
     commit: &str,
 ) -> Result<usize, String> {
@@ -388,12 +397,15 @@ async fn apply_tenants(
             release: plan.release.metadata.name.clone(),
             commit: commit.to_owned(),
             desired_hash: plan.desired.hash.clone(),
+            settings: plan.desired.settings.clone(),
         };
         let live = ctx
             .rollouts
             .get(&ObjectRef::new(ROLLOUT_NAME).within(tenant));
         let same = live.as_ref().is_some_and(|r| {
-            r.spec.tenant == spec.tenant
+            r.labels().get(LABEL_FLEET).map(String::as_str) == Some(fleet)
+                && r.spec.settings == spec.settings
+                && r.spec.tenant == spec.tenant
                 && r.spec.wave == spec.wave
                 && r.spec.release == spec.release
                 && r.spec.desired_hash == spec.desired_hash
@@ -405,6 +417,7 @@ async fn apply_tenants(
         ro.metadata.namespace = Some(tenant.clone());
         ro.metadata.labels = Some(BTreeMap::from([
             (LABEL_TENANT.to_owned(), tenant.clone()),
+            (LABEL_FLEET.to_owned(), fleet.to_owned()),
             (
                 crate::operator::LABEL_MANAGED_BY.to_owned(),
                 crate::operator::MANAGED_BY.to_owned(),

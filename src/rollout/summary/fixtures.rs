@@ -23,6 +23,7 @@ pub fn rollout(tenant: &str, wave: &str, release: &str) -> Rollout {
             release: release.into(),
             commit: format!("c-{release}"),
             desired_hash: format!("h-{release}"),
+            settings: Default::default(),
         },
     );
     r.metadata.namespace = Some(tenant.into());
