@@ -17,6 +17,7 @@ mod mounts;
 mod network;
 mod placement;
 pub mod report;
+pub mod schedule;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -79,6 +79,10 @@ pub struct RunArgs {
     /// How long an unused `exo fs` helper pod is kept (e.g. 5m).
     #[arg(long, default_value = "5m", env = "EXO_FS_HELPER_IDLE", value_parser = crate::duration::parse)]
     pub fs_helper_idle: Duration,
+    /// How often the leader audits tenant isolation (placement, network,
+    /// credentials, mounts, immutability), e.g. 5m.
+    #[arg(long, default_value = "5m", env = "EXO_AUDIT_INTERVAL", value_parser = crate::duration::parse)]
+    pub audit_interval: Duration,
     /// Largest `exo fs cp` accepted through the control plane (file bytes).
     #[arg(long, default_value = "10Gi", env = "EXO_FS_MAX_SIZE")]
     pub fs_max_size: String,
@@ -181,6 +185,14 @@ fn run_operator(args: RunArgs) -> u8 {
         };
         leader_tasks.push(std::sync::Arc::new(move |ctx| {
             Box::pin(crate::rollout::engine::run(ctx, engine.clone()))
+        }));
+        let audit = crate::audit::schedule::AuditConfig {
+            interval: args.audit_interval.max(Duration::from_secs(1)),
+            fleet_namespace: args.fleet_namespace.clone().or_else(|| args.namespace.clone()),
+            alerts: alerts.clone(),
+        };
+        leader_tasks.push(std::sync::Arc::new(move |ctx| {
+            Box::pin(crate::audit::schedule::run(ctx, audit.clone()))
         }));
         // The upstream connection (AUTONOMIC_MANAGED=true): leader only.
         match crate::upstream::UpstreamConfig::from_env() {

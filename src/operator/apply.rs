@@ -386,6 +386,40 @@ impl Ctx {
         }
     }
 
+    /// A merge patch of some status fields alone (e.g. a Fleet's
+    /// `status.audit`), leaving the rest of the status, which another
+    /// writer applies, as it is.
+    pub async fn merge_status<K>(
+        &self,
+        c: Controller,
+        ns: &str,
+        name: &str,
+        status: serde_json::Value,
+    ) -> Result<()>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + Debug
+            + DeserializeOwned,
+    {
+        let body = serde_json::json!({ "status": status });
+        match self
+            .api::<K>(ns)
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+        {
+            Ok(_) => {
+                self.metrics.wrote(c, kind_label::<K>(), Verb::Status);
+                Ok(())
+            }
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(Error::kube(
+                format!("status {} {ns}/{name}", K::kind(&())),
+                e,
+            )),
+        }
+    }
+
     /// Writes `status` through the status subresource with server-side
     /// apply, so fields the operator stops setting are removed.
     pub async fn apply_status<K>(
@@ -480,6 +514,19 @@ impl Ctx {
         reason: Reason,
         note: String,
     ) {
+        self.event_on(obj.object_ref(&()), type_, reason, note)
+            .await
+    }
+
+    /// [`Ctx::event`] about an object known only by reference (an audit
+    /// finding's pod or Secret).
+    pub async fn event_on(
+        &self,
+        reference: k8s_openapi::api::core::v1::ObjectReference,
+        type_: EventType,
+        reason: Reason,
+        note: String,
+    ) {
         let ev = Event {
             type_,
             reason: reason.as_str().to_owned(),
@@ -488,7 +535,6 @@ impl Ctx {
             secondary: None,
         };
         let recorder = self.recorder.clone();
-        let reference = obj.object_ref(&());
         tokio::spawn(async move {
             if let Err(e) = recorder.publish(&ev, &reference).await {
                 warn!(reason = reason.as_str(), error = %e, "could not publish an Event");

@@ -44,6 +44,11 @@ pub enum Reason {
     /// Deleting an object git no longer has did not finish (a finalizer,
     /// a refusal); it stays in the inventory.
     PruneBlocked,
+    /// The audit found an isolation invariant broken; the note names the
+    /// rule and what (never a Secret's value).
+    AuditFinding,
+    /// An audit finding no longer holds.
+    AuditCleared,
 }
 
 impl Reason {
@@ -67,6 +72,8 @@ impl Reason {
             Reason::ContentDrift => "ContentDrift",
             Reason::Pruned => "Pruned",
             Reason::PruneBlocked => "PruneBlocked",
+            Reason::AuditFinding => "AuditFinding",
+            Reason::AuditCleared => "AuditCleared",
         }
     }
 
@@ -81,6 +88,7 @@ impl Reason {
             Reason::DriftReverted => "Apply",
             Reason::ContentDrift => "Verify",
             Reason::Pruned | Reason::PruneBlocked => "Prune",
+            Reason::AuditFinding | Reason::AuditCleared => "Audit",
             Reason::InvalidSpec
             | Reason::FilesystemNotFound
             | Reason::FilesystemTerminating

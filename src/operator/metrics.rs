@@ -55,8 +55,23 @@ pub struct KindLabels {
     pub kind: &'static str,
 }
 
+/// An audit rule (`placement`, `network`, …): a fixed set.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RuleLabels {
+    pub rule: &'static str,
+}
+
+/// How an audit run ended: `ok` or `error`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: &'static str,
+}
+
 pub struct Metrics {
     pub registry: Registry,
+    /// Findings of the last audit, per rule (0 when clean).
+    pub audit_findings: Family<RuleLabels, Gauge>,
+    pub audit_runs: Family<ResultLabels, Counter>,
     /// Managed objects found different from git and put back, by kind.
     pub drift_reverted: Family<KindLabels, Counter>,
     /// Objects git dropped that were deleted, by kind.
@@ -133,8 +148,22 @@ impl Metrics {
             leader.clone(),
         );
         registry.register("ready", "1 once every watch has synced", ready.clone());
+        let audit_findings = Family::<RuleLabels, Gauge>::default();
+        let audit_runs = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "audit_findings",
+            "Findings of the last isolation audit, by rule",
+            audit_findings.clone(),
+        );
+        registry.register(
+            "audit_runs",
+            "Isolation audits run, by result",
+            audit_runs.clone(),
+        );
         Metrics {
             registry,
+            audit_findings,
+            audit_runs,
             drift_reverted,
             pruned,
             content_drift,

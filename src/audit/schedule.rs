@@ -1,0 +1,270 @@
+//! The operator's scheduled audit (leader only): every interval, the same
+//! collection and rules as `exo audit`, over each followed Fleet's tenants,
+//! published where operators look:
+//! - an Event per finding when it appears (`AuditFinding`, on the object)
+//!   and when it clears (`AuditCleared`);
+//! - `exo_operator_audit_findings{rule}`;
+//! - one condition per rule in the Fleet's `status.audit`, stamped with the
+//!   Fleet generation (a merge patch of that field alone);
+//! - keyed upstream alerts (`audit/…`), resolved when the finding clears.
+//!
+//! A run that cannot read the cluster sets every rule's condition to
+//! `Unknown` (reason `AuditFailed`) instead of keeping a stale `True`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::ResourceExt;
+use kube::runtime::events::EventType;
+use tracing::{info, warn};
+
+use super::{Finding, Rule, Snapshot, check, collect};
+use crate::crd::Fleet;
+use crate::operator::apply::Ctx;
+use crate::operator::events::Reason;
+use crate::operator::metrics::{Controller, ResultLabels, RuleLabels};
+use crate::rollout::actuate::LABEL_FLEET;
+use crate::upstream::{Alert, AlertBook, AlertSink, Severity};
+
+#[derive(Clone)]
+pub struct AuditConfig {
+    pub interval: Duration,
+    /// Follow only the Fleets in this namespace.
+    pub fleet_namespace: Option<String>,
+    pub alerts: AlertSink,
+}
+
+/// The API version and kind of a finding's object, for its Event.
+fn reference(f: &Finding) -> ObjectReference {
+    let (kind, name) = f.object.split_once('/').unwrap_or(("Pod", &f.object));
+    let api_version = match kind {
+        "NetworkPolicy" => "networking.k8s.io/v1",
+        _ => "v1",
+    };
+    ObjectReference {
+        api_version: Some(api_version.to_owned()),
+        kind: Some(kind.to_owned()),
+        name: Some(name.to_owned()),
+        namespace: (!f.namespace.is_empty()).then(|| f.namespace.clone()),
+        ..ObjectReference::default()
+    }
+}
+
+/// The tenant namespaces of `fleet`: its Rollouts, by label.
+fn tenants_of(snap: &Snapshot, fleet: &Fleet) -> BTreeSet<String> {
+    snap.rollouts
+        .iter()
+        .filter(|r| r.labels().get(LABEL_FLEET) == Some(&fleet.name_any()))
+        .filter_map(|r| r.namespace())
+        .collect()
+}
+
+/// One condition per rule for `findings` (pure).
+pub fn conditions(
+    findings: &[Finding],
+    generation: Option<i64>,
+    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> Vec<Condition> {
+    Rule::ALL
+        .iter()
+        .map(|r| {
+            let mine: Vec<&Finding> = findings.iter().filter(|f| f.rule == *r).collect();
+            let message = if mine.is_empty() {
+                format!("no {r} finding")
+            } else {
+                let first: Vec<String> = mine
+                    .iter()
+                    .take(3)
+                    .map(|f| format!("{}/{}: {}", f.namespace, f.object, f.message))
+                    .collect();
+                format!("{} {r} finding(s): {}", mine.len(), first.join("; "))
+            };
+            Condition {
+                type_: r.condition().to_owned(),
+                status: if mine.is_empty() { "True" } else { "False" }.to_owned(),
+                reason: if mine.is_empty() { "Clean" } else { "Findings" }.to_owned(),
+                message: crate::wire::clip_to(&message, 1024).to_owned(),
+                observed_generation: generation,
+                last_transition_time: now.clone(),
+            }
+        })
+        .collect()
+}
+
+fn failed_conditions(
+    why: &str,
+    generation: Option<i64>,
+    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> Vec<Condition> {
+    Rule::ALL
+        .iter()
+        .map(|r| Condition {
+            type_: r.condition().to_owned(),
+            status: "Unknown".to_owned(),
+            reason: "AuditFailed".to_owned(),
+            message: crate::wire::clip_to(why, 1024).to_owned(),
+            observed_generation: generation,
+            last_transition_time: now.clone(),
+        })
+        .collect()
+}
+
+/// Keeps a condition's transition time while its status holds.
+fn keep_transitions(new: &mut [Condition], old: &[Condition]) {
+    for c in new {
+        if let Some(o) = old
+            .iter()
+            .find(|o| o.type_ == c.type_ && o.status == c.status)
+        {
+            c.last_transition_time = o.last_transition_time.clone();
+        }
+    }
+}
+
+async fn write_fleet(ctx: &Ctx, fleet: &Fleet, mut conds: Vec<Condition>, findings: usize) {
+    let old = fleet
+        .status
+        .as_ref()
+        .and_then(|s| s.audit.as_ref())
+        .map(|a| a.conditions.clone())
+        .unwrap_or_default();
+    keep_transitions(&mut conds, &old);
+    let body = serde_json::json!({"audit": {
+        "conditions": conds,
+        "lastRunTime": crate::rollout::now(),
+        "findings": findings,
+    }});
+    let ns = fleet.namespace().unwrap_or_default();
+    if let Err(e) = ctx
+        .merge_status::<Fleet>(Controller::Rollout, &ns, &fleet.name_any(), body)
+        .await
+    {
+        warn!(fleet = %fleet.name_any(), error = %e, "cannot write the Fleet's audit status");
+    }
+}
+
+/// What one run found, by key (kept between runs for Events).
+type Seen = BTreeMap<String, Finding>;
+
+async fn run_once(ctx: &Ctx, cfg: &AuditConfig, seen: &mut Seen, book: &mut AlertBook) {
+    let fleets_api = match &cfg.fleet_namespace {
+        Some(ns) => kube::Api::<Fleet>::namespaced(ctx.client.clone(), ns),
+        None => kube::Api::<Fleet>::all(ctx.client.clone()),
+    };
+    let fleets = match fleets_api.list(&Default::default()).await {
+        Ok(l) => l.items,
+        Err(e) => {
+            warn!(error = %e, "audit: cannot list Fleets");
+            ctx.metrics
+                .audit_runs
+                .get_or_create(&ResultLabels { result: "error" })
+                .inc();
+            return;
+        }
+    };
+    let now = crate::rollout::now();
+    let snap = match collect(&ctx.client).await {
+        Ok((s, _)) => s,
+        Err(e) => {
+            warn!(error = %e, "audit failed");
+            ctx.metrics
+                .audit_runs
+                .get_or_create(&ResultLabels { result: "error" })
+                .inc();
+            for f in &fleets {
+                let conds = failed_conditions(&e.to_string(), f.metadata.generation, &now);
+                write_fleet(ctx, f, conds, 0).await;
+            }
+            return;
+        }
+    };
+    let mut all: Seen = BTreeMap::new();
+    for fleet in &fleets {
+        let tenants = tenants_of(&snap, fleet);
+        let found = if tenants.is_empty() {
+            Vec::new()
+        } else {
+            check(&snap, &tenants, &BTreeSet::new())
+        };
+        let conds = conditions(&found, fleet.metadata.generation, &now);
+        let unchanged = fleet
+            .status
+            .as_ref()
+            .and_then(|s| s.audit.as_ref())
+            .is_some_and(|a| {
+                a.findings as usize == found.len()
+                    && a.conditions.len() == conds.len()
+                    && a.conditions.iter().zip(&conds).all(|(x, y)| {
+                        x.type_ == y.type_
+                            && x.status == y.status
+                            && x.message == y.message
+                            && x.observed_generation == y.observed_generation
+                    })
+            });
+        // Written only when a result changed (a write per run would be
+        // noise), so lastRunTime is the last run that changed something.
+        if !unchanged {
+            write_fleet(ctx, fleet, conds, found.len()).await;
+        }
+        for f in found {
+            all.insert(f.key(), f);
+        }
+    }
+    for r in Rule::ALL {
+        let n = all.values().filter(|f| f.rule == r).count();
+        ctx.metrics
+            .audit_findings
+            .get_or_create(&RuleLabels { rule: r.as_str() })
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+    for (key, f) in &all {
+        if !seen.contains_key(key) {
+            info!(rule = %f.rule, namespace = %f.namespace, object = %f.object, finding = %f.message, "audit finding");
+            let note = format!("{}: {}", f.rule, f.message);
+            ctx.event_on(reference(f), EventType::Warning, Reason::AuditFinding, note)
+                .await;
+        }
+    }
+    for (key, f) in seen.iter() {
+        if !all.contains_key(key) {
+            info!(rule = %f.rule, namespace = %f.namespace, object = %f.object, "audit finding cleared");
+            let note = format!("{} finding cleared: {}", f.rule, f.message);
+            ctx.event_on(reference(f), EventType::Normal, Reason::AuditCleared, note)
+                .await;
+        }
+    }
+    let alerts: Vec<Alert> = all
+        .iter()
+        .map(|(key, f)| {
+            Alert::new(
+                Severity::Warning,
+                f.rule.reason(),
+                &f.namespace,
+                &f.object,
+                &f.message,
+            )
+            .keyed(key.clone())
+        })
+        .collect();
+    for a in book.reconcile("audit/", alerts) {
+        cfg.alerts.send(a);
+    }
+    ctx.metrics
+        .audit_runs
+        .get_or_create(&ResultLabels { result: "ok" })
+        .inc();
+    *seen = all;
+}
+
+/// The leader task: one audit now, then one every interval.
+pub async fn run(ctx: Arc<Ctx>, cfg: AuditConfig) {
+    let mut seen = Seen::new();
+    let mut book = AlertBook::new();
+    loop {
+        run_once(&ctx, &cfg, &mut seen, &mut book).await;
+        tokio::time::sleep(cfg.interval).await;
+    }
+}
