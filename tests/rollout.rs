@@ -281,7 +281,10 @@ async fn image_id_mismatch_fails_the_pods_rolled_step() {
         .filter(|s| s.state == StepState::Done)
         .map(|s| s.name.as_str())
         .collect();
-    assert_eq!(done, ["configmaps-published", "repointed/broker"]);
+    assert_eq!(
+        done,
+        ["network-isolated", "configmaps-published", "repointed/broker"]
+    );
     // Other tenants are not held back by one tenant's failure in their wave.
     fx.wait_phase("im-platform", OLD, RolloutPhase::Verified, &op)
         .await;

@@ -98,6 +98,11 @@ pub struct Operator {
 
 impl Operator {
     pub fn start(ns: &str, kubeconfig: &Path, identity: &str) -> Self {
+        Self::start_with(ns, kubeconfig, identity, &[])
+    }
+
+    /// [`Operator::start`] with more arguments (e.g. `--audit-interval 1s`).
+    pub fn start_with(ns: &str, kubeconfig: &Path, identity: &str, extra: &[&str]) -> Self {
         let cache = super::scratch();
         let addr = format!("127.0.0.1:{}", super::operator::free_port());
         let log = std::env::temp_dir().join(format!("exo-rollout-{ns}-{identity}.log"));
@@ -129,6 +134,7 @@ impl Operator {
             ])
             .arg("--gitops-cache")
             .arg(cache.path())
+            .args(extra)
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,kube=warn")
             .stdin(Stdio::null())
