@@ -44,6 +44,11 @@ pub enum Reason {
     /// Deleting an object git no longer has did not finish (a finalizer,
     /// a refusal); it stays in the inventory.
     PruneBlocked,
+    /// The upstream connection to the control plane was lost (on the
+    /// operator's own Pod, or its Lease when it runs outside a Pod).
+    UpstreamDisconnected,
+    /// The upstream socket is wedged: connected, nothing received.
+    UpstreamWedged,
 }
 
 impl Reason {
@@ -67,6 +72,8 @@ impl Reason {
             Reason::ContentDrift => "ContentDrift",
             Reason::Pruned => "Pruned",
             Reason::PruneBlocked => "PruneBlocked",
+            Reason::UpstreamDisconnected => "UpstreamDisconnected",
+            Reason::UpstreamWedged => "UpstreamWedged",
         }
     }
 
@@ -81,6 +88,7 @@ impl Reason {
             Reason::DriftReverted => "Apply",
             Reason::ContentDrift => "Verify",
             Reason::Pruned | Reason::PruneBlocked => "Prune",
+            Reason::UpstreamDisconnected | Reason::UpstreamWedged => "Connect",
             Reason::InvalidSpec
             | Reason::FilesystemNotFound
             | Reason::FilesystemTerminating
