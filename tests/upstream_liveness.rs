@@ -12,7 +12,9 @@
 //!   503, the `UpstreamWedged` Event and the gauges while wedged, then the
 //!   `monitor/wedged-upstream` alert active on the control plane once bytes
 //!   flow again, resolved after a healthy while; a lost control plane gives
-//!   an `UpstreamDisconnected` Event and counts a disconnect.
+//!   an `UpstreamDisconnected` Event and counts a disconnect;
+//! - an unmanaged `exo operator run` answers 200 on the upstream `/health`,
+//!   so the liveness probe of `deploy/operator.yaml` fits it too.
 
 mod support;
 mod upstream_support;
@@ -494,4 +496,33 @@ async fn a_wedged_operator_alerts_once_connected_again_and_reports_disconnects()
             .starts_with("upstream connection to the control plane lost"),
         "{ev:?}"
     );
+}
+
+#[tokio::test]
+async fn an_unmanaged_operator_passes_the_upstream_liveness_probe() {
+    let ns = restricted_namespace("live-unmanaged").await;
+    let health_addr = format!("127.0.0.1:{}", free_port());
+    let op = OperatorProcess::start_env(
+        &ns.name,
+        "unmanaged-1",
+        &[],
+        &[
+            ("AUTONOMIC_MANAGED", "false"),
+            ("EXO_UPSTREAM_HEALTH_ADDR", &health_addr),
+        ],
+    );
+    op.wait_ready().await;
+    let (status, h) = eventually("the upstream /health", Duration::from_secs(30), || async {
+        std::net::TcpStream::connect(&health_addr)
+            .is_ok()
+            .then(|| health(&health_addr))
+    })
+    .await;
+    assert_eq!(status, 200, "{h}");
+    assert_eq!(
+        (h["managed"].as_bool(), h["wedged"].as_bool()),
+        (Some(false), Some(false)),
+        "{h}"
+    );
+    assert_eq!(op.metric("exo_operator_upstream_connected"), Some(0));
 }
