@@ -119,6 +119,15 @@ fn classify_close(code: u16, reason: &str) -> End {
     }
 }
 
+/// Marks the health `Stopped` when the connection's task ends, however.
+struct StopOnDrop(HealthHandle);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.update(|h| h.state(ConnState::Stopped));
+    }
+}
+
 /// Resolves once nothing arrived from the server for `limit`.
 async fn silence(health: &HealthHandle, limit: Duration) {
     let step = (limit / 4).clamp(Duration::from_millis(50), Duration::from_millis(500));
@@ -227,6 +236,9 @@ pub async fn run_with_alerts(
 ) -> Result<(), UpstreamError> {
     cfg.ws_url()?;
     health.update(|h| h.wedged_after(cfg.wedged_after));
+    // Aborted (a lost Lease) or returning: no longer connected, so /health
+    // cannot call a connection that is gone wedged.
+    let _stopped = StopOnDrop(health.clone());
     let boot_id = health
         .report()
         .map(|r| r.boot_id)
@@ -384,5 +396,29 @@ pub async fn run_with_alerts(
                 },
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ended_connection_task_is_never_reported_wedged() {
+        let h = HealthHandle::new("b");
+        h.update(|w| {
+            w.wedged_after(Duration::from_millis(1));
+            w.connected("d", "c");
+        });
+        let guard = StopOnDrop(h.clone());
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(h.report().unwrap().wedged);
+        // What a lost Lease does to the leader task: drop it mid-way.
+        drop(guard);
+        let r = h.report().unwrap();
+        assert_eq!(
+            (r.state, r.wedged, r.http_status()),
+            (ConnState::Stopped, false, 200)
+        );
     }
 }
