@@ -203,10 +203,7 @@ fn run_operator(args: RunArgs) -> u8 {
                 // wedged-upstream alert). The queue outlives a lost Lease:
                 // alerts raised meanwhile wait for the next term's connection.
                 let target = crate::operator::upstream_monitor::event_target(&args.lease_name, &lease_namespace);
-                let sink = alerts.clone();
-                leader_tasks.push(std::sync::Arc::new(move |ctx| {
-                    Box::pin(crate::operator::upstream_monitor::run(ctx, up.clone(), health.clone(), alert_queue.clone(), sink.clone(), target.clone()))
-                }));
+                leader_tasks.push(crate::operator::upstream_monitor::leader_task(up, health, alert_queue, alerts.clone(), target));
                 info!("managed: the leader connects upstream");
             }
             Ok(None) => {

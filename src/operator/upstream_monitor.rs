@@ -10,7 +10,7 @@
 //! lost connection, never one per redial), one `UpstreamWedged` per wedge.
 //! Losing the Lease aborts this task; the gauges are set back to 0 then.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -20,6 +20,7 @@ use tracing::warn;
 use super::apply::Ctx;
 use super::events::Reason;
 use super::metrics::{DisconnectCause, DisconnectLabels, Metrics};
+use super::runtime::LeaderTask;
 use crate::upstream::monitor::Monitor;
 use crate::upstream::{AlertQueue, AlertSink, HealthHandle, UpstreamConfig};
 
@@ -58,27 +59,51 @@ impl Drop for Gauges {
     }
 }
 
+/// The leader task: the upstream connection and its monitor. The monitor
+/// (what it counted, a wedge it raised) is kept across leadership terms of
+/// this process, like the health handle and the alert queue, so a new term
+/// neither counts old disconnects again nor forgets to resolve.
+pub fn leader_task(
+    cfg: UpstreamConfig,
+    health: HealthHandle,
+    queue: AlertQueue,
+    sink: AlertSink,
+    target: ObjectReference,
+) -> LeaderTask {
+    let object = format!(
+        "Operator/{}",
+        target.name.clone().unwrap_or_else(|| "exo".into())
+    );
+    let namespace = target.namespace.clone().unwrap_or_default();
+    let monitor = Arc::new(Mutex::new(Monitor::new(
+        cfg.healthy_after,
+        &namespace,
+        &object,
+    )));
+    Arc::new(move |ctx| {
+        Box::pin(run(
+            ctx,
+            cfg.clone(),
+            health.clone(),
+            queue.clone(),
+            sink.clone(),
+            target.clone(),
+            monitor.clone(),
+        ))
+    })
+}
+
 /// Runs the upstream connection and its monitor until the task is aborted.
-pub async fn run(
+async fn run(
     ctx: Arc<Ctx>,
     cfg: UpstreamConfig,
     health: HealthHandle,
     queue: AlertQueue,
     sink: AlertSink,
     target: ObjectReference,
+    monitor: Arc<Mutex<Monitor>>,
 ) {
-    let object = format!(
-        "Operator/{}",
-        target.name.clone().unwrap_or_else(|| "exo".into())
-    );
-    let namespace = target.namespace.clone().unwrap_or_default();
-    let monitor = watch(
-        ctx.clone(),
-        health.clone(),
-        sink,
-        target,
-        Monitor::new(cfg.healthy_after, &namespace, &object),
-    );
+    let monitor = watch(ctx.clone(), health.clone(), sink, target, monitor);
     let client = ctx.client.clone();
     let connection = crate::upstream::run_with_alerts(
         client,
@@ -100,7 +125,7 @@ async fn watch(
     health: HealthHandle,
     sink: AlertSink,
     target: ObjectReference,
-    mut monitor: Monitor,
+    monitor: Arc<Mutex<Monitor>>,
 ) {
     let gauges = Gauges(ctx.metrics.clone());
     let mut tick = tokio::time::interval(LOOK_EVERY);
@@ -110,7 +135,10 @@ async fn watch(
         let Some(report) = health.report() else {
             continue;
         };
-        let o = monitor.observe(&report, Instant::now());
+        let o = monitor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .observe(&report, Instant::now());
         let m = &gauges.0;
         m.upstream_connected.set(i64::from(o.connected));
         m.upstream_wedged.set(i64::from(o.wedged));
