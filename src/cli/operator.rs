@@ -65,8 +65,9 @@ pub struct RunArgs {
     /// in seconds (volumes can lag a pod's start).
     #[arg(long, default_value_t = 30, env = "EXO_VERIFY_GRACE")]
     pub verify_grace: u64,
-    /// Where the upstream connection's /health is served when
-    /// AUTONOMIC_MANAGED=true (connection state and last-event age).
+    /// Where the upstream connection's /health is served (connection state
+    /// and last-event age; 503 while wedged). Unmanaged it answers 200
+    /// `{"managed": false}`, so one liveness probe fits both.
     #[arg(long, default_value = "0.0.0.0:8081", env = "EXO_UPSTREAM_HEALTH_ADDR")]
     pub upstream_health_addr: SocketAddr,
     /// Connected with nothing received from the control plane for longer
