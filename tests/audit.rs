@@ -42,7 +42,10 @@ fn audit(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     );
     for c in CANARIES {
-        assert!(!stdout.contains(c) && !stderr.contains(c), "exo audit printed a planted credential:\n{stdout}\n{stderr}");
+        assert!(
+            !stdout.contains(c) && !stderr.contains(c),
+            "exo audit printed a planted credential:\n{stdout}\n{stderr}"
+        );
     }
     (out.status.code().unwrap_or(-1), stdout, stderr)
 }
@@ -82,7 +85,12 @@ async fn fleet_conditions(fx: &Fixture) -> Vec<(String, String)> {
     no_canary("the Fleet's status", &status);
     f.status
         .and_then(|s| s.audit)
-        .map(|a| a.conditions.into_iter().map(|c| (c.type_, c.status)).collect())
+        .map(|a| {
+            a.conditions
+                .into_iter()
+                .map(|c| (c.type_, c.status))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -150,12 +158,16 @@ async fn isolation_is_built_enforced_and_audited() {
     let (code, out, err) = audit(&args);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("5 tenant(s), every rule clean"), "{out}");
-    let conds = eventually("the operator's audit ran clean", Duration::from_secs(60), || async {
-        let c = fleet_conditions(&fx).await;
-        (condition(&c, "Placement").as_deref() == Some("True")
-            && condition(&c, "Credentials").as_deref() == Some("True"))
-        .then_some(c)
-    })
+    let conds = eventually(
+        "the operator's audit ran clean",
+        Duration::from_secs(60),
+        || async {
+            let c = fleet_conditions(&fx).await;
+            (condition(&c, "Placement").as_deref() == Some("True")
+                && condition(&c, "Credentials").as_deref() == Some("True"))
+            .then_some(c)
+        },
+    )
     .await;
     assert_eq!(conds.len(), 5, "{conds:?}");
 
@@ -166,26 +178,39 @@ async fn isolation_is_built_enforced_and_audited() {
         .delete("exo-default-deny", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("exo-default-deny restored", Duration::from_secs(60), || async {
-        let p = policies.get_opt("exo-default-deny").await.unwrap()?;
-        (p.metadata.uid != old_uid).then_some(())
-    })
+    eventually(
+        "exo-default-deny restored",
+        Duration::from_secs(60),
+        || async {
+            let p = policies.get_opt("exo-default-deny").await.unwrap()?;
+            (p.metadata.uid != old_uid).then_some(())
+        },
+    )
     .await;
     let wide = json!({"spec": {"egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}]}});
     policies
         .patch("exo-egress", &PatchParams::default(), &Patch::Merge(&wide))
         .await
         .unwrap();
-    eventually("exo-egress narrowed back", Duration::from_secs(60), || async {
-        let p = policies.get("exo-egress").await.unwrap();
-        let text = serde_json::to_string(&p.spec).unwrap();
-        (!text.contains("0.0.0.0/0") && text.contains("kube-dns")).then_some(())
-    })
+    eventually(
+        "exo-egress narrowed back",
+        Duration::from_secs(60),
+        || async {
+            let p = policies.get("exo-egress").await.unwrap();
+            let text = serde_json::to_string(&p.spec).unwrap();
+            (!text.contains("0.0.0.0/0") && text.contains("kube-dns")).then_some(())
+        },
+    )
     .await;
     eventually("the revert reported", Duration::from_secs(30), || async {
         let evs = events(acme, "DriftReverted").await;
         evs.iter()
-            .any(|e| e.note.as_deref().unwrap_or_default().contains("NetworkPolicy au-acme/exo-egress differed"))
+            .any(|e| {
+                e.note
+                    .as_deref()
+                    .unwrap_or_default()
+                    .contains("NetworkPolicy au-acme/exo-egress differed")
+            })
             .then_some(())
     })
     .await;
@@ -202,9 +227,15 @@ async fn isolation_is_built_enforced_and_audited() {
         .await
         .unwrap();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), acme);
-    for (name, key, value) in [("leaked", "ANTHROPIC_API_KEY", CANARY_ANTHROPIC), ("aws", "config", CANARY_AWS)] {
+    for (name, key, value) in [
+        ("leaked", "ANTHROPIC_API_KEY", CANARY_ANTHROPIC),
+        ("aws", "config", CANARY_AWS),
+    ] {
         secrets
-            .create(&PostParams::default(), &from(json!({"metadata": {"name": name}, "stringData": {key: value}})))
+            .create(
+                &PostParams::default(),
+                &from(json!({"metadata": {"name": name}, "stringData": {key: value}})),
+            )
             .await
             .unwrap();
     }
@@ -221,13 +252,20 @@ async fn isolation_is_built_enforced_and_audited() {
         .rollout(acme)
         .await
         .and_then(|_| {
-            std::fs::read_to_string(support::fleet::repo_root().join("releases/2026.11.0.yaml")).ok()
+            std::fs::read_to_string(support::fleet::repo_root().join("releases/2026.11.0.yaml"))
+                .ok()
         })
-        .and_then(|t| t.lines().find(|l| l.contains("version: agent-baseline-")).map(|l| l.split_whitespace().last().unwrap().to_owned()))
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.contains("version: agent-baseline-"))
+                .map(|l| l.split_whitespace().last().unwrap().to_owned())
+        })
         .unwrap();
     let c = |extra: serde_json::Value| {
         let mut base = json!({"name": "main", "image": "busybox@sha256:0000000000000000000000000000000000000000000000000000000000000000"});
-        base.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        base.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
         base
     };
     let pods: Api<Pod> = Api::namespaced(client.clone(), acme);
@@ -248,7 +286,9 @@ async fn isolation_is_built_enforced_and_audited() {
                 {"name": "data", "persistentVolumeClaim": {"claimName": "borrowed"}}]}}),
     ];
     for p in &planted {
-        pods.create(&PostParams::default(), &from::<Pod>(p.clone())).await.unwrap();
+        pods.create(&PostParams::default(), &from::<Pod>(p.clone()))
+            .await
+            .unwrap();
     }
 
     // `exo audit` finds each one, by rule and object, and prints no value.
@@ -258,34 +298,62 @@ async fn isolation_is_built_enforced_and_audited() {
     let findings = report["findings"].as_array().unwrap();
     let has = |rule: &str, object: &str, words: &str| {
         findings.iter().any(|f| {
-            f["rule"] == rule && f["object"] == object && f["message"].as_str().unwrap().contains(words)
+            f["rule"] == rule
+                && f["object"] == object
+                && f["message"].as_str().unwrap().contains(words)
         })
     };
     let want = [
         ("placement", "Pod/on-control-plane", "control-plane node"),
         ("placement", "Pod/wrong-tier", "tier \"platform\""),
-        ("credentials", "Pod/creds", "env LLM_KEY holds what looks like a OpenAI key"),
-        ("credentials", "Pod/creds", "envFrom: Secret leaked key ANTHROPIC_API_KEY"),
-        ("credentials", "Pod/creds", "volume cloud: Secret aws key config holds what looks like a AWS key"),
+        (
+            "credentials",
+            "Pod/creds",
+            "env LLM_KEY holds what looks like a OpenAI key",
+        ),
+        (
+            "credentials",
+            "Pod/creds",
+            "envFrom: Secret leaked key ANTHROPIC_API_KEY",
+        ),
+        (
+            "credentials",
+            "Pod/creds",
+            "volume cloud: Secret aws key config holds what looks like a AWS key",
+        ),
         ("mounts", "Pod/mounts", "hostPath volume (path /)"),
-        ("mounts", "Pod/mounts", "baseline volume baseline at /etc/exo/baseline writable"),
+        (
+            "mounts",
+            "Pod/mounts",
+            "baseline volume baseline at /etc/exo/baseline writable",
+        ),
         ("mounts", "Pod/mounts", &format!("tenant {globex}'s volume")),
     ];
     for (rule, object, words) in want {
-        assert!(has(rule, object, words), "missing {rule} {object} {words:?} in {out}");
+        assert!(
+            has(rule, object, words),
+            "missing {rule} {object} {words:?} in {out}"
+        );
     }
     let (code, table, _) = audit(&["-n", acme]);
     assert_eq!(code, 1);
-    assert!(table.contains("RULE") && table.contains("Pod/on-control-plane"), "{table}");
+    assert!(
+        table.contains("RULE") && table.contains("Pod/on-control-plane"),
+        "{table}"
+    );
 
     // The operator reports the same: conditions, Events, the metric.
-    eventually("the Fleet's audit conditions turn False", Duration::from_secs(60), || async {
-        let c = fleet_conditions(&fx).await;
-        ["Placement", "Credentials", "Mounts"]
-            .iter()
-            .all(|t| condition(&c, t).as_deref() == Some("False"))
-            .then_some(())
-    })
+    eventually(
+        "the Fleet's audit conditions turn False",
+        Duration::from_secs(60),
+        || async {
+            let c = fleet_conditions(&fx).await;
+            ["Placement", "Credentials", "Mounts"]
+                .iter()
+                .all(|t| condition(&c, t).as_deref() == Some("False"))
+                .then_some(())
+        },
+    )
     .await;
     let found = eventually("AuditFinding Events", Duration::from_secs(30), || async {
         let evs = events(acme, "AuditFinding").await;
@@ -299,27 +367,45 @@ async fn isolation_is_built_enforced_and_audited() {
 
     // Gone: clean everywhere.
     for p in ["on-control-plane", "wrong-tier", "creds", "mounts"] {
-        pods.delete(p, &DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() })
-            .await
-            .unwrap();
+        pods.delete(
+            p,
+            &DeleteParams {
+                grace_period_seconds: Some(0),
+                ..DeleteParams::default()
+            },
+        )
+        .await
+        .unwrap();
     }
     for s in ["leaked", "aws"] {
         secrets.delete(s, &DeleteParams::default()).await.unwrap();
     }
-    claims.delete("borrowed", &DeleteParams::default()).await.unwrap();
+    claims
+        .delete("borrowed", &DeleteParams::default())
+        .await
+        .unwrap();
     eventually("exo audit clean again", Duration::from_secs(60), || async {
         (audit(&["-n", acme]).0 == 0).then_some(())
     })
     .await;
-    eventually("the Fleet's audit conditions clear", Duration::from_secs(60), || async {
-        let c = fleet_conditions(&fx).await;
-        (c.len() == 5 && c.iter().all(|(_, s)| s == "True")).then_some(())
-    })
+    eventually(
+        "the Fleet's audit conditions clear",
+        Duration::from_secs(60),
+        || async {
+            let c = fleet_conditions(&fx).await;
+            (c.len() == 5 && c.iter().all(|(_, s)| s == "True")).then_some(())
+        },
+    )
     .await;
-    eventually("AuditCleared Events and a zero metric", Duration::from_secs(30), || async {
-        let cleared = events(acme, "AuditCleared").await.len();
-        (cleared >= want.len() && op.metric("exo_operator_audit_findings") == Some(0)).then_some(())
-    })
+    eventually(
+        "AuditCleared Events and a zero metric",
+        Duration::from_secs(30),
+        || async {
+            let cleared = events(acme, "AuditCleared").await.len();
+            (cleared >= want.len() && op.metric("exo_operator_audit_findings") == Some(0))
+                .then_some(())
+        },
+    )
     .await;
     no_canary("the operator's log", &op.log());
 }

@@ -283,7 +283,11 @@ async fn image_id_mismatch_fails_the_pods_rolled_step() {
         .collect();
     assert_eq!(
         done,
-        ["network-isolated", "configmaps-published", "repointed/broker"]
+        [
+            "network-isolated",
+            "configmaps-published",
+            "repointed/broker"
+        ]
     );
     // Other tenants are not held back by one tenant's failure in their wave.
     fx.wait_phase("im-platform", OLD, RolloutPhase::Verified, &op)

@@ -65,10 +65,16 @@ pub struct RunArgs {
     /// in seconds (volumes can lag a pod's start).
     #[arg(long, default_value_t = 30, env = "EXO_VERIFY_GRACE")]
     pub verify_grace: u64,
-    /// Where the upstream connection's /health is served when
-    /// AUTONOMIC_MANAGED=true (connection state and last-event age).
+    /// Where the upstream connection's /health is served (connection state
+    /// and last-event age; 503 while wedged). Unmanaged it answers 200
+    /// `{"managed": false}`, so one liveness probe fits both.
     #[arg(long, default_value = "0.0.0.0:8081", env = "EXO_UPSTREAM_HEALTH_ADDR")]
     pub upstream_health_addr: SocketAddr,
+    /// Connected with nothing received from the control plane for longer
+    /// than this: the upstream /health answers 503 (default 90s; env
+    /// AUTONOMIC_WEDGED_AFTER).
+    #[arg(long, value_parser = crate::duration::parse)]
+    pub wedged_after: Option<Duration>,
     /// Follow only the Fleet resources in this namespace (default: all).
     #[arg(long, env = "EXO_FLEET_NAMESPACE")]
     pub fleet_namespace: Option<String>,
@@ -200,42 +206,26 @@ fn run_operator(args: RunArgs) -> u8 {
                 up.namespace = args.namespace.clone();
                 up.fs_helper = fs_helper.clone();
                 up.fs_max_bytes = fs_max_bytes;
+                up.wedged_after = args.wedged_after.unwrap_or(up.wedged_after);
                 let health = crate::upstream::health_handle();
-                let h = health.clone();
-                let app = axum::Router::new().route(
-                    "/health",
-                    axum::routing::get(move || {
-                        let h = h.clone();
-                        async move { axum::Json(h.report()) }
-                    }),
-                );
-                match tokio::net::TcpListener::bind(args.upstream_health_addr).await {
-                    Ok(listener) => {
-                        tokio::spawn(async move {
-                            let _ = axum::serve(listener, app).await;
-                        });
-                    }
-                    Err(e) => {
-                        error!(addr = %args.upstream_health_addr, error = %e, "cannot serve the upstream /health");
-                        return exit::UNUSABLE;
-                    }
+                if let Err(e) = crate::upstream::health::serve(args.upstream_health_addr, Some(health.clone())).await {
+                    error!(addr = %args.upstream_health_addr, error = %e, "cannot serve the upstream /health");
+                    return exit::UNUSABLE;
                 }
-                // The queue outlives a lost Lease: alerts raised meanwhile
-                // wait for the next term's connection.
-                leader_tasks.push(std::sync::Arc::new(move |ctx| {
-                    let client = ctx.client.clone();
-                    let up = up.clone();
-                    let health = health.clone();
-                    let alerts = alert_queue.clone();
-                    Box::pin(async move {
-                        if let Err(e) = crate::upstream::run_with_alerts(client, up, health, alerts, futures::future::pending::<()>()).await {
-                            error!(error = %e, "upstream connection stopped");
-                        }
-                    })
-                }));
+                // The connection and its monitor (metrics, Events, the
+                // wedged-upstream alert). The queue outlives a lost Lease:
+                // alerts raised meanwhile wait for the next term's connection.
+                let target = crate::operator::upstream_monitor::event_target(&args.lease_name, &lease_namespace);
+                leader_tasks.push(crate::operator::upstream_monitor::leader_task(up, health, alert_queue, alerts.clone(), target));
                 info!("managed: the leader connects upstream");
             }
-            Ok(None) => info!("unmanaged: no upstream connection (AUTONOMIC_MANAGED is not true)"),
+            Ok(None) => {
+                info!("unmanaged: no upstream connection (AUTONOMIC_MANAGED is not true)");
+                // 200 for the liveness probe that targets it (deploy/operator.yaml).
+                if let Err(e) = crate::upstream::health::serve(args.upstream_health_addr, None).await {
+                    warn!(addr = %args.upstream_health_addr, error = %e, "cannot serve the upstream /health");
+                }
+            }
             Err(e) => {
                 error!(error = %e, "upstream configuration");
                 return exit::UNUSABLE;

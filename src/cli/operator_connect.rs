@@ -39,6 +39,10 @@ pub struct ConnectArgs {
     pub fatal_retry: Option<Duration>,
     #[arg(long, value_parser = parse_duration)]
     pub read_timeout: Option<Duration>,
+    /// Connected with nothing received for longer than this: /health
+    /// answers 503 (default 90s; env AUTONOMIC_WEDGED_AFTER).
+    #[arg(long, value_parser = parse_duration)]
+    pub wedged_after: Option<Duration>,
     /// Most resources per snapshot chunk.
     #[arg(long)]
     pub chunk_max_resources: Option<usize>,
@@ -70,6 +74,7 @@ fn apply(cfg: &mut UpstreamConfig, a: &ConnectArgs) {
     set(&mut cfg.reconnect_spread, a.reconnect_spread);
     set(&mut cfg.fatal_retry, a.fatal_retry);
     set(&mut cfg.read_timeout, a.read_timeout);
+    set(&mut cfg.wedged_after, a.wedged_after);
     set(&mut cfg.token_reload_interval, a.token_reload_interval);
     cfg.token_reload_interval = cfg.token_reload_interval.max(Duration::from_millis(10));
     if let Some(n) = a.chunk_max_resources {
@@ -109,22 +114,10 @@ pub fn run(args: ConnectArgs) -> u8 {
             .map_err(|e| format!("kube client: {e}"))?;
         let health = upstream::health_handle();
         if let Some(addr) = args.health_listen {
-            let h = health.clone();
-            let app = axum::Router::new().route(
-                "/health",
-                axum::routing::get(move || {
-                    let h = h.clone();
-                    async move { axum::Json(h.report()) }
-                }),
-            );
-            let listener = tokio::net::TcpListener::bind(addr)
+            let bound = upstream::health::serve(addr, Some(health.clone()))
                 .await
                 .map_err(|e| format!("health listen {addr}: {e}"))?;
-            let bound = listener.local_addr().map_err(|e| e.to_string())?;
             println!("health on http://{bound}/health");
-            tokio::spawn(async move {
-                let _ = axum::serve(listener, app).await;
-            });
         }
         // Nothing in this process raises alerts but the test alert; the
         // sink is here so the connection runs as in the operator.

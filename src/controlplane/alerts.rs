@@ -11,7 +11,7 @@ use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
 use super::store::{Store, StoreError};
-use crate::wire::{Alert, Severity, now_ms};
+use crate::wire::{Alert, AlertState, Severity, now_ms};
 
 /// Alerts kept per deployment.
 pub const MAX_ALERTS_PER_DEPLOYMENT: usize = 500;
@@ -53,6 +53,19 @@ pub struct AlertRow {
     pub namespace: String,
     pub object: String,
     pub message: String,
+    /// The condition's key; empty for a one-off alert.
+    pub key: String,
+    pub state: AlertState,
+}
+
+/// Who raised an alert.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Source {
+    /// An operator, in an `alert` frame.
+    #[default]
+    Operator,
+    /// The control plane itself (its disconnect alert).
+    ControlPlane,
 }
 
 /// Where an alert came from.
@@ -61,6 +74,7 @@ pub struct Origin<'a> {
     pub deployment: &'a str,
     pub boot_id: Option<&'a str>,
     pub connection_id: Option<&'a str>,
+    pub source: Source,
 }
 
 /// A deployment's alerts in brief, for the status page.
@@ -74,10 +88,18 @@ fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-const COLUMNS: &str = "id, deployment, alert_id, boot_id, connection_id, received_ms, at, \
-                       severity, reason, namespace, object, message";
+pub(super) const COLUMNS: &str = "id, deployment, alert_id, boot_id, connection_id, \
+                       received_ms, at, severity, reason, namespace, object, message, alert_key, \
+                       alert_state";
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AlertRow> {
+fn state_str(s: AlertState) -> &'static str {
+    match s {
+        AlertState::Firing => "firing",
+        AlertState::Resolved => "resolved",
+    }
+}
+
+pub(super) fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AlertRow> {
     let severity: String = r.get(7)?;
     Ok(AlertRow {
         id: r.get(0)?,
@@ -94,35 +116,46 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AlertRow> {
         namespace: r.get(9)?,
         object: r.get(10)?,
         message: r.get(11)?,
+        key: r.get(12)?,
+        state: match r.get::<_, String>(13)?.as_str() {
+            "resolved" => AlertState::Resolved,
+            _ => AlertState::Firing,
+        },
     })
 }
 
 impl Store {
     /// Stores an alert unless its id is already stored for the deployment,
-    /// and trims the deployment to its newest alerts. Returns whether it was
-    /// new.
+    /// applies a new one to the active set (`active` module) and trims the
+    /// deployment to its newest alerts, in one transaction. Returns whether
+    /// it was new.
     pub fn insert_alert(&self, origin: &Origin<'_>, a: &Alert) -> Result<bool, StoreError> {
         self.with(|c| {
             let tx = c.transaction()?;
+            let received = to_i64(now_ms());
             let n = tx.execute(
                 "INSERT OR IGNORE INTO alerts (deployment, alert_id, boot_id, connection_id,
-                 received_ms, at, severity, reason, namespace, object, message)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                 received_ms, at, severity, reason, namespace, object, message, alert_key,
+                 alert_state)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                 params![
                     origin.deployment,
                     a.id,
                     origin.boot_id,
                     origin.connection_id,
-                    to_i64(now_ms()),
+                    received,
                     a.at.to_string(),
                     a.severity.as_str(),
                     a.reason,
                     a.namespace,
                     a.object,
-                    a.message
+                    a.message,
+                    a.key,
+                    state_str(a.state)
                 ],
             )?;
             if n > 0 {
+                super::active::apply(&tx, origin, a, tx.last_insert_rowid(), received)?;
                 // The id of the oldest alert to keep; everything before goes.
                 let keep_from: Option<i64> = tx
                     .query_row(
@@ -216,6 +249,7 @@ mod tests {
         deployment: "a",
         boot_id: Some("boot"),
         connection_id: None,
+        source: Source::Operator,
     };
 
     #[test]

@@ -42,7 +42,18 @@ pub async fn healthz() -> &'static str {
 pub async fn list(State(app): State<Arc<App>>) -> Response {
     match app.store.list_deployments() {
         Ok(rows) => {
-            let views: Vec<_> = rows.iter().map(|r| app.live.view(&r.name)).collect();
+            let counts = match app.store.active_counts() {
+                Ok(c) => c,
+                Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
+            };
+            let views: Vec<_> = rows
+                .iter()
+                .map(|r| {
+                    let mut v = app.live.view(&r.name);
+                    v.active_alerts = counts.get(&r.name).copied().unwrap_or(0);
+                    v
+                })
+                .collect();
             Json(json!({ "deployments": views })).into_response()
         }
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
@@ -53,7 +64,12 @@ pub async fn get(State(app): State<Arc<App>>, Path(name): Path<String>) -> Respo
     if let Some(r) = unknown(&app, &name) {
         return r;
     }
-    Json(app.live.view(&name)).into_response()
+    let mut v = app.live.view(&name);
+    match app.store.list_active(&name) {
+        Ok(a) => v.active_alerts = a.len() as u64,
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+    Json(v).into_response()
 }
 
 pub async fn resources(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
@@ -118,6 +134,17 @@ pub async fn alerts(
         .then(|| rows.last().map(|r| r.id))
         .flatten();
     Json(json!({ "alerts": rows, "total": total, "next_before": next_before })).into_response()
+}
+
+/// A deployment's active alerts (`active` module), longest active first.
+pub async fn active_alerts(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
+    if let Some(r) = unknown(&app, &name) {
+        return r;
+    }
+    match app.store.list_active(&name) {
+        Ok(rows) => Json(json!({ "count": rows.len(), "active": rows })).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
 }
 
 pub async fn stats(State(app): State<Arc<App>>) -> Response {
@@ -332,10 +359,12 @@ pub async fn page(State(app): State<Arc<App>>) -> Response {
          .offline{color:#cf222e}</style></head><body><h1>Exo control plane</h1>\
          <table><tr><th>Deployment</th><th>State</th><th>Connected</th><th>Host</th>\
          <th>Agent version</th><th>Capabilities</th><th>Resources</th><th>Last frame</th><th>Evictions</th>\
-         <th>Disconnects</th><th>Alerts</th></tr>",
+         <th>Disconnects</th><th>Active alerts</th><th>Alerts</th></tr>",
     );
+    let counts = app.store.active_counts().unwrap_or_default();
     for r in rows {
         let v = app.live.view(&r.name);
+        let active = counts.get(&r.name).copied().unwrap_or(0);
         let state = serde_json::to_value(v.state)
             .ok()
             .and_then(|s| s.as_str().map(str::to_owned))
@@ -343,7 +372,7 @@ pub async fn page(State(app): State<Arc<App>>) -> Response {
         html.push_str(&format!(
             "<tr><td><a href=\"/api/v1/deployments/{n}\">{n}</a></td><td class=\"{s}\">{s}</td>\
              <td>{c}</td><td>{h}</td><td>{av}</td><td>{caps}</td><td><a href=\"/api/v1/deployments/{n}/resources\">{res}</a></td>\
-             <td>{age}</td><td>{ev}</td><td>{dc}</td><td>{al}</td></tr>",
+             <td>{age}</td><td>{ev}</td><td>{dc}</td><td>{act}</td><td>{al}</td></tr>",
             n = esc(&v.name),
             s = state,
             c = if v.connected { "yes" } else { "no" },
@@ -361,6 +390,14 @@ pub async fn page(State(app): State<Arc<App>>) -> Response {
                 .unwrap_or_else(|| "never".into()),
             ev = v.evictions,
             dc = v.disconnects,
+            act = if active == 0 {
+                "0".to_owned()
+            } else {
+                format!(
+                    "<a class=\"offline\" href=\"/api/v1/deployments/{}/alerts/active\">{active}</a>",
+                    esc(&v.name)
+                )
+            },
             al = alerts_cell(&v.name, app.store.alert_summary(&r.name)),
         ));
     }

@@ -107,6 +107,8 @@ pub struct DeploymentView {
     pub last_close: Option<String>,
     /// What the operator advertised in its `hello` (last known).
     pub capabilities: Vec<String>,
+    /// Alerts active now (`active` module); filled in by the API.
+    pub active_alerts: u64,
 }
 
 type Waiter = (String, String, oneshot::Sender<CommandResult>);
@@ -262,7 +264,39 @@ impl Live {
             disconnects: d.disconnects,
             last_close: d.last_close.clone(),
             capabilities: hello.map(|h| h.capabilities.clone()).unwrap_or_default(),
+            active_alerts: 0,
         }
+    }
+
+    /// Every deployment with a connection since this server started:
+    /// `(name, connected now, state, hostname of the last hello)`.
+    pub fn known(&self) -> Vec<(String, bool, Health, String)> {
+        let now = Instant::now();
+        let Ok(deps) = self.deps() else {
+            return Vec::new();
+        };
+        deps.iter()
+            .map(|(name, d)| {
+                let host = d
+                    .last_hello
+                    .as_ref()
+                    .map(|h| h.host.hostname.clone())
+                    .unwrap_or_default();
+                (
+                    name.clone(),
+                    d.conn.is_some(),
+                    Health::judge(d.last_frame, now, self.thresholds),
+                    host,
+                )
+            })
+            .collect()
+    }
+
+    /// Whether the deployment has a live connection now.
+    pub fn is_connected(&self, deployment: &str) -> bool {
+        self.deps()
+            .ok()
+            .is_some_and(|d| d.get(deployment).is_some_and(|d| d.conn.is_some()))
     }
 
     pub fn resources(&self, deployment: &str) -> Vec<Resource> {

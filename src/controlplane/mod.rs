@@ -5,14 +5,18 @@
 //! One module per concern: `token` (generation, hashing, redaction), `admin`
 //! (admin tokens and the API's authentication), `tls` (HTTPS listener), `store`
 //! (SQLite: deployments, hashed tokens, audit), `alerts` (the operators'
-//! alerts, stored per deployment), `resources` (snapshot/delta
+//! alerts, stored per deployment), `active` (the keyed alerts firing now),
+//! `disconnect` (the control plane's own alert for a lost operator),
+//! `resources` (snapshot/delta
 //! view, pure), `live` (registration, eviction, health), `ws` (the socket
 //! endpoint) and `api` (HTTP).
 
+pub mod active;
 pub mod admin;
 pub mod alerts;
 pub mod api;
 pub mod attach;
+pub mod disconnect;
 pub mod fs;
 pub mod live;
 pub mod resources;
@@ -128,6 +132,8 @@ pub struct App {
     pub attaches: attach::Sessions,
     pub transfers: fs::Transfers,
     pub admin: admin::AdminAuth,
+    /// Serialises the disconnect alert's decisions.
+    pub disconnects: disconnect::DisconnectAlerts,
     /// Flips to true when the server shuts down; sockets close with 1001.
     pub shutdown: tokio::sync::watch::Sender<bool>,
 }
@@ -143,6 +149,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/v1/deployments/{name}/resources", get(api::resources))
         .route("/api/v1/deployments/{name}/audit", get(api::audit))
         .route("/api/v1/deployments/{name}/alerts", get(api::alerts))
+        .route(
+            "/api/v1/deployments/{name}/alerts/active",
+            get(api::active_alerts),
+        )
         .route("/api/v1/deployments/{name}/commands", post(api::command))
         .route("/api/v1/deployments/{name}/attach", get(attach::attach))
         .route("/api/v1/deployments/{name}/fs", get(fs::fs))
@@ -218,9 +228,11 @@ pub async fn serve(
         attaches: attach::Sessions::default(),
         transfers: fs::Transfers::default(),
         admin,
+        disconnects: disconnect::DisconnectAlerts::default(),
         shutdown: tokio::sync::watch::Sender::new(false),
     });
     let checker = tokio::spawn(ws::token_checker(app.clone()));
+    let offline_check = tokio::spawn(disconnect::watch(app.clone()));
     let app2 = app.clone();
     let shutdown = async move {
         shutdown.await;
@@ -244,5 +256,6 @@ pub async fn serve(
     }
     .map_err(ControlPlaneError::Serve);
     checker.abort();
+    offline_check.abort();
     served
 }

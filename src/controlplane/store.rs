@@ -12,7 +12,7 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 
 use super::token::{SecretToken, TokenError, hash_token};
@@ -159,7 +159,7 @@ pub fn valid_name(name: &str) -> bool {
 
 impl Store {
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        let conn = Connection::open(path).map_err(|source| StoreError::Open {
+        let mut conn = Connection::open(path).map_err(|source| StoreError::Open {
             path: path.display().to_string(),
             source,
         })?;
@@ -167,6 +167,7 @@ impl Store {
         conn.execute_batch(SCHEMA)?;
         conn.execute_batch(super::admin::SCHEMA)?;
         conn.execute_batch(super::alerts::SCHEMA)?;
+        migrate(&mut conn)?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
         })
@@ -414,6 +415,36 @@ impl Store {
             Ok(rows)
         })
     }
+}
+
+/// A schema change made after the tables above first shipped.
+type Migration = fn(&rusqlite::Transaction<'_>) -> rusqlite::Result<()>;
+
+/// Every migration in order; `PRAGMA user_version` is how many a database
+/// has had. The `CREATE TABLE IF NOT EXISTS` batches above are version 0,
+/// so a new database and one of an older version take the same path. Add
+/// to the end, never change one that shipped.
+const MIGRATIONS: &[Migration] = &[
+    // 1: alert keys and states, the active set.
+    super::active::migrate_v1,
+];
+
+/// Runs the migrations a database has not had, each in an immediate
+/// transaction that re-reads the version: the admin CLI and a server
+/// opening an old file at once apply each migration once.
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    for (i, m) in MIGRATIONS.iter().enumerate() {
+        let version = i64::try_from(i + 1).unwrap_or(i64::MAX);
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let current: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if current >= version {
+            continue;
+        }
+        m(&tx)?;
+        tx.pragma_update(None, "user_version", version)?;
+        tx.commit()?;
+    }
+    Ok(())
 }
 
 fn row_to_token(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenInfo> {

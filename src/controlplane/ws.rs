@@ -20,7 +20,8 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::App;
-use super::alerts::Origin;
+use super::alerts::{Origin, Source};
+use super::disconnect::Trigger;
 use super::live::ToSocket;
 use super::store::{Authenticated, NewAudit};
 use super::token::SecretToken;
@@ -86,6 +87,8 @@ struct Session {
     session: String,
     connection_id: Option<String>,
     boot_id: Option<String>,
+    /// The operator's host name from `hello`.
+    host: String,
     /// This connection's own queue to its socket (acknowledgements). Weak:
     /// the registry's sender alone decides when the queue ends.
     out: Option<mpsc::WeakUnboundedSender<ToSocket>>,
@@ -96,6 +99,8 @@ enum Outcome {
     Close(u16, String),
     /// The peer closed or the socket broke.
     Gone(String),
+    /// The peer said goodbye (close 1000).
+    Bye(String),
 }
 
 impl Session {
@@ -107,12 +112,19 @@ impl Session {
             session: wire::random_id(),
             connection_id: None,
             boot_id: None,
+            host: String::new(),
             out: None,
         };
         let (tx, rx) = mpsc::unbounded_channel();
         let outcome = match s.handshake(&mut socket, tx).await {
             Ok(()) => s.serve(&mut socket, rx).await,
             Err(o) => o,
+        };
+        // Only an unclean end raises the disconnect alert at once.
+        let clean = match &outcome {
+            Outcome::Bye(_) => true,
+            Outcome::Close(..) => *s.app.shutdown.borrow(),
+            Outcome::Gone(_) => false,
         };
         let reason = match outcome {
             Outcome::Close(code, reason) => {
@@ -128,11 +140,24 @@ impl Session {
                     .await;
                 format!("{code} {reason}")
             }
-            Outcome::Gone(r) => r,
+            Outcome::Gone(r) | Outcome::Bye(r) => r,
         };
         let dep = s.auth.deployment.clone();
         let was_live = s.app.live.unregister(&dep, &s.session, &reason);
         s.app.live.fail_session(&s.session);
+        if was_live {
+            let lost = Trigger::Lost {
+                clean,
+                reason: reason.clone(),
+            };
+            s.app.on_connection(
+                &dep,
+                lost,
+                &s.host,
+                s.boot_id.as_deref(),
+                s.connection_id.as_deref(),
+            );
+        }
         info!(deployment = %dep, session = %s.session, %reason, was_live, "connection closed");
         s.audit("connection.closed", &reason, None);
     }
@@ -195,6 +220,7 @@ impl Session {
         }
         self.connection_id = Some(hello.connection_id.clone());
         self.boot_id = Some(hello.boot_id.clone());
+        self.host = hello.host.hostname.clone();
         self.out = Some(tx.downgrade());
         let dep = self.auth.deployment.clone();
         let detail = serde_json::json!({
@@ -216,6 +242,13 @@ impl Session {
             .map_err(|e| Outcome::Close(close::GOING_AWAY, e.to_string()))?;
         info!(deployment = %dep, session = %self.session, evicted = ?evicted, "connection registered");
         self.audit("connection.opened", "registered", Some(detail));
+        self.app.on_connection(
+            &dep,
+            Trigger::Registered,
+            &self.host,
+            self.boot_id.as_deref(),
+            self.connection_id.as_deref(),
+        );
         if let Some(old) = evicted {
             self.audit(
                 "connection.evicted",
@@ -286,6 +319,11 @@ impl Session {
                     "binary messages are not supported; send JSON text frames".into(),
                 ))
             }
+            Message::Close(Some(c)) if c.code == close::NORMAL => Err(Outcome::Bye(format!(
+                "closed by peer: {} {}",
+                c.code,
+                c.reason.as_str()
+            ))),
             Message::Close(c) => Err(Outcome::Gone(match c {
                 Some(c) => format!("closed by peer: {} {}", c.code, c.reason.as_str()),
                 None => "closed by peer".into(),
@@ -363,11 +401,12 @@ impl Session {
             deployment: dep,
             boot_id: self.boot_id.as_deref(),
             connection_id: self.connection_id.as_deref(),
+            source: Source::Operator,
         };
         match self.app.store.insert_alert(&origin, a) {
             Ok(new) => {
                 if new {
-                    info!(deployment = %dep, severity = a.severity.as_str(), reason = %a.reason, object = %a.object, "alert");
+                    info!(deployment = %dep, severity = a.severity.as_str(), reason = %a.reason, object = %a.object, key = %a.key, state = ?a.state, "alert");
                 }
                 if let Some(out) = self.out.as_ref().and_then(|w| w.upgrade()) {
                     let ack = Frame::AlertAck(AlertAck { id: a.id.clone() });

@@ -49,6 +49,11 @@ pub enum Reason {
     AuditFinding,
     /// An audit finding no longer holds.
     AuditCleared,
+    /// The upstream connection to the control plane was lost (on the
+    /// operator's own Pod, or its Lease when it runs outside a Pod).
+    UpstreamDisconnected,
+    /// The upstream socket is wedged: connected, nothing received.
+    UpstreamWedged,
 }
 
 impl Reason {
@@ -74,6 +79,8 @@ impl Reason {
             Reason::PruneBlocked => "PruneBlocked",
             Reason::AuditFinding => "AuditFinding",
             Reason::AuditCleared => "AuditCleared",
+            Reason::UpstreamDisconnected => "UpstreamDisconnected",
+            Reason::UpstreamWedged => "UpstreamWedged",
         }
     }
 
@@ -89,6 +96,7 @@ impl Reason {
             Reason::ContentDrift => "Verify",
             Reason::Pruned | Reason::PruneBlocked => "Prune",
             Reason::AuditFinding | Reason::AuditCleared => "Audit",
+            Reason::UpstreamDisconnected | Reason::UpstreamWedged => "Connect",
             Reason::InvalidSpec
             | Reason::FilesystemNotFound
             | Reason::FilesystemTerminating

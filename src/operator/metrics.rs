@@ -67,11 +67,32 @@ pub struct ResultLabels {
     pub result: &'static str,
 }
 
+/// Why an upstream connection was lost: a fixed set.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)] // label values are lower case
+pub enum DisconnectCause {
+    /// Nothing received for `read_timeout`: a wedged socket given up.
+    silent,
+    /// Closed by the control plane, or a read/write error.
+    other,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DisconnectLabels {
+    pub cause: DisconnectCause,
+}
+
 pub struct Metrics {
     pub registry: Registry,
     /// Findings of the last audit, per rule (0 when clean).
     pub audit_findings: Family<RuleLabels, Gauge>,
     pub audit_runs: Family<ResultLabels, Counter>,
+    /// 1 while the upstream connection is established (leader only).
+    pub upstream_connected: Gauge,
+    /// 1 while the `wedged-upstream` monitor fires.
+    pub upstream_wedged: Gauge,
+    /// Established upstream connections lost, by cause.
+    pub upstream_disconnects: Family<DisconnectLabels, Counter>,
     /// Managed objects found different from git and put back, by kind.
     pub drift_reverted: Family<KindLabels, Counter>,
     /// Objects git dropped that were deleted, by kind.
@@ -107,6 +128,24 @@ impl Metrics {
         let pruned = Family::<KindLabels, Counter>::default();
         let content_drift = Counter::default();
         let live_check_execs = Counter::default();
+        let upstream_connected = Gauge::default();
+        let upstream_wedged = Gauge::default();
+        let upstream_disconnects = Family::<DisconnectLabels, Counter>::default();
+        registry.register(
+            "upstream_connected",
+            "1 while this replica's upstream connection to the control plane is established",
+            upstream_connected.clone(),
+        );
+        registry.register(
+            "upstream_wedged",
+            "1 while the upstream connection is or was just wedged (connected, nothing received)",
+            upstream_wedged.clone(),
+        );
+        registry.register(
+            "upstream_disconnects",
+            "Established upstream connections lost, by cause (silent: given up for silence)",
+            upstream_disconnects.clone(),
+        );
         registry.register(
             "drift_reverted",
             "Managed objects found different from git and re-applied, by kind",
@@ -164,6 +203,9 @@ impl Metrics {
             registry,
             audit_findings,
             audit_runs,
+            upstream_connected,
+            upstream_wedged,
+            upstream_disconnects,
             drift_reverted,
             pruned,
             content_drift,
@@ -242,5 +284,23 @@ mod tests {
         );
         assert_eq!(m.total_writes(), 3);
         assert!(text.contains("exo_operator_reconciles_total"));
+    }
+
+    #[test]
+    fn upstream_metrics_are_named_and_labelled() {
+        let m = Metrics::new();
+        m.upstream_connected.set(1);
+        m.upstream_disconnects
+            .get_or_create(&DisconnectLabels {
+                cause: DisconnectCause::silent,
+            })
+            .inc();
+        let text = m.encode();
+        assert!(text.contains("exo_operator_upstream_connected 1"), "{text}");
+        assert!(text.contains("exo_operator_upstream_wedged 0"), "{text}");
+        assert!(
+            text.contains("exo_operator_upstream_disconnects_total{cause=\"silent\"} 1"),
+            "{text}"
+        );
     }
 }

@@ -34,6 +34,7 @@ pub mod pods;
 pub mod quantity;
 pub mod runtime;
 pub mod tool;
+pub mod upstream_monitor;
 
 pub use error::{Error, ErrorCategory};
 pub use runtime::{OperatorConfig, run};

@@ -23,6 +23,8 @@ pub enum ConfigError {
     TwoTokens,
     #[error("token file {path}: {reason}")]
     TokenFile { path: String, reason: String },
+    #[error("{field}: {reason}")]
+    BadDuration { field: &'static str, reason: String },
 }
 
 #[derive(Clone)]
@@ -56,6 +58,10 @@ pub struct UpstreamConfig {
     pub fatal_retry: Duration,
     /// Nothing received (the server pings) for this long: the socket is dead.
     pub read_timeout: Duration,
+    /// Connected with nothing received for longer than this: `/health`
+    /// answers 503 (`AUTONOMIC_WEDGED_AFTER`). Above `read_timeout` it means
+    /// the connection failed to give the socket up itself.
+    pub wedged_after: Duration,
     pub dial_timeout: Duration,
     pub chunk_max_resources: usize,
     pub chunk_max_bytes: usize,
@@ -83,6 +89,8 @@ impl std::fmt::Debug for UpstreamConfig {
             .field("backoff_max", &self.backoff_max)
             .field("reconnect_spread", &self.reconnect_spread)
             .field("fatal_retry", &self.fatal_retry)
+            .field("read_timeout", &self.read_timeout)
+            .field("wedged_after", &self.wedged_after)
             .finish_non_exhaustive()
     }
 }
@@ -108,6 +116,7 @@ impl UpstreamConfig {
             healthy_after: Duration::from_secs(30),
             fatal_retry: Duration::from_secs(300),
             read_timeout: Duration::from_secs(60),
+            wedged_after: super::health::DEFAULT_WEDGED_AFTER,
             dial_timeout: Duration::from_secs(10),
             chunk_max_resources: 200,
             chunk_max_bytes: 256 * 1024,
@@ -140,7 +149,7 @@ impl UpstreamConfig {
         let file = get("AUTONOMIC_AUTH_TOKEN_FILE")
             .filter(|v| !v.trim().is_empty())
             .map(|v| PathBuf::from(v.trim()));
-        let cfg = match (token, file) {
+        let mut cfg = match (token, file) {
             (Some(_), Some(_)) => return Err(ConfigError::TwoTokens),
             (None, None) => return Err(ConfigError::Missing("AUTONOMIC_AUTH_TOKEN")),
             (Some(t), None) => Self::new(url.trim(), SecretToken::new(t.trim())),
@@ -151,6 +160,13 @@ impl UpstreamConfig {
                 cfg
             }
         };
+        if let Some(v) = get("AUTONOMIC_WEDGED_AFTER").filter(|v| !v.trim().is_empty()) {
+            cfg.wedged_after =
+                crate::duration::parse(&v).map_err(|reason| ConfigError::BadDuration {
+                    field: "AUTONOMIC_WEDGED_AFTER",
+                    reason,
+                })?;
+        }
         cfg.ws_url()?;
         Ok(Some(cfg))
     }
@@ -254,6 +270,25 @@ mod tests {
         assert!(!format!("{cfg:?}").contains("sekrit"));
         let bad = UpstreamConfig::new("ftp://x", SecretToken::new("t"));
         assert!(bad.ws_url().is_err());
+    }
+
+    #[test]
+    fn wedged_after_is_a_duration() {
+        let base = [
+            ("AUTONOMIC_MANAGED", "true"),
+            ("AUTONOMIC_BASE_URL", "http://cp:8700"),
+            ("AUTONOMIC_AUTH_TOKEN", "t"),
+        ];
+        let cfg = UpstreamConfig::from_lookup(lookup(&base)).unwrap().unwrap();
+        assert_eq!(cfg.wedged_after, Duration::from_secs(90));
+        let mut with = base.to_vec();
+        with.push(("AUTONOMIC_WEDGED_AFTER", "2m"));
+        let cfg = UpstreamConfig::from_lookup(lookup(&with)).unwrap().unwrap();
+        assert_eq!(cfg.wedged_after, Duration::from_secs(120));
+        with.pop();
+        with.push(("AUTONOMIC_WEDGED_AFTER", "soon"));
+        let e = UpstreamConfig::from_lookup(lookup(&with)).unwrap_err();
+        assert!(e.to_string().starts_with("AUTONOMIC_WEDGED_AFTER: "), "{e}");
     }
 
     #[test]

@@ -1,10 +1,40 @@
 //! Connection health for the operator's `/health` endpoint: a cheap,
 //! cloneable handle the connection loop writes and the HTTP server reads.
+//!
+//! `/health` answers 503 when the socket is wedged: connected, but nothing
+//! (frame or ping) received for longer than `wedged_after`
+//! ([`is_wedged`]). It is judged from timestamps when asked, so it holds
+//! even when the connection loop itself is stuck, which is what a liveness
+//! probe is for. Every other state is 200 (a control plane that is down is
+//! not cured by restarting the operator), and so is an unmanaged operator
+//! ([`router`] with `None`).
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
+
+/// Default of `wedged_after`: the control plane pings every 15 s, the
+/// connection gives a silent socket up after its 60 s `read_timeout`; 90 s
+/// (six missed pings) means that did not happen.
+pub const DEFAULT_WEDGED_AFTER: Duration = Duration::from_secs(90);
+
+/// Why an established connection was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LossCause {
+    /// Nothing arrived for `read_timeout`: a wedged socket, given up.
+    Silent,
+    /// The control plane closed it.
+    Closed,
+    /// A read or write failed, or the protocol was broken.
+    Error,
+}
+
+/// Pure: connected, and nothing received for longer than `limit`.
+pub fn is_wedged(state: ConnState, last_event_age: Option<Duration>, limit: Duration) -> bool {
+    state == ConnState::Connected && last_event_age.is_some_and(|age| age > limit)
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -44,6 +74,21 @@ pub struct HealthReport {
     pub resources: usize,
     pub snapshots_sent: u64,
     pub deltas_sent: u64,
+    /// Connected, but nothing received for longer than `wedged_after_ms`:
+    /// `/health` answers 503.
+    pub wedged: bool,
+    pub wedged_after_ms: u64,
+    /// Established connections lost, by any cause.
+    pub disconnects: u64,
+    /// Of those, given up because nothing arrived for `read_timeout`.
+    pub silent_drops: u64,
+}
+
+impl HealthReport {
+    /// The status `/health` answers with.
+    pub fn http_status(&self) -> u16 {
+        if self.wedged { 503 } else { 200 }
+    }
 }
 
 #[derive(Debug)]
@@ -62,6 +107,9 @@ struct Inner {
     resources: usize,
     snapshots_sent: u64,
     deltas_sent: u64,
+    wedged_after: Duration,
+    disconnects: u64,
+    silent_drops: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -88,6 +136,9 @@ impl HealthHandle {
             resources: 0,
             snapshots_sent: 0,
             deltas_sent: 0,
+            wedged_after: DEFAULT_WEDGED_AFTER,
+            disconnects: 0,
+            silent_drops: 0,
         })))
     }
 
@@ -99,7 +150,12 @@ impl HealthHandle {
 
     pub fn report(&self) -> Option<HealthReport> {
         let g = self.0.lock().ok()?;
+        let last_event_age = g.last_event.map(|t| t.elapsed());
         Some(HealthReport {
+            wedged: is_wedged(g.state, last_event_age, g.wedged_after),
+            wedged_after_ms: u64::try_from(g.wedged_after.as_millis()).unwrap_or(u64::MAX),
+            disconnects: g.disconnects,
+            silent_drops: g.silent_drops,
             state: g.state,
             connected: g.state == ConnState::Connected,
             deployment: g.deployment.clone(),
@@ -125,6 +181,59 @@ impl HealthHandle {
     pub fn is_connected(&self) -> bool {
         self.report().is_some_and(|r| r.connected)
     }
+
+    /// Time since the last frame or ping from the server (or the welcome).
+    pub fn last_event_age(&self) -> Option<Duration> {
+        self.0.lock().ok()?.last_event.map(|t| t.elapsed())
+    }
+}
+
+/// `GET /health`: the report as JSON, 503 while wedged. `None` (an
+/// unmanaged operator, no upstream connection) answers 200
+/// `{"managed": false, ...}`, so one liveness probe fits both.
+pub fn router(health: Option<HealthHandle>) -> axum::Router {
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    axum::Router::new().route(
+        "/health",
+        axum::routing::get(move || {
+            let h = health.clone();
+            async move {
+                let Some(h) = h else {
+                    let body = serde_json::json!({"managed": false, "state": "unmanaged", "wedged": false});
+                    return axum::Json(body).into_response();
+                };
+                match h.report() {
+                    Some(r) => {
+                        let status =
+                            StatusCode::from_u16(r.http_status()).unwrap_or(StatusCode::OK);
+                        (status, axum::Json(r)).into_response()
+                    }
+                    // A panic while holding the lock: the process is not well.
+                    None => (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        axum::Json(serde_json::json!({"error": "health state unavailable"})),
+                    )
+                        .into_response(),
+                }
+            }
+        }),
+    )
+}
+
+/// Binds `addr` and serves [`router`] in the background; returns the bound
+/// address.
+pub async fn serve(
+    addr: std::net::SocketAddr,
+    health: Option<HealthHandle>,
+) -> std::io::Result<std::net::SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let app = router(health);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(bound)
 }
 
 /// Write access for the connection loop.
@@ -163,6 +272,16 @@ impl HealthWriter<'_> {
     pub fn closed(&mut self, reason: &str) {
         self.0.last_close = Some(reason.to_owned());
     }
+    /// An established connection was lost.
+    pub fn lost(&mut self, cause: LossCause) {
+        self.0.disconnects += 1;
+        if cause == LossCause::Silent {
+            self.0.silent_drops += 1;
+        }
+    }
+    pub fn wedged_after(&mut self, limit: Duration) {
+        self.0.wedged_after = limit;
+    }
     pub fn error(&mut self, e: &str) {
         self.0.last_error = Some(e.to_owned());
     }
@@ -175,5 +294,55 @@ impl HealthWriter<'_> {
     }
     pub fn sent_delta(&mut self) {
         self.0.deltas_sent += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wedged_only_when_connected_and_silent_past_the_limit() {
+        let limit = Duration::from_secs(90);
+        let s = Duration::from_secs;
+        let cases = [
+            (ConnState::Connected, Some(s(91)), true),
+            (ConnState::Connected, Some(s(90)), false),
+            (ConnState::Connected, Some(s(3)), false),
+            (ConnState::Connected, None, false),
+            // A control plane that is down is not a wedged operator.
+            (ConnState::Backoff, Some(s(600)), false),
+            (ConnState::Connecting, Some(s(600)), false),
+            (ConnState::Unauthorized, Some(s(600)), false),
+            (ConnState::Starting, None, false),
+        ];
+        for (state, age, want) in cases {
+            assert_eq!(is_wedged(state, age, limit), want, "{state:?} {age:?}");
+        }
+    }
+
+    #[test]
+    fn the_report_says_wedged_and_answers_503() {
+        let h = HealthHandle::new("boot");
+        h.update(|w| {
+            w.wedged_after(Duration::from_millis(1));
+            w.connected("d", "c");
+        });
+        std::thread::sleep(Duration::from_millis(5));
+        let r = h.report().unwrap();
+        assert!(r.wedged && r.connected, "{r:?}");
+        assert_eq!((r.http_status(), r.wedged_after_ms), (503, 1));
+        h.update(|w| {
+            w.wedged_after(Duration::from_secs(60));
+            w.event();
+        });
+        assert_eq!(h.report().unwrap().http_status(), 200);
+        h.update(|w| {
+            w.lost(LossCause::Silent);
+            w.lost(LossCause::Closed);
+            w.state(ConnState::Backoff);
+        });
+        let r = h.report().unwrap();
+        assert_eq!((r.disconnects, r.silent_drops, r.wedged), (2, 1, false));
     }
 }

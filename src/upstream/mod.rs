@@ -12,7 +12,8 @@
 //! Modules: `config` (env), `tracker` (watch events -> deltas, pure),
 //! `outbox` (frame ordering and chunking, pure), `backoff` (pure), `health`,
 //! `actions` (commands and pod control through the CRDs), `alerts` (the
-//! bounded alert buffer), `conn` (the loop).
+//! bounded alert buffer), `monitor` (the `wedged-upstream` monitor, pure),
+//! `conn` (the loop).
 
 pub mod actions;
 pub mod alert_book;
@@ -22,6 +23,7 @@ pub mod backoff;
 pub mod config;
 pub mod conn;
 pub mod health;
+pub mod monitor;
 pub mod outbox;
 pub mod tracker;
 

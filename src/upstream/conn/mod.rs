@@ -14,7 +14,12 @@
 //!   a revoked token, an unsupported protocol version or an eviction waits
 //!   `fatal_retry` instead: never a hot loop.
 //! - Losing an established connection logs `error!` with the stable field
-//!   `alert = "upstream_disconnected"` for ops alerting.
+//!   `alert = "upstream_disconnected"` for ops alerting, and is counted in
+//!   the health handle with its [`LossCause`].
+//! - A socket on which nothing (frame or ping) arrived for `read_timeout` is
+//!   given up and redialled. The check runs beside the session, not inside
+//!   its loop, so a session stuck on a write the peer never reads is given
+//!   up too.
 //! - Alerts from the [`AlertQueue`] go out after the connection's first
 //!   snapshot is complete, before data frames, and only to a control plane
 //!   whose `welcome` says it takes them (`alerts` module).
@@ -51,7 +56,7 @@ use crate::upstream::actions;
 use crate::upstream::alerts::{self, AlertQueue};
 use crate::upstream::backoff::{Backoff, random_u64};
 use crate::upstream::config::UpstreamConfig;
-use crate::upstream::health::{ConnState, HealthHandle};
+use crate::upstream::health::{ConnState, HealthHandle, LossCause};
 use crate::upstream::outbox::{DataItem, Outbox};
 use crate::upstream::tracker::{Tracker, WatchEvent, to_wire};
 use crate::wire::{
@@ -86,6 +91,7 @@ enum End {
         /// `Some` for refusals that will repeat: wait `fatal_retry`.
         fatal: Option<ConnState>,
         was_connected: bool,
+        cause: LossCause,
     },
 }
 
@@ -94,6 +100,7 @@ fn retry(reason: impl Into<String>, was_connected: bool) -> End {
         reason: reason.into(),
         fatal: None,
         was_connected,
+        cause: LossCause::Error,
     }
 }
 
@@ -108,6 +115,27 @@ fn classify_close(code: u16, reason: &str) -> End {
         reason: format!("closed by the control plane: {code} {reason}"),
         fatal,
         was_connected: true,
+        cause: LossCause::Closed,
+    }
+}
+
+/// Marks the health `Stopped` when the connection's task ends, however.
+struct StopOnDrop(HealthHandle);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.update(|h| h.state(ConnState::Stopped));
+    }
+}
+
+/// Resolves once nothing arrived from the server for `limit`.
+async fn silence(health: &HealthHandle, limit: Duration) {
+    let step = (limit / 4).clamp(Duration::from_millis(50), Duration::from_millis(500));
+    loop {
+        tokio::time::sleep(step).await;
+        if health.last_event_age().is_some_and(|age| age >= limit) {
+            return;
+        }
     }
 }
 
@@ -207,6 +235,10 @@ pub async fn run_with_alerts(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), UpstreamError> {
     cfg.ws_url()?;
+    health.update(|h| h.wedged_after(cfg.wedged_after));
+    // Aborted (a lost Lease) or returning: no longer connected, so /health
+    // cannot call a connection that is gone wedged.
+    let _stopped = StopOnDrop(health.clone());
     let boot_id = health
         .report()
         .map(|r| r.boot_id)
@@ -301,7 +333,13 @@ pub async fn run_with_alerts(
                 reason,
                 fatal,
                 was_connected,
-            } => (reason, fatal, was_connected),
+                cause,
+            } => {
+                if was_connected {
+                    ctx.health.update(|h| h.lost(cause));
+                }
+                (reason, fatal, was_connected)
+            }
         };
         if was_connected && started.elapsed() >= ctx.cfg.healthy_after {
             backoff.reset();
@@ -358,5 +396,29 @@ pub async fn run_with_alerts(
                 },
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ended_connection_task_is_never_reported_wedged() {
+        let h = HealthHandle::new("b");
+        h.update(|w| {
+            w.wedged_after(Duration::from_millis(1));
+            w.connected("d", "c");
+        });
+        let guard = StopOnDrop(h.clone());
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(h.report().unwrap().wedged);
+        // What a lost Lease does to the leader task: drop it mid-way.
+        drop(guard);
+        let r = h.report().unwrap();
+        assert_eq!(
+            (r.state, r.wedged, r.http_status()),
+            (ConnState::Stopped, false, 200)
+        );
     }
 }

@@ -59,6 +59,7 @@ impl Ctx {
                 reason: "the token is not a valid header value".into(),
                 fatal: Some(ConnState::Unauthorized),
                 was_connected: false,
+                cause: LossCause::Error,
             };
         };
         req.headers_mut().insert("authorization", auth);
@@ -75,6 +76,7 @@ impl Ctx {
                     reason: format!("upgrade refused: HTTP {status}"),
                     fatal,
                     was_connected: false,
+                    cause: LossCause::Error,
                 };
             }
             Ok(Err(e)) => return retry(format!("dial: {e}"), false),
@@ -155,19 +157,31 @@ impl Ctx {
             alerts,
         ));
         let mut requests: JoinSet<()> = JoinSet::new();
-        let end = self
-            .steady(
-                tracker,
-                ev_rx,
-                shutdown,
-                &mut stream,
-                &ctl_tx,
-                &data_tx,
-                &count,
-                &mut writer,
-                &mut requests,
-            )
-            .await;
+        let steady = self.steady(
+            tracker,
+            ev_rx,
+            shutdown,
+            &mut stream,
+            &ctl_tx,
+            &data_tx,
+            &count,
+            &mut writer,
+            &mut requests,
+        );
+        // Beside the session, so a session stuck on a blocked write is
+        // given up too (dropping it ends the socket with the writer).
+        let end = tokio::select! {
+            end = steady => end,
+            () = silence(&self.health, cfg.read_timeout) => End::Retry {
+                reason: format!(
+                    "nothing from the control plane for {} s",
+                    cfg.read_timeout.as_secs()
+                ),
+                fatal: None,
+                was_connected: true,
+                cause: LossCause::Silent,
+            },
+        };
         requests.abort_all();
         let goodbye = match &end {
             End::Shutdown => Some("operator shutting down"),
@@ -211,11 +225,9 @@ impl Ctx {
             tokio::time::Instant::now() + cfg.snapshot_interval,
             cfg.snapshot_interval,
         );
-        let mut idle_tick = tokio::time::interval(Duration::from_millis(500));
         let mut token_tick =
             tokio::time::interval(cfg.token_reload_interval.max(Duration::from_millis(10)));
         let watch_token = cfg.token_file.is_some();
-        let mut last_rx = Instant::now();
         let mut attaches: std::collections::HashMap<String, crate::upstream::attach::AttachHandle> =
             std::collections::HashMap::new();
         let mut copies: std::collections::HashMap<String, mpsc::Sender<super::copy::FromServer>> =
@@ -254,13 +266,7 @@ impl Ctx {
                         return End::Redial("the token file holds a new token".into());
                     }
                 }
-                _ = idle_tick.tick() => {
-                    if last_rx.elapsed() >= cfg.read_timeout {
-                        return retry(format!("nothing from the control plane for {} s", cfg.read_timeout.as_secs()), true);
-                    }
-                }
                 msg = stream.next() => {
-                    last_rx = Instant::now();
                     self.health.update(|h| h.event());
                     let msg = match msg {
                         None => return retry("connection closed without a close frame", true),

@@ -1,0 +1,392 @@
+//! Active alerts: per deployment, the keyed conditions that fire now.
+//!
+//! A keyed firing alert (`key` set, `state` firing) becomes the
+//! deployment's active alert for that key, or replaces it; a resolved alert
+//! with the key removes it. The alert itself is stored in the history
+//! (`alerts` module) either way, and the active set changes in the same
+//! transaction as that insert, so both agree after a crash.
+//!
+//! Guarantees:
+//! - Only a newly stored alert changes the active set: a resent alert (an
+//!   id already stored) changes nothing, so a resend of an old firing alert
+//!   after its resolution cannot bring it back.
+//! - A resolved alert for a key that is not active changes nothing.
+//! - Keys under [`PLANE_PREFIX`] belong to the control plane (its own
+//!   disconnect alert): an operator's alert with such a key is stored in the
+//!   history but never changes the active set, and the control plane's
+//!   alerts touch only keys under it.
+//! - An active alert keeps its own copy of the alert, so trimming the
+//!   history (the newest 500 per deployment) never loses it.
+
+use std::collections::HashMap;
+
+use rusqlite::{Transaction, params};
+use serde::Serialize;
+
+use super::alerts::{AlertRow, COLUMNS, Origin, Source, row};
+use super::store::{Store, StoreError};
+use crate::wire::{Alert, AlertState, Severity};
+
+/// Keys the control plane raises itself.
+pub const PLANE_PREFIX: &str = "plane/";
+
+/// Schema version 1: keys and states in the history, and the active set.
+/// Works on a database of the previous version (the columns are added,
+/// with defaults that make every old alert a keyless firing one) and on a
+/// new one; a column already there is left alone.
+pub(super) fn migrate_v1(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    add_column(tx, "alerts", "alert_key", "TEXT NOT NULL DEFAULT ''")?;
+    add_column(
+        tx,
+        "alerts",
+        "alert_state",
+        "TEXT NOT NULL DEFAULT 'firing'",
+    )?;
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS active_alerts (
+            deployment TEXT NOT NULL,
+            alert_key TEXT NOT NULL,
+            since_ms INTEGER NOT NULL,
+            id INTEGER NOT NULL,
+            alert_id TEXT NOT NULL,
+            boot_id TEXT,
+            connection_id TEXT,
+            received_ms INTEGER NOT NULL,
+            at TEXT NOT NULL,
+            severity TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            namespace TEXT NOT NULL,
+            object TEXT NOT NULL,
+            message TEXT NOT NULL,
+            alert_state TEXT NOT NULL DEFAULT 'firing',
+            PRIMARY KEY (deployment, alert_key)
+        );",
+    )
+}
+
+fn add_column(tx: &Transaction<'_>, table: &str, column: &str, decl: &str) -> rusqlite::Result<()> {
+    let exists: i64 = tx.query_row(
+        &format!("SELECT count(*) FROM pragma_table_info('{table}') WHERE name = ?1"),
+        [column],
+        |r| r.get(0),
+    )?;
+    if exists == 0 {
+        tx.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {decl};"))?;
+    }
+    Ok(())
+}
+
+/// What a newly stored alert does to the active set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// A one-off alert, or a key its sender may not touch.
+    None,
+    /// Becomes (or replaces) the active alert of its key.
+    Upsert,
+    /// Ends the active alert of its key, if there is one.
+    Remove,
+}
+
+/// Pure: the change `a`, sent by `source`, makes.
+pub fn change_for(source: Source, a: &Alert) -> Change {
+    if a.key.is_empty() {
+        return Change::None;
+    }
+    let plane_key = a.key.starts_with(PLANE_PREFIX);
+    if plane_key != (source == Source::ControlPlane) {
+        return Change::None;
+    }
+    match a.state {
+        AlertState::Firing => Change::Upsert,
+        AlertState::Resolved => Change::Remove,
+    }
+}
+
+/// An active alert as the API shows it: the newest firing alert of its key
+/// and since when the key has been active.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ActiveAlert {
+    /// When the key became active (the first firing alert's receipt).
+    pub since_ms: u64,
+    #[serde(flatten)]
+    pub alert: AlertRow,
+}
+
+/// Applies a newly stored alert (history row `id`) to the active set,
+/// inside the insert's transaction. Returns the change made.
+pub(super) fn apply(
+    tx: &Transaction<'_>,
+    origin: &Origin<'_>,
+    a: &Alert,
+    id: i64,
+    received_ms: i64,
+) -> rusqlite::Result<Change> {
+    let change = change_for(origin.source, a);
+    match change {
+        Change::None => {}
+        Change::Upsert => {
+            tx.execute(
+                "INSERT INTO active_alerts (deployment, alert_key, since_ms, id, alert_id,
+                 boot_id, connection_id, received_ms, at, severity, reason, namespace, object,
+                 message, alert_state)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?3, ?8, ?9, ?10, ?11, ?12, ?13, 'firing')
+                 ON CONFLICT (deployment, alert_key) DO UPDATE SET
+                   id = excluded.id, alert_id = excluded.alert_id, boot_id = excluded.boot_id,
+                   connection_id = excluded.connection_id, received_ms = excluded.received_ms,
+                   at = excluded.at, severity = excluded.severity, reason = excluded.reason,
+                   namespace = excluded.namespace, object = excluded.object,
+                   message = excluded.message",
+                params![
+                    origin.deployment,
+                    a.key,
+                    received_ms,
+                    id,
+                    a.id,
+                    origin.boot_id,
+                    origin.connection_id,
+                    a.at.to_string(),
+                    a.severity.as_str(),
+                    a.reason,
+                    a.namespace,
+                    a.object,
+                    a.message
+                ],
+            )?;
+        }
+        Change::Remove => {
+            tx.execute(
+                "DELETE FROM active_alerts WHERE deployment = ?1 AND alert_key = ?2",
+                params![origin.deployment, a.key],
+            )?;
+        }
+    }
+    Ok(change)
+}
+
+fn active_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ActiveAlert> {
+    let since: i64 = r.get(14)?;
+    Ok(ActiveAlert {
+        since_ms: u64::try_from(since).unwrap_or(0),
+        alert: row(r)?,
+    })
+}
+
+impl Store {
+    /// A deployment's active alerts, longest active first.
+    pub fn list_active(&self, deployment: &str) -> Result<Vec<ActiveAlert>, StoreError> {
+        self.with(|c| {
+            let mut st = c.prepare(&format!(
+                "SELECT {COLUMNS}, since_ms FROM active_alerts WHERE deployment = ?1
+                 ORDER BY since_ms, alert_key"
+            ))?;
+            let rows = st
+                .query_map([deployment], active_row)?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// The active alert of one key.
+    pub fn active(&self, deployment: &str, key: &str) -> Result<Option<ActiveAlert>, StoreError> {
+        use rusqlite::OptionalExtension;
+        self.with(|c| {
+            Ok(c.query_row(
+                &format!(
+                    "SELECT {COLUMNS}, since_ms FROM active_alerts
+                     WHERE deployment = ?1 AND alert_key = ?2"
+                ),
+                params![deployment, key],
+                active_row,
+            )
+            .optional()?)
+        })
+    }
+
+    /// How many alerts are active, per deployment (absent: none).
+    pub fn active_counts(&self) -> Result<HashMap<String, u64>, StoreError> {
+        self.with(|c| {
+            let mut st =
+                c.prepare("SELECT deployment, count(*) FROM active_alerts GROUP BY deployment")?;
+            let rows = st
+                .query_map([], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
+                    ))
+                })?
+                .collect::<Result<HashMap<_, _>, _>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// The severity of every deployment's active alert under `key`.
+    pub fn active_severities(&self, key: &str) -> Result<HashMap<String, Severity>, StoreError> {
+        self.with(|c| {
+            let mut st =
+                c.prepare("SELECT deployment, severity FROM active_alerts WHERE alert_key = ?1")?;
+            let rows = st
+                .query_map([key], |r| {
+                    let s: String = r.get(1)?;
+                    Ok((r.get(0)?, Severity::parse(&s).unwrap_or(Severity::Warning)))
+                })?
+                .collect::<Result<HashMap<_, _>, _>>()?;
+            Ok(rows)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("cp.sqlite")).unwrap();
+        (dir, s)
+    }
+
+    fn finding(key: &str, msg: &str) -> Alert {
+        Alert::new(Severity::Warning, "AuditPlacement", "t1", "Pod/p", msg).keyed(key)
+    }
+
+    const OP: Origin<'static> = Origin {
+        deployment: "d",
+        boot_id: Some("boot"),
+        connection_id: None,
+        source: Source::Operator,
+    };
+
+    fn keys(s: &Store) -> Vec<(String, String)> {
+        s.list_active("d")
+            .unwrap()
+            .into_iter()
+            .map(|a| (a.alert.key, a.alert.message))
+            .collect()
+    }
+
+    #[test]
+    fn changes_by_key_state_and_source() {
+        let plane = Source::ControlPlane;
+        let op = Source::Operator;
+        let f = finding("audit/a", "m");
+        let r = f.resolving("gone");
+        let one_off = Alert::new(Severity::Warning, "R", "", "Pod/p", "m");
+        let plane_key = finding("plane/disconnected", "m");
+        let cases = [
+            (op, &f, Change::Upsert),
+            (op, &r, Change::Remove),
+            (op, &one_off, Change::None),
+            (op, &plane_key, Change::None),
+            (plane, &plane_key, Change::Upsert),
+            (plane, &plane_key.resolving("back"), Change::Remove),
+            (plane, &f, Change::None),
+        ];
+        for (source, alert, want) in cases {
+            assert_eq!(change_for(source, alert), want, "{source:?} {}", alert.key);
+        }
+    }
+
+    #[test]
+    fn a_firing_alert_is_active_until_resolved() {
+        let (_d, s) = store();
+        let f = finding("audit/a", "m1");
+        assert!(s.insert_alert(&OP, &f).unwrap());
+        assert_eq!(keys(&s), [("audit/a".into(), "m1".into())]);
+        let since = s.list_active("d").unwrap()[0].since_ms;
+        // Changed: replaced, still active since the first.
+        let f2 = finding("audit/a", "m2");
+        s.insert_alert(&OP, &f2).unwrap();
+        let active = s.list_active("d").unwrap();
+        assert_eq!(active.len(), 1);
+        assert_eq!(
+            (active[0].alert.message.as_str(), active[0].since_ms),
+            ("m2", since)
+        );
+        assert_eq!(active[0].alert.alert_id, f2.id);
+        assert_eq!(s.active_counts().unwrap().get("d"), Some(&1));
+        // Resolved: gone from the active set, both kept in the history.
+        let r = f2.resolving("fixed");
+        s.insert_alert(&OP, &r).unwrap();
+        assert!(keys(&s).is_empty());
+        assert_eq!(s.active_counts().unwrap().get("d"), None);
+        let history = s.list_alerts("d", 10, None).unwrap();
+        assert_eq!(history.len(), 3);
+        assert_eq!(
+            (history[0].key.as_str(), history[0].state),
+            ("audit/a", AlertState::Resolved)
+        );
+        // Resolving again, or a key never active: nothing changes.
+        s.insert_alert(&OP, &f2.resolving("again")).unwrap();
+        s.insert_alert(&OP, &finding("audit/b", "x").resolving("never"))
+            .unwrap();
+        assert!(keys(&s).is_empty());
+    }
+
+    #[test]
+    fn a_resent_firing_alert_does_not_come_back() {
+        let (_d, s) = store();
+        let f = finding("audit/a", "m");
+        s.insert_alert(&OP, &f).unwrap();
+        s.insert_alert(&OP, &f.resolving("fixed")).unwrap();
+        // The operator missed the first ack and sends it again.
+        assert!(!s.insert_alert(&OP, &f).unwrap(), "stored once");
+        assert!(keys(&s).is_empty());
+    }
+
+    #[test]
+    fn one_off_alerts_and_other_deployments_stay_apart() {
+        let (_d, s) = store();
+        s.insert_alert(
+            &OP,
+            &Alert::new(Severity::Critical, "ContentDrift", "t1", "Pod/p", "m"),
+        )
+        .unwrap();
+        let other = Origin {
+            deployment: "e",
+            ..OP
+        };
+        s.insert_alert(&other, &finding("audit/a", "m")).unwrap();
+        assert!(keys(&s).is_empty());
+        assert_eq!(s.list_active("e").unwrap().len(), 1);
+        // An operator cannot raise or clear the control plane's keys.
+        s.insert_alert(&OP, &finding("plane/disconnected", "m"))
+            .unwrap();
+        assert!(keys(&s).is_empty());
+    }
+
+    #[test]
+    fn an_old_database_is_migrated_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cp.sqlite");
+        {
+            // The previous version's alerts table, with one alert in it.
+            let c = rusqlite::Connection::open(&path).unwrap();
+            c.execute_batch(
+                "CREATE TABLE alerts (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT, deployment TEXT NOT NULL,
+                    alert_id TEXT NOT NULL, boot_id TEXT, connection_id TEXT,
+                    received_ms INTEGER NOT NULL, at TEXT NOT NULL, severity TEXT NOT NULL,
+                    reason TEXT NOT NULL, namespace TEXT NOT NULL, object TEXT NOT NULL,
+                    message TEXT NOT NULL, UNIQUE (deployment, alert_id));
+                 INSERT INTO alerts (deployment, alert_id, received_ms, at, severity, reason,
+                    namespace, object, message)
+                 VALUES ('d', 'old', 1, '2026-05-01T10:00:00Z', 'warning', 'R', '', 'Pod/p', 'm');",
+            )
+            .unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        let old = s.list_alerts("d", 10, None).unwrap();
+        assert_eq!(old.len(), 1);
+        assert_eq!(
+            (old[0].key.as_str(), old[0].state),
+            ("", AlertState::Firing)
+        );
+        s.insert_alert(&OP, &finding("audit/a", "m")).unwrap();
+        assert_eq!(keys(&s).len(), 1);
+        drop(s);
+        // Opening again runs no migration twice.
+        let s = Store::open(&path).unwrap();
+        assert_eq!(keys(&s).len(), 1);
+        assert_eq!(s.list_alerts("d", 10, None).unwrap().len(), 2);
+    }
+}
