@@ -117,8 +117,9 @@ pub fn choose(pods: &[Pod], pvc: &str, write: bool) -> Option<Target> {
     found.into_iter().next()
 }
 
-/// The helper pod for `fs` (pure).
-pub fn helper_pod(fs: &AgentFS, image: &str, last_used: u64) -> Pod {
+/// The helper pod for `fs` (pure), placed like the tenant's own pods: on
+/// `tier`'s nodes when there is one, never on a control-plane node.
+pub fn helper_pod(fs: &AgentFS, image: &str, last_used: u64, tier: Option<&str>) -> Pod {
     let name = fs.metadata.name.clone().unwrap_or_default();
     let labels = BTreeMap::from([
         (LABEL_MANAGED_BY.to_owned(), MANAGED_BY.to_owned()),
@@ -134,7 +135,7 @@ pub fn helper_pod(fs: &AgentFS, image: &str, last_used: u64) -> Pod {
         ("cpu".to_owned(), Quantity("10m".into())),
         ("memory".to_owned(), Quantity("32Mi".into())),
     ]);
-    Pod {
+    let mut pod = Pod {
         metadata: ObjectMeta {
             name: Some(helper_name(&name)),
             namespace: fs.metadata.namespace.clone(),
@@ -185,7 +186,11 @@ pub fn helper_pod(fs: &AgentFS, image: &str, last_used: u64) -> Pod {
             ..PodSpec::default()
         }),
         status: None,
+    };
+    if let Some(spec) = pod.spec.as_mut() {
+        crate::operator::build::placement::place(spec, tier);
     }
+    pod
 }
 
 /// Whether a helper pod has been unused for `idle` (pure; for the reaper).
@@ -249,7 +254,14 @@ pub async fn target(
         }
         return Ok(t);
     }
-    let want = helper_pod(fs, &opts.image, now_s());
+    // The tenant's tier, from its Rollout (absent: not a GitOps tenant).
+    let tier = Api::<crate::crd::Rollout>::namespaced(client.clone(), &ns)
+        .get_opt(crate::rollout::engine::ROLLOUT_NAME)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|r| r.spec.settings.node_tier);
+    let want = helper_pod(fs, &opts.image, now_s(), tier.as_deref());
     let hname = helper_name(&name);
     let pp = PostParams {
         field_manager: Some(FIELD_MANAGER.into()),
@@ -329,7 +341,7 @@ mod tests {
     }
 
     fn agent_pod(name: &str, ro: bool) -> Pod {
-        let mut p = helper_pod(&fs("data"), "img", 0);
+        let mut p = helper_pod(&fs("data"), "img", 0, None);
         p.metadata.name = Some(name.into());
         p.metadata.labels = None;
         let spec = p.spec.as_mut().unwrap();
@@ -340,7 +352,7 @@ mod tests {
 
     #[test]
     fn agents_pods_come_before_the_helper_and_writes_need_rw() {
-        let helper = running(helper_pod(&fs("data"), "img", 0));
+        let helper = running(helper_pod(&fs("data"), "img", 0, None));
         let ro = running(agent_pod("agent-a", true));
         let pods = vec![helper.clone(), ro.clone()];
         let t = choose(&pods, "agentfs-data", false).unwrap();
@@ -355,8 +367,14 @@ mod tests {
 
     #[test]
     fn helper_is_restricted_and_expires() {
-        let p = helper_pod(&fs("data"), "img", 100);
+        let p = helper_pod(&fs("data"), "img", 100, Some("gpu"));
         let spec = p.spec.as_ref().unwrap();
+        // Placed like the tenant's pods: its tier, never a control-plane node.
+        assert_eq!(
+            spec.node_selector.as_ref().unwrap()["autonomic.sh/node-tier"],
+            "gpu"
+        );
+        assert!(spec.affinity.is_some());
         assert_eq!(spec.automount_service_account_token, Some(false));
         assert_eq!(
             spec.security_context.as_ref().unwrap().run_as_non_root,

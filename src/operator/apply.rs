@@ -370,19 +370,28 @@ impl Ctx {
             m.insert("resourceVersion".to_owned(), serde_json::Value::String(rv));
         }
         let body = serde_json::json!({ "metadata": metadata });
-        match api
+        let r = api
             .patch(name, &PatchParams::default(), &Patch::Merge(&body))
-            .await
-        {
+            .await;
+        self.counted::<K>(c, Verb::Patch, || format!("patch {} {ns}/{name}", K::kind(&())), r)
+    }
+
+    /// Counts a write that went through; a missing object is success (it
+    /// is gone, nothing to write), anything else an error naming `what`.
+    fn counted<K: Resource<DynamicType = ()>>(
+        &self,
+        c: Controller,
+        verb: Verb,
+        what: impl FnOnce() -> String,
+        result: std::result::Result<K, kube::Error>,
+    ) -> Result<()> {
+        match result {
             Ok(_) => {
-                self.metrics.wrote(c, kind_label::<K>(), Verb::Patch);
+                self.metrics.wrote(c, kind_label::<K>(), verb);
                 Ok(())
             }
             Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(Error::kube(
-                format!("patch {} {ns}/{name}", K::kind(&())),
-                e,
-            )),
+            Err(e) => Err(Error::kube(what(), e)),
         }
     }
 
@@ -403,21 +412,11 @@ impl Ctx {
             + DeserializeOwned,
     {
         let body = serde_json::json!({ "status": status });
-        match self
+        let r = self
             .api::<K>(ns)
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
-            .await
-        {
-            Ok(_) => {
-                self.metrics.wrote(c, kind_label::<K>(), Verb::Status);
-                Ok(())
-            }
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(Error::kube(
-                format!("status {} {ns}/{name}", K::kind(&())),
-                e,
-            )),
-        }
+            .await;
+        self.counted::<K>(c, Verb::Status, || format!("status {} {ns}/{name}", K::kind(&())), r)
     }
 
     /// Writes `status` through the status subresource with server-side
@@ -441,28 +440,16 @@ impl Ctx {
             "kind": K::kind(&()),
             "status": status,
         });
-        match api
+        let r = api
             .patch_status(
                 name,
                 &PatchParams::apply(FIELD_MANAGER).force(),
                 &Patch::Apply(&body),
             )
-            .await
-        {
-            Ok(_) => {
-                self.metrics.wrote(c, kind_label::<K>(), Verb::Status);
-                Ok(())
-            }
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(Error::kube(
-                format!("status {} {ns}/{name}", K::kind(&())),
-                e,
-            )),
-        }
+            .await;
+        self.counted::<K>(c, Verb::Status, || format!("status {} {ns}/{name}", K::kind(&())), r)
     }
 
-    /// Publishes an Event about `obj`. Failing to publish is logged, never
-    /// fatal: Events are best effort.
     /// Deletes the stale pods in `set` that are not yet going away, with
     /// one Event on `owner`: a roll towards `desired`, or a removal
     /// (`removed_because`) when there is no desired pod. Returns whether
