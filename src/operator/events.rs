@@ -44,6 +44,15 @@ pub enum Reason {
     /// Deleting an object git no longer has did not finish (a finalizer,
     /// a refusal); it stays in the inventory.
     PruneBlocked,
+    /// The `crashloop` monitor: an Agent's or Tool's containers restart
+    /// again and again.
+    CrashLoop,
+    /// The `crashloop` monitor cleared: no restart for a whole window.
+    CrashLoopCleared,
+    /// The `silent` monitor: an Active Agent has not checked in.
+    AgentSilent,
+    /// The `silent` monitor cleared: it checked in, or is no longer Active.
+    AgentSilentCleared,
 }
 
 impl Reason {
@@ -67,6 +76,10 @@ impl Reason {
             Reason::ContentDrift => "ContentDrift",
             Reason::Pruned => "Pruned",
             Reason::PruneBlocked => "PruneBlocked",
+            Reason::CrashLoop => "CrashLoop",
+            Reason::CrashLoopCleared => "CrashLoopCleared",
+            Reason::AgentSilent => "AgentSilent",
+            Reason::AgentSilentCleared => "AgentSilentCleared",
         }
     }
 
@@ -81,6 +94,10 @@ impl Reason {
             Reason::DriftReverted => "Apply",
             Reason::ContentDrift => "Verify",
             Reason::Pruned | Reason::PruneBlocked => "Prune",
+            Reason::CrashLoop
+            | Reason::CrashLoopCleared
+            | Reason::AgentSilent
+            | Reason::AgentSilentCleared => "Monitor",
             Reason::InvalidSpec
             | Reason::FilesystemNotFound
             | Reason::FilesystemTerminating

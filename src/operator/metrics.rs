@@ -55,8 +55,26 @@ pub struct KindLabels {
     pub kind: &'static str,
 }
 
+/// A health monitor (`crashloop`, `restarts`, `silent`) in one tenant
+/// namespace: bounded by the namespaces, never an object name.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MonitorLabels {
+    pub monitor: &'static str,
+    pub namespace: String,
+}
+
+/// A check-in's outcome (`accepted`, `unauthorized`, ...): a fixed set.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: &'static str,
+}
+
 pub struct Metrics {
     pub registry: Registry,
+    /// Objects a health monitor currently fires for, by monitor and namespace.
+    pub monitor_active: Family<MonitorLabels, Gauge>,
+    /// Agent check-ins (`POST /checkin/...`) by outcome.
+    pub checkins: Family<OutcomeLabels, Counter>,
     /// Managed objects found different from git and put back, by kind.
     pub drift_reverted: Family<KindLabels, Counter>,
     /// Objects git dropped that were deleted, by kind.
@@ -92,6 +110,14 @@ impl Metrics {
         let pruned = Family::<KindLabels, Counter>::default();
         let content_drift = Counter::default();
         let live_check_execs = Counter::default();
+        let monitor_active = Family::<MonitorLabels, Gauge>::default();
+        let checkins = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "monitor_active",
+            "Agents, Tools or namespaces a health monitor currently fires for, by monitor and namespace",
+            monitor_active.clone(),
+        );
+        registry.register("checkins", "Agent check-ins by outcome", checkins.clone());
         registry.register(
             "drift_reverted",
             "Managed objects found different from git and re-applied, by kind",
@@ -135,6 +161,8 @@ impl Metrics {
         registry.register("ready", "1 once every watch has synced", ready.clone());
         Metrics {
             registry,
+            monitor_active,
+            checkins,
             drift_reverted,
             pruned,
             content_drift,
@@ -163,6 +191,22 @@ impl Metrics {
                 kind,
                 verb,
             })
+            .inc();
+    }
+
+    /// How many objects `monitor` fires for in `namespace` now.
+    pub fn monitor_active(&self, monitor: &'static str, namespace: &str, n: i64) {
+        self.monitor_active
+            .get_or_create(&MonitorLabels {
+                monitor,
+                namespace: namespace.to_owned(),
+            })
+            .set(n);
+    }
+
+    pub fn checked_in(&self, outcome: &'static str) {
+        self.checkins
+            .get_or_create(&OutcomeLabels { outcome })
             .inc();
     }
 
