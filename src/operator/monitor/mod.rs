@@ -19,7 +19,9 @@
 
 pub mod checkin;
 pub mod crashloop;
+pub mod receiver;
 pub mod silent;
+pub mod task;
 pub mod thresholds;
 
 use std::collections::BTreeMap;
