@@ -272,11 +272,12 @@ async fn token_of(ns: &support::TestNamespace, agent: &str) -> String {
 #[tokio::test]
 async fn check_ins_keep_an_agent_out_of_silent_and_refusals_look_alike() {
     let ns = restricted_namespace("mon-silent").await;
-    let op = OperatorProcess::start_with(
-        &ns.name,
-        "m",
-        &["--monitor-interval", "1s", "--monitor-silent-after", "6s"],
-    );
+    let flags = ["--monitor-interval", "1s", "--monitor-silent-after", "6s"];
+    let op = OperatorProcess::start_with(&ns.name, "leader", &flags);
+    op.wait_leader().await;
+    // A second replica: it answers check-ins too, but runs no monitor.
+    let standby = OperatorProcess::start_with(&ns.name, "standby", &flags);
+    standby.wait_ready().await;
     let agents = ns.api::<Agent>();
     create(&agents, &agent("talker")).await;
     create(&agents, &agent("mute")).await;
@@ -307,10 +308,16 @@ async fn check_ins_keep_an_agent_out_of_silent_and_refusals_look_alike() {
     assert_eq!(post(&addr, "POST", &path("talker"), Some(&talker)).0, 204);
     assert_eq!(post(&addr, "POST", &path("mute"), Some(&mute)).0, 204);
 
-    // The talker keeps checking in; the mute agent stops.
+    // The talker keeps checking in, at the standby only: the leader learns
+    // of it from the Agent's annotation. The mute agent stops.
     let stop = Arc::new(AtomicBool::new(false));
     let beat = {
-        let (stop, addr, p, token) = (stop.clone(), addr.clone(), path("talker"), talker.clone());
+        let (stop, addr, p, token) = (
+            stop.clone(),
+            standby.addr.clone(),
+            path("talker"),
+            talker.clone(),
+        );
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 assert_eq!(post(&addr, "POST", &p, Some(&token)).0, 204);
@@ -337,9 +344,15 @@ async fn check_ins_keep_an_agent_out_of_silent_and_refusals_look_alike() {
             .await
             .is_empty()
     );
-    let log = op.log();
-    for t in [&talker, &mute] {
-        assert!(!log.contains(t.as_str()), "a token reached the log");
+    assert_eq!(
+        gauge(&standby, "silent", &ns.name),
+        None,
+        "only the leader monitors"
+    );
+    for log in [op.log(), standby.log()] {
+        for t in [&talker, &mute] {
+            assert!(!log.contains(t.as_str()), "a token reached the log");
+        }
     }
     let accepted = op
         .get("/metrics")
