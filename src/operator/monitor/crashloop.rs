@@ -193,6 +193,7 @@ impl Ledger {
                     s.object(ns),
                     rate.restarts
                 ),
+                cleared: format!("{} has not restarted for {window}", s.object(ns)),
             })
             .collect()
     }
@@ -210,6 +211,10 @@ impl Ledger {
                 subject: Subject::Namespace,
                 message: format!(
                     "pods restarted at least {} times within {window}",
+                    rate.restarts
+                ),
+                cleared: format!(
+                    "pods restarted fewer than {} times within {window}",
                     rate.restarts
                 ),
             })

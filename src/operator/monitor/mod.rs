@@ -98,6 +98,8 @@ pub struct Finding {
     /// Stable while the condition holds (no live counts), so the alert
     /// goes upstream once and not at every tick.
     pub message: String,
+    /// What the Event says when it clears.
+    pub cleared: String,
 }
 
 impl Finding {
@@ -198,6 +200,7 @@ mod tests {
             namespace: ns.into(),
             subject: s,
             message: "m".into(),
+            cleared: "c".into(),
         }
     }
 

@@ -99,6 +99,7 @@ impl Silence {
                     namespace: a.namespace.clone(),
                     subject: Subject::Agent(a.name.clone()),
                     message,
+                    cleared: format!("agent {} checked in again, or is no longer Active", a.name),
                 });
             }
         }

@@ -245,7 +245,7 @@ async fn report(ctx: &Ctx, f: &Finding, started: bool) {
     let note = if started {
         f.message.clone()
     } else {
-        format!("cleared: {}", f.message)
+        f.cleared.clone()
     };
     match &f.subject {
         Subject::Agent(name) => {
