@@ -92,6 +92,31 @@ pub struct RunArgs {
     /// Largest `exo fs cp` accepted through the control plane (file bytes).
     #[arg(long, default_value = "10Gi", env = "EXO_FS_MAX_SIZE")]
     pub fs_max_size: String,
+    /// `crashloop` monitor: this many restarts of an Agent's or Tool's pods
+    /// within the window fire it. Overrides the Fleet's
+    /// `spec.monitors.crashloop.restarts` (default 3).
+    #[arg(long, env = "EXO_MONITOR_CRASHLOOP_RESTARTS")]
+    pub monitor_crashloop_restarts: Option<u32>,
+    /// `crashloop` monitor window (e.g. 10m); it clears after a whole window
+    /// without a restart. Overrides `spec.monitors.crashloop.window`.
+    #[arg(long, env = "EXO_MONITOR_CRASHLOOP_WINDOW", value_parser = crate::duration::parse)]
+    pub monitor_crashloop_window: Option<Duration>,
+    /// `restarts` monitor: this many pod restarts in one namespace within
+    /// the window fire it. Overrides `spec.monitors.restarts.restarts`
+    /// (default 10).
+    #[arg(long, env = "EXO_MONITOR_RESTARTS")]
+    pub monitor_restarts: Option<u32>,
+    /// `restarts` monitor window (e.g. 1h). Overrides
+    /// `spec.monitors.restarts.window`.
+    #[arg(long, env = "EXO_MONITOR_RESTARTS_WINDOW", value_parser = crate::duration::parse)]
+    pub monitor_restarts_window: Option<Duration>,
+    /// `silent` monitor: an Active Agent without a check-in for this long
+    /// (e.g. 15m) is silent. Overrides `spec.monitors.silent.after`.
+    #[arg(long, env = "EXO_MONITOR_SILENT_AFTER", value_parser = crate::duration::parse)]
+    pub monitor_silent_after: Option<Duration>,
+    /// How often the health monitors look (leader only).
+    #[arg(long, default_value = "15s", env = "EXO_MONITOR_INTERVAL", value_parser = crate::duration::parse)]
+    pub monitor_interval: Duration,
 }
 
 pub fn run(cmd: OperatorCommand) -> u8 {
@@ -201,8 +226,10 @@ fn run_operator(args: RunArgs) -> u8 {
             Box::pin(crate::audit::schedule::run(ctx, audit.clone()))
         }));
         // The upstream connection (AUTONOMIC_MANAGED=true): leader only.
+        let mut managed = false;
         match crate::upstream::UpstreamConfig::from_env() {
             Ok(Some(mut up)) => {
+                managed = true;
                 up.namespace = args.namespace.clone();
                 up.fs_helper = fs_helper.clone();
                 up.fs_max_bytes = fs_max_bytes;
@@ -231,6 +258,39 @@ fn run_operator(args: RunArgs) -> u8 {
                 return exit::UNUSABLE;
             }
         }
+        // Health monitors (leader only); check-ins are taken by every
+        // replica's HTTP server and written to the Agent at most once per
+        // quarter of the `silent` threshold the flag (or default) sets.
+        let silent_after = args.monitor_silent_after.unwrap_or_else(|| {
+            crate::duration::parse(&crate::crd::Monitors::default().silent.after)
+                .unwrap_or(Duration::from_secs(900))
+        });
+        let checkins = match crate::operator::monitor::checkin::Checkins::new(
+            crate::operator::monitor::checkin::write_interval(silent_after),
+        ) {
+            Ok(c) => std::sync::Arc::new(c),
+            Err(e) => {
+                error!(error = %e, "no randomness for the check-in key");
+                return exit::UNUSABLE;
+            }
+        };
+        let monitors = crate::operator::monitor::task::MonitorConfig {
+            flags: crate::operator::monitor::thresholds::Overrides {
+                crashloop_restarts: args.monitor_crashloop_restarts,
+                crashloop_window: args.monitor_crashloop_window,
+                tenant_restarts: args.monitor_restarts,
+                tenant_window: args.monitor_restarts_window,
+                silent_after: args.monitor_silent_after,
+            },
+            interval: args.monitor_interval,
+            fleet_namespace: args.fleet_namespace.clone().or_else(|| args.namespace.clone()),
+            // Alerts go upstream only from a managed installation.
+            alerts: managed.then(|| alerts.clone()),
+            checkins: checkins.clone(),
+        };
+        leader_tasks.push(std::sync::Arc::new(move |ctx| {
+            Box::pin(crate::operator::monitor::task::run(ctx, monitors.clone()))
+        }));
         let cfg = OperatorConfig {
             namespace: args.namespace.clone(),
             metrics_addr: args.metrics_addr,
@@ -242,6 +302,7 @@ fn run_operator(args: RunArgs) -> u8 {
             ),
             concurrency: args.concurrency,
             leader_tasks,
+            checkins,
         };
         let (stop_tx, stop_rx) = watch::channel(false);
         tokio::spawn(async move {

@@ -7,11 +7,13 @@
 
 mod agent;
 mod agentfs;
+mod monitors;
 mod rollout;
 mod tool;
 
 pub use agent::*;
 pub use agentfs::*;
+pub use monitors::*;
 pub use rollout::*;
 pub use tool::*;
 

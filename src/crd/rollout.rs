@@ -72,6 +72,13 @@ pub struct FleetSpec {
     /// of the body, GitHub or Gitea header). Without it the hook is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook_secret_ref: Option<String>,
+    /// Thresholds of the operator's health monitors (crash loops, restarts
+    /// per tenant, silent agents); flags of `exo operator run` override them.
+    // Left out when it is the default, so the CRD's schema defaults nothing
+    // into Fleets that do not set it (an older operator's strict reader
+    // still reads them).
+    #[serde(default, skip_serializing_if = "super::Monitors::is_default")]
+    pub monitors: super::Monitors,
 }
 
 /// What a live-content mismatch found by a re-check does.

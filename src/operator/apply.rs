@@ -373,7 +373,12 @@ impl Ctx {
         let r = api
             .patch(name, &PatchParams::default(), &Patch::Merge(&body))
             .await;
-        self.counted::<K>(c, Verb::Patch, || format!("patch {} {ns}/{name}", K::kind(&())), r)
+        self.counted::<K>(
+            c,
+            Verb::Patch,
+            || format!("patch {} {ns}/{name}", K::kind(&())),
+            r,
+        )
     }
 
     /// Counts a write that went through; a missing object is success (it
@@ -416,7 +421,12 @@ impl Ctx {
             .api::<K>(ns)
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
             .await;
-        self.counted::<K>(c, Verb::Status, || format!("status {} {ns}/{name}", K::kind(&())), r)
+        self.counted::<K>(
+            c,
+            Verb::Status,
+            || format!("status {} {ns}/{name}", K::kind(&())),
+            r,
+        )
     }
 
     /// Writes `status` through the status subresource with server-side
@@ -447,7 +457,12 @@ impl Ctx {
                 &Patch::Apply(&body),
             )
             .await;
-        self.counted::<K>(c, Verb::Status, || format!("status {} {ns}/{name}", K::kind(&())), r)
+        self.counted::<K>(
+            c,
+            Verb::Status,
+            || format!("status {} {ns}/{name}", K::kind(&())),
+            r,
+        )
     }
 
     /// Deletes the stale pods in `set` that are not yet going away, with

@@ -54,6 +54,15 @@ pub enum Reason {
     UpstreamDisconnected,
     /// The upstream socket is wedged: connected, nothing received.
     UpstreamWedged,
+    /// The `crashloop` monitor: an Agent's or Tool's containers restart
+    /// again and again.
+    CrashLoop,
+    /// The `crashloop` monitor cleared: no restart for a whole window.
+    CrashLoopCleared,
+    /// The `silent` monitor: an Active Agent has not checked in.
+    AgentSilent,
+    /// The `silent` monitor cleared: it checked in, or is no longer Active.
+    AgentSilentCleared,
 }
 
 impl Reason {
@@ -81,6 +90,10 @@ impl Reason {
             Reason::AuditCleared => "AuditCleared",
             Reason::UpstreamDisconnected => "UpstreamDisconnected",
             Reason::UpstreamWedged => "UpstreamWedged",
+            Reason::CrashLoop => "CrashLoop",
+            Reason::CrashLoopCleared => "CrashLoopCleared",
+            Reason::AgentSilent => "AgentSilent",
+            Reason::AgentSilentCleared => "AgentSilentCleared",
         }
     }
 
@@ -97,6 +110,10 @@ impl Reason {
             Reason::Pruned | Reason::PruneBlocked => "Prune",
             Reason::AuditFinding | Reason::AuditCleared => "Audit",
             Reason::UpstreamDisconnected | Reason::UpstreamWedged => "Connect",
+            Reason::CrashLoop
+            | Reason::CrashLoopCleared
+            | Reason::AgentSilent
+            | Reason::AgentSilentCleared => "Monitor",
             Reason::InvalidSpec
             | Reason::FilesystemNotFound
             | Reason::FilesystemTerminating

@@ -6,7 +6,9 @@
 //! - `POST /hooks/fleet/<namespace>/<name>`: the push receiver. A request
 //!   signed with the Fleet's `webhookSecretRef` key stamps the Fleet's
 //!   sync-requested annotation, which the leader's GitOps engine acts on; so
-//!   any replica can take the push. Checks and answers are in [`hooks`].
+//!   any replica can take the push. Checks and answers are in [`hooks`];
+//! - `POST /checkin/<namespace>/<agent>`: an agentlet's check-in, with the
+//!   Agent's token as `Authorization: Bearer`; see [`super::monitor::checkin`].
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -28,6 +30,7 @@ use tracing::{debug, info, warn};
 use super::error::is_not_found;
 use super::hooks::{self, Doing, FleetRef, Outcome, SecretProblem};
 use super::metrics::Metrics;
+use super::monitor::checkin::{self, Checkins};
 use super::{CAPABILITIES, FIELD_MANAGER};
 use crate::crd::Fleet;
 use crate::rollout::engine::ANNOTATION_SYNC_REQUESTED;
@@ -42,6 +45,8 @@ pub struct HttpState {
     /// Reads Fleets and their webhook Secrets and stamps the annotation.
     /// `None` (the pure [`route`] tests) leaves the push receiver at 503.
     pub client: Option<Client>,
+    /// Agent check-ins (`POST /checkin/<namespace>/<agent>`).
+    pub checkins: Arc<Checkins>,
 }
 
 fn text(status: StatusCode, body: String, content_type: &'static str) -> Response<Full<Bytes>> {
@@ -199,6 +204,9 @@ async fn respond(
     state: &HttpState,
     peer: SocketAddr,
 ) -> Response<Full<Bytes>> {
+    if req.uri().path().starts_with(checkin::PATH_PREFIX) {
+        return super::monitor::receiver::respond(req, state, peer).await;
+    }
     if !req.uri().path().starts_with(hooks::PATH_PREFIX) {
         return route(req.uri().path(), state);
     }
@@ -231,7 +239,7 @@ pub async fn bind(
 ) -> std::io::Result<(SocketAddr, impl std::future::Future<Output = ()> + Send)> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
-    info!(addr = %local, "serving /healthz, /readyz, /metrics and /hooks/fleet/");
+    info!(addr = %local, "serving /healthz, /readyz, /metrics, /hooks/fleet/ and /checkin/");
     let serve = async move {
         loop {
             let (stream, peer) = match listener.accept().await {
@@ -274,6 +282,10 @@ mod tests {
             ready,
             leader,
             client: None,
+            checkins: Arc::new(Checkins::with_key(
+                [0; 32],
+                std::time::Duration::from_secs(60),
+            )),
         };
         assert_eq!(
             route("/readyz", &state).status(),

@@ -82,6 +82,20 @@ pub struct DisconnectLabels {
     pub cause: DisconnectCause,
 }
 
+/// A health monitor (`crashloop`, `restarts`, `silent`) in one tenant
+/// namespace: bounded by the namespaces, never an object name.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MonitorLabels {
+    pub monitor: &'static str,
+    pub namespace: String,
+}
+
+/// A check-in's outcome (`accepted`, `unauthorized`, ...): a fixed set.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: &'static str,
+}
+
 pub struct Metrics {
     pub registry: Registry,
     /// Findings of the last audit, per rule (0 when clean).
@@ -93,6 +107,10 @@ pub struct Metrics {
     pub upstream_wedged: Gauge,
     /// Established upstream connections lost, by cause.
     pub upstream_disconnects: Family<DisconnectLabels, Counter>,
+    /// Objects a health monitor currently fires for, by monitor and namespace.
+    pub monitor_active: Family<MonitorLabels, Gauge>,
+    /// Agent check-ins (`POST /checkin/...`) by outcome.
+    pub checkins: Family<OutcomeLabels, Counter>,
     /// Managed objects found different from git and put back, by kind.
     pub drift_reverted: Family<KindLabels, Counter>,
     /// Objects git dropped that were deleted, by kind.
@@ -146,6 +164,14 @@ impl Metrics {
             "Established upstream connections lost, by cause (silent: given up for silence)",
             upstream_disconnects.clone(),
         );
+        let monitor_active = Family::<MonitorLabels, Gauge>::default();
+        let checkins = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "monitor_active",
+            "Agents, Tools or namespaces a health monitor currently fires for, by monitor and namespace",
+            monitor_active.clone(),
+        );
+        registry.register("checkins", "Agent check-ins by outcome", checkins.clone());
         registry.register(
             "drift_reverted",
             "Managed objects found different from git and re-applied, by kind",
@@ -206,6 +232,8 @@ impl Metrics {
             upstream_connected,
             upstream_wedged,
             upstream_disconnects,
+            monitor_active,
+            checkins,
             drift_reverted,
             pruned,
             content_drift,
@@ -234,6 +262,22 @@ impl Metrics {
                 kind,
                 verb,
             })
+            .inc();
+    }
+
+    /// How many objects `monitor` fires for in `namespace` now.
+    pub fn monitor_active(&self, monitor: &'static str, namespace: &str, n: i64) {
+        self.monitor_active
+            .get_or_create(&MonitorLabels {
+                monitor,
+                namespace: namespace.to_owned(),
+            })
+            .set(n);
+    }
+
+    pub fn checked_in(&self, outcome: &'static str) {
+        self.checkins
+            .get_or_create(&OutcomeLabels { outcome })
             .inc();
     }
 

@@ -7,14 +7,17 @@
 //! - thin I/O: [`agent`], [`tool`], [`agentfs`] reconcilers, [`apply`]
 //!   (server-side apply with one field manager), [`events`];
 //! - runtime: [`leader`] (Lease election), [`http`] (`/healthz`, `/readyz`,
-//!   `/metrics`, the push receiver whose pure core is [`hooks`]),
-//!   [`metrics`], [`runtime`] (wires it all together).
+//!   `/metrics`, the push receiver whose pure core is [`hooks`], the
+//!   agent check-in of [`monitor`]), [`metrics`], [`runtime`] (wires it
+//!   all together);
+//! - leader-only health monitors: [`monitor`].
 //!
 //! Guarantees: every write uses the field manager [`FIELD_MANAGER`]; every
 //! child carries [`LABEL_MANAGED_BY`] and an owner reference; only the
 //! replica holding the Lease writes, except that any replica's push
 //! receiver stamps a Fleet's sync-requested annotation (the leader's engine
-//! acts on it).
+//! acts on it) and any replica's check-in endpoint stamps an Agent's
+//! last-checkin annotation (the leader's `silent` monitor reads it).
 
 pub mod agent;
 pub mod agentfs;
@@ -29,6 +32,7 @@ pub mod hooks;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod monitor;
 pub mod phase;
 pub mod pods;
 pub mod quantity;

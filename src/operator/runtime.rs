@@ -57,6 +57,9 @@ pub struct OperatorConfig {
     /// Reconciles running at once, per controller.
     pub concurrency: u16,
     pub leader_tasks: Vec<LeaderTask>,
+    /// Agent check-ins taken by the HTTP server, read by the leader's
+    /// `silent` monitor (`super::monitor`).
+    pub checkins: Arc<super::monitor::checkin::Checkins>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -295,6 +298,7 @@ pub async fn run(
             ready: ready_rx,
             leader: leader_rx.clone(),
             client: Some(client.clone()),
+            checkins: cfg.checkins.clone(),
         },
     )
     .await

@@ -1,0 +1,263 @@
+//! The monitors' leader task: every `interval` it reads pods, Agents and
+//! Tools from the operator's shared watch caches (no watch of its own),
+//! runs the pure monitors and reports what started and what cleared.
+//!
+//! The thresholds come from the first Fleet (by namespace, then name) in
+//! the followed namespace, listed again every [`FLEET_REFRESH`], with the
+//! `--monitor-*` flags over them (see [`super::thresholds`]).
+//!
+//! Caveat: the state (restart history, firing set, alert book) lives in
+//! memory. A new leader starts afresh: it re-raises what still holds (the
+//! control plane keys alerts, so that is an update), and a condition that
+//! cleared during the hand-over is resolved only if it fires again.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams};
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
+use tracing::{info, warn};
+
+use super::checkin::{AgentRef, Checkins};
+use super::crashloop::{self, Ledger};
+use super::silent::{self, Silence};
+use super::thresholds::{Overrides, Thresholds, effective};
+use super::{ALERT_PREFIX, Finding, Firing, Monitor, Subject};
+use crate::crd::{Fleet, Monitors};
+use crate::operator::apply::Ctx;
+use crate::operator::events::Reason;
+use crate::operator::metrics::Metrics;
+use crate::upstream::{AlertBook, AlertSink};
+
+/// How often the Fleet's `spec.monitors` is read again.
+pub const FLEET_REFRESH: Duration = Duration::from_secs(30);
+
+/// What the task is given.
+#[derive(Clone)]
+pub struct MonitorConfig {
+    /// `--monitor-*` flags.
+    pub flags: Overrides,
+    /// How often the monitors look (`--monitor-interval`).
+    pub interval: Duration,
+    /// Where the Fleet whose `spec.monitors` applies is looked for (`None`:
+    /// every namespace).
+    pub fleet_namespace: Option<String>,
+    /// Upstream alerts; `None` when the installation is unmanaged.
+    pub alerts: Option<AlertSink>,
+    /// Check-ins this replica took (the annotation carries the others').
+    pub checkins: Arc<Checkins>,
+}
+
+/// The gauges this task set; put back to 0 when it ends (the Lease was
+/// lost or the process stops), so a standby never shows a stale alarm.
+struct Gauges {
+    metrics: Arc<Metrics>,
+    shown: BTreeSet<(Monitor, String)>,
+}
+
+impl Gauges {
+    fn show(&mut self, firing: &Firing) {
+        let counts = firing.counts();
+        for key in &self.shown {
+            if !counts.contains_key(key) {
+                self.metrics.monitor_active(key.0.as_str(), &key.1, 0);
+            }
+        }
+        for ((m, ns), n) in &counts {
+            self.metrics.monitor_active(m.as_str(), ns, *n);
+        }
+        self.shown = counts.into_keys().collect();
+    }
+}
+
+impl Drop for Gauges {
+    fn drop(&mut self) {
+        for (m, ns) in &self.shown {
+            self.metrics.monitor_active(m.as_str(), ns, 0);
+        }
+    }
+}
+
+struct State {
+    ledger: Ledger,
+    silence: Silence,
+    firing: Firing,
+    book: AlertBook,
+    gauges: Gauges,
+    fleet: Option<(Monitors, Instant)>,
+    thresholds: Thresholds,
+}
+
+/// Runs the monitors until aborted (on losing the Lease).
+pub async fn run(ctx: Arc<Ctx>, cfg: MonitorConfig) {
+    let mut synced = ctx.caches_synced.clone();
+    if synced.wait_for(|s| *s).await.is_err() {
+        return;
+    }
+    let (thresholds, _) = effective(&Monitors::default(), &cfg.flags);
+    let mut state = State {
+        ledger: Ledger::default(),
+        silence: Silence::default(),
+        firing: Firing::default(),
+        book: AlertBook::new(),
+        gauges: Gauges {
+            metrics: ctx.metrics.clone(),
+            shown: BTreeSet::new(),
+        },
+        fleet: None,
+        thresholds,
+    };
+    info!(interval = ?cfg.interval, "health monitors started");
+    let mut tick = tokio::time::interval(cfg.interval.max(Duration::from_millis(100)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        refresh_thresholds(&ctx, &cfg, &mut state).await;
+        let findings = evaluate(&ctx, &cfg, &mut state);
+        let changes = state.firing.update(findings);
+        for f in &changes.started {
+            report(&ctx, f, true).await;
+        }
+        for f in &changes.cleared {
+            report(&ctx, f, false).await;
+        }
+        state.gauges.show(&state.firing);
+        if let Some(sink) = &cfg.alerts {
+            let current = state.firing.iter().map(Finding::alert).collect();
+            for alert in state.book.reconcile(ALERT_PREFIX, current) {
+                sink.send(alert);
+            }
+        }
+    }
+}
+
+async fn refresh_thresholds(ctx: &Ctx, cfg: &MonitorConfig, state: &mut State) {
+    if state
+        .fleet
+        .as_ref()
+        .is_some_and(|(_, at)| at.elapsed() < FLEET_REFRESH)
+    {
+        return;
+    }
+    let api: Api<Fleet> = match &cfg.fleet_namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    };
+    let spec = match api.list(&ListParams::default()).await {
+        Ok(list) => {
+            let mut fleets = list.items;
+            fleets.sort_by(|a, b| {
+                (&a.metadata.namespace, &a.metadata.name)
+                    .cmp(&(&b.metadata.namespace, &b.metadata.name))
+            });
+            fleets
+                .into_iter()
+                .next()
+                .map(|f| f.spec.monitors)
+                .unwrap_or_default()
+        }
+        Err(e) => {
+            warn!(error = %e, "monitors: cannot list Fleets; keeping the thresholds in force");
+            match &state.fleet {
+                Some((m, _)) => m.clone(),
+                None => Monitors::default(),
+            }
+        }
+    };
+    let changed = state.fleet.as_ref().is_none_or(|(m, _)| *m != spec);
+    let (thresholds, errors) = effective(&spec, &cfg.flags);
+    if changed {
+        for e in &errors {
+            warn!(error = %e, "monitors: Fleet value not used");
+        }
+        info!(?thresholds, "monitor thresholds");
+    }
+    state.thresholds = thresholds;
+    state.fleet = Some((spec, Instant::now()));
+}
+
+fn evaluate(ctx: &Ctx, cfg: &MonitorConfig, state: &mut State) -> Vec<Finding> {
+    let now = Timestamp::now().as_millisecond();
+    let th = state.thresholds;
+    let pods: Vec<_> = ctx
+        .pods
+        .state()
+        .iter()
+        .filter_map(|p| crashloop::observe(p))
+        .collect();
+    state.ledger.observe(&pods, now, th.longest_window());
+    let agents = ctx.agents.state();
+    let mut live: BTreeSet<(String, Subject)> = BTreeSet::new();
+    for a in &agents {
+        if let (Some(ns), Some(n)) = (&a.metadata.namespace, &a.metadata.name) {
+            live.insert((ns.clone(), Subject::Agent(n.clone())));
+        }
+    }
+    for t in ctx.tools.state() {
+        if let (Some(ns), Some(n)) = (&t.metadata.namespace, &t.metadata.name) {
+            live.insert((ns.clone(), Subject::Tool(n.clone())));
+        }
+    }
+    let mut out = Vec::new();
+    if let Some(rate) = th.crashloop {
+        out.extend(state.ledger.crashloop(now, rate, &live));
+    }
+    if let Some(rate) = th.restarts {
+        out.extend(state.ledger.tenant_restarts(now, rate));
+    }
+    if let Some(after) = th.silent {
+        let observed: Vec<_> = agents
+            .iter()
+            .filter_map(|a| {
+                let key = AgentRef {
+                    namespace: a.metadata.namespace.clone()?,
+                    name: a.metadata.name.clone()?,
+                };
+                silent::observe(a, cfg.checkins.book.last(&key))
+            })
+            .collect();
+        out.extend(state.silence.evaluate(&observed, now, after));
+    }
+    out
+}
+
+/// One Event on the Agent or Tool (none for a namespace) and one log line.
+async fn report(ctx: &Ctx, f: &Finding, started: bool) {
+    let ns = f.namespace.as_str();
+    let object = f.subject.object(ns);
+    let monitor = f.monitor.as_str();
+    if started {
+        warn!(monitor, namespace = ns, %object, message = %f.message, "monitor firing");
+    } else {
+        info!(monitor, namespace = ns, %object, "monitor cleared");
+    }
+    let (reason, kind) = match (f.monitor, started) {
+        (Monitor::Crashloop, true) => (Reason::CrashLoop, EventType::Warning),
+        (Monitor::Crashloop, false) => (Reason::CrashLoopCleared, EventType::Normal),
+        (Monitor::Silent, true) => (Reason::AgentSilent, EventType::Warning),
+        (Monitor::Silent, false) => (Reason::AgentSilentCleared, EventType::Normal),
+        // A namespace has no object of ours to hang an Event on.
+        (Monitor::Restarts, _) => return,
+    };
+    let note = if started {
+        f.message.clone()
+    } else {
+        f.cleared.clone()
+    };
+    match &f.subject {
+        Subject::Agent(name) => {
+            if let Some(a) = ctx.agents.get(&ObjectRef::new(name).within(ns)) {
+                ctx.event(a.as_ref(), kind, reason, note).await;
+            }
+        }
+        Subject::Tool(name) => {
+            if let Some(t) = ctx.tools.get(&ObjectRef::new(name).within(ns)) {
+                ctx.event(t.as_ref(), kind, reason, note).await;
+            }
+        }
+        Subject::Namespace => {}
+    }
+}
