@@ -2,7 +2,7 @@
 //! The health monitors against the real apiserver, kwok and a real
 //! `exo operator run` (short thresholds through the `--monitor-*` flags):
 //! crash-looping pods of an Agent and a Tool (the test environment's kwok
-//! stage, driven by the pod annotation `exo.test/crashloop: "true"`) raise
+//! stage, driven by the pod annotation `exo.test/crashloop: "true"`, then "false") raise
 //! `crashloop` and the tenant's `restarts` (metrics, Events, upstream
 //! alerts through a real control plane), and all clear once they stop; an Agent that checks
 //! in at `POST /checkin/<ns>/<agent>` stays out of `silent`, one that does
@@ -75,7 +75,8 @@ async fn until_event(ns: &support::TestNamespace, reason: &str, kind: &str, name
 }
 
 async fn set_crashloop(pods: &Api<Pod>, pod: &str, on: bool) {
-    let value = if on { Value::from("true") } else { Value::Null };
+    // "false", not removed: the stop stage acts only on pods that ask.
+    let value = Value::from(if on { "true" } else { "false" });
     pods.patch(
         pod,
         &PatchParams::default(),
