@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use exo::crd::Fleet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, Secret};
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -66,17 +65,6 @@ impl Drop for NodeGuard {
 
 fn from<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
     serde_json::from_value(v).unwrap()
-}
-
-async fn events(ns: &str, reason: &str) -> Vec<Event> {
-    let api: Api<Event> = Api::namespaced(support::client().await, ns);
-    api.list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .collect()
 }
 
 async fn fleet_conditions(fx: &Fixture) -> Vec<(String, String)> {
@@ -203,7 +191,7 @@ async fn isolation_is_built_enforced_and_audited() {
     )
     .await;
     eventually("the revert reported", Duration::from_secs(30), || async {
-        let evs = events(acme, "DriftReverted").await;
+        let evs = support::events(acme, "DriftReverted").await;
         evs.iter()
             .any(|e| {
                 e.note
@@ -356,7 +344,7 @@ async fn isolation_is_built_enforced_and_audited() {
     )
     .await;
     let found = eventually("AuditFinding Events", Duration::from_secs(30), || async {
-        let evs = events(acme, "AuditFinding").await;
+        let evs = support::events(acme, "AuditFinding").await;
         (evs.len() >= want.len()).then_some(evs)
     })
     .await;
@@ -401,7 +389,7 @@ async fn isolation_is_built_enforced_and_audited() {
         "AuditCleared Events and a zero metric",
         Duration::from_secs(30),
         || async {
-            let cleared = events(acme, "AuditCleared").await.len();
+            let cleared = support::events(acme, "AuditCleared").await.len();
             (cleared >= want.len() && op.metric("exo_operator_audit_findings") == Some(0))
                 .then_some(())
         },

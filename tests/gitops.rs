@@ -20,7 +20,7 @@ use exo::crd::{
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use support::eventually;
 use support::fleet::{Fixture, Operator, example_files};
 use support::operator::{pod_name, the_pod, wait_gone};
@@ -53,13 +53,9 @@ fn condition<'a>(
 
 /// Events with `reason` in `ns` whose note contains every one of `words`.
 async fn events(ns: &str, reason: &str, words: &[&str]) -> Vec<Event> {
-    let api: Api<Event> = Api::namespaced(support::client().await, ns);
-    api.list(&ListParams::default())
+    support::events(ns, reason)
         .await
-        .unwrap()
-        .items
         .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
         .filter(|e| {
             let note = e.note.clone().unwrap_or_default();
             words.iter().all(|w| note.contains(w))

@@ -20,7 +20,7 @@ use std::time::Duration;
 use exo::crd::{Agent, AgentPhase, Tool, ToolPhase};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::Value;
 use support::eventually;
 use support::operator::{
@@ -50,17 +50,13 @@ async fn until_gauge(op: &OperatorProcess, monitor: &str, ns: &str, want: i64, t
 
 /// The Events with `reason` about the `kind` object `name`.
 async fn events(ns: &support::TestNamespace, reason: &str, kind: &str, name: &str) -> Vec<Event> {
-    ns.api::<Event>()
-        .list(&ListParams::default())
+    support::events(&ns.name, reason)
         .await
-        .expect("list Events")
-        .items
         .into_iter()
         .filter(|e| {
-            e.reason.as_deref() == Some(reason)
-                && e.regarding.as_ref().is_some_and(|r| {
-                    r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name)
-                })
+            e.regarding
+                .as_ref()
+                .is_some_and(|r| r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name))
         })
         .collect()
 }

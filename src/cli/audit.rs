@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 
 use crate::audit::{self, Rule, report};
 use crate::cli::exit;
-use crate::cli::release_cluster::with_client;
+use crate::cli::release_cluster::with_client_for;
 
 #[derive(Debug, Clone, Copy, ValueEnum, Default)]
 pub enum Output {
@@ -57,7 +57,7 @@ pub struct AuditArgs {
 }
 
 pub fn run(args: AuditArgs) -> u8 {
-    with_client(|client| async move {
+    with_client_for("exo audit", |client| async move {
         let started = Instant::now();
         let (snap, requests) = match audit::collect(&client).await {
             Ok(s) => s,

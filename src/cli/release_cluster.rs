@@ -11,12 +11,12 @@ use crate::crd::{Fleet as FleetCr, Rollout};
 use crate::fleet::Fleet;
 use crate::rollout::engine::ANNOTATION_SYNC_REQUESTED;
 
-fn runtime() -> Result<tokio::runtime::Runtime, u8> {
+fn runtime(verb: &str) -> Result<tokio::runtime::Runtime, u8> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| {
-            eprintln!("exo release: cannot start the async runtime: {e}");
+            eprintln!("{verb}: cannot start the async runtime: {e}");
             exit::UNUSABLE
         })
 }
@@ -28,22 +28,27 @@ where
     F: FnOnce(kube::Client) -> Fut,
     Fut: std::future::Future<Output = u8>,
 {
-    let rt = match runtime() {
+    with_client_for("exo release", f)
+}
+
+/// [`with_client`] for another verb: messages start with `verb`.
+pub fn with_client_for<F, Fut>(verb: &str, f: F) -> u8
+where
+    F: FnOnce(kube::Client) -> Fut,
+    Fut: std::future::Future<Output = u8>,
+{
+    let rt = match runtime(verb) {
         Ok(r) => r,
         Err(c) => return c,
     };
     rt.block_on(async {
-        match client().await {
+        match kube::Client::try_default().await {
             Ok(c) => f(c).await,
-            Err(code) => code,
+            Err(e) => {
+                eprintln!("{verb}: cannot reach the cluster (set KUBECONFIG): {e}");
+                exit::UNUSABLE
+            }
         }
-    })
-}
-
-async fn client() -> Result<kube::Client, u8> {
-    kube::Client::try_default().await.map_err(|e| {
-        eprintln!("exo release: cannot reach the cluster (set KUBECONFIG): {e}");
-        exit::UNUSABLE
     })
 }
 

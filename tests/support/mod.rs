@@ -108,6 +108,18 @@ pub fn kubectl(args: &[&str]) -> (bool, String) {
 }
 
 /// A kube client for the test cluster's admin.
+/// The Events in `ns` with `reason`.
+pub async fn events(ns: &str, reason: &str) -> Vec<k8s_openapi::api::events::v1::Event> {
+    Api::<k8s_openapi::api::events::v1::Event>::namespaced(client().await, ns)
+        .list(&kube::api::ListParams::default())
+        .await
+        .expect("list Events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .collect()
+}
+
 pub async fn client() -> Client {
     let kubeconfig = Kubeconfig::read_from(&env().kubeconfig).expect("read the test kubeconfig");
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
