@@ -146,6 +146,9 @@ async fn write_fleet(ctx: &Ctx, fleet: &Fleet, mut conds: Vec<Condition>, findin
     }
 }
 
+/// Seconds after which an unchanged result is written again (lastRunTime).
+const REFRESH_S: i64 = 60;
+
 /// What one run found, by key (kept between runs for Events).
 type Seen = BTreeMap<String, Finding>;
 
@@ -195,7 +198,12 @@ async fn run_once(ctx: &Ctx, cfg: &AuditConfig, seen: &mut Seen, book: &mut Aler
             .as_ref()
             .and_then(|s| s.audit.as_ref())
             .is_some_and(|a| {
-                a.findings as usize == found.len()
+                let recent = a
+                    .last_run_time
+                    .as_ref()
+                    .is_some_and(|t| now.0.as_second() - t.0.as_second() < REFRESH_S);
+                recent
+                    && a.findings as usize == found.len()
                     && a.conditions.len() == conds.len()
                     && a.conditions.iter().zip(&conds).all(|(x, y)| {
                         x.type_ == y.type_
@@ -204,8 +212,9 @@ async fn run_once(ctx: &Ctx, cfg: &AuditConfig, seen: &mut Seen, book: &mut Aler
                             && x.observed_generation == y.observed_generation
                     })
             });
-        // Written only when a result changed (a write per run would be
-        // noise), so lastRunTime is the last run that changed something.
+        // Written when a result changed, and otherwise at least every
+        // REFRESH_S, so a stopped audit shows as an old lastRunTime rather
+        // than a fresh-looking `True`.
         if !unchanged {
             write_fleet(ctx, fleet, conds, found.len()).await;
         }
