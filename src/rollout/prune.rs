@@ -204,31 +204,43 @@ async fn delete(
     }
 }
 
-/// Records that `entry` was pruned: a count, an Event on the Rollout, a log line.
-async fn pruned(op: &Ctx, ro: &Rollout, entry: &InventoryEntry) {
+/// Records that `entry` was pruned: a count and a log line. Its Event
+/// waits for [`announce`].
+fn pruned(op: &Ctx, ro: &Rollout, entry: &InventoryEntry) {
     op.metrics
         .pruned
         .get_or_create(&KindLabels {
             kind: entry.kind.as_str(),
         })
         .inc();
-    op.event(
-        ro,
-        EventType::Normal,
-        Reason::Pruned,
-        format!("{} {} is no longer in git: deleted", entry.kind, entry.name),
-    )
-    .await;
     info!(namespace = ?ro.metadata.namespace, kind = %entry.kind, name = %entry.name, "pruned");
 }
 
+/// The `Pruned` Events of a pass, published once the status without those
+/// entries is written: an operator killed in between never announced them,
+/// so the one that finishes the prune announces each exactly once.
+pub async fn announce(op: &Ctx, ro: &Rollout, pruned: &[InventoryEntry]) {
+    for entry in pruned {
+        op.event(
+            ro,
+            EventType::Normal,
+            Reason::Pruned,
+            format!("{} {} is no longer in git: deleted", entry.kind, entry.name),
+        )
+        .await;
+    }
+}
+
 /// What a prune pass left.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Pass {
     /// The status changed (write it).
     pub changed: bool,
     /// Something is still going (an object being deleted): look again soon.
     pub pending: bool,
+    /// Entries deleted and dropped by this pass: [`announce`] them once the
+    /// status is written.
+    pub pruned: Vec<InventoryEntry>,
 }
 
 /// What happened to one entry git no longer has.
@@ -299,10 +311,12 @@ async fn settle(
     ns: &str,
     mut entry: InventoryEntry,
     prune_enabled: bool,
+    done: &mut Vec<InventoryEntry>,
 ) -> Option<InventoryEntry> {
     match act(op, ns, &entry, prune_enabled).await {
         Settled::Dropped { pruned: true } => {
-            pruned(op, ro, &entry).await;
+            pruned(op, ro, &entry);
+            done.push(entry);
             None
         }
         Settled::Dropped { pruned: false } => None,
@@ -360,12 +374,13 @@ pub async fn run(
         }
     }
     let mut kept = Vec::new();
+    let mut done = Vec::new();
     for entry in std::mem::take(&mut status.inventory) {
         if want.contains(&(entry.kind, entry.name.clone())) {
             kept.push(entry);
             continue;
         }
-        if let Some(entry) = settle(op, ro, &ns, entry, prune_enabled).await {
+        if let Some(entry) = settle(op, ro, &ns, entry, prune_enabled, &mut done).await {
             kept.push(entry);
         }
     }
@@ -380,7 +395,11 @@ pub async fn run(
         .inventory
         .iter()
         .any(|e| e.prune_blocked.as_deref() == Some(BEING_DELETED));
-    Pass { changed, pending }
+    Pass {
+        changed,
+        pending,
+        pruned: done,
+    }
 }
 
 #[cfg(test)]

@@ -194,12 +194,14 @@ async fn run_steps(
         let span = tracing::info_span!("saga_step", tenant = %ro.spec.tenant, step = %kind.name());
         // Instrument, never enter, across an await: an entered span would
         // leak onto whatever else runs on this thread.
+        let mut pruned = Vec::new();
         let outcome = if kind == StepKind::Prune {
             // Removals never hold the saga: what they wait for shows on
             // the `Pruned` condition, and a verified tenant retries them.
-            prune::run(&ctx.op, ro, &mut status, &plan.desired, loaded.policy.prune)
+            pruned = prune::run(&ctx.op, ro, &mut status, &plan.desired, loaded.policy.prune)
                 .instrument(span)
-                .await;
+                .await
+                .pruned;
             Outcome::Done
         } else {
             let step_ctx = StepCtx {
@@ -225,6 +227,8 @@ async fn run_steps(
         if changed && (!progress_only || ctx.progress_due(&format!("{ns}/{}", ro.name_any()))) {
             write_status(&ctx.op, ro, &status).await?;
         }
+        // Once the inventory without them is written (a Done step always is).
+        prune::announce(&ctx.op, ro, &pruned).await;
         match outcome {
             Outcome::Done => {
                 info!(tenant = %ro.spec.tenant, step = %kind.name(), "step done");
@@ -307,6 +311,7 @@ async fn maintain(
             let mut restarted = saga::restart(&status, kinds, now(), why);
             restarted.conditions.clone_from(&status.conditions);
             write_status(&ctx.op, ro, &restarted).await?;
+            prune::announce(&ctx.op, ro, &pass.pruned).await;
             return Ok(Action::requeue(ctx.cfg.poll));
         }
         next = next.min(loaded.policy.reverify);
@@ -316,5 +321,6 @@ async fn maintain(
     if changed {
         write_status(&ctx.op, ro, &status).await?;
     }
+    prune::announce(&ctx.op, ro, &pass.pruned).await;
     Ok(Action::requeue(next.max(Duration::from_secs(1))))
 }
