@@ -14,5 +14,6 @@ pub mod fleet;
 pub mod operator;
 pub mod release;
 pub mod rollout;
+pub mod shutdown;
 pub mod upstream;
 pub mod wire;

@@ -274,13 +274,12 @@ fn serve(s: ServeArgs, store: Store) -> Result<(), String> {
     let scheme = if cfg.tls.is_some() { "https" } else { "http" };
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("tokio runtime: {e}"))?;
     rt.block_on(async move {
+        // Before "listening" is printed: a signal after it stops cleanly.
+        let shutdown = crate::shutdown::requested();
         let listener = controlplane::bind(&cfg).await.map_err(|e| e.to_string())?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         println!("listening on {scheme}://{addr}");
         let _ = std::io::stdout().flush();
-        let shutdown = async {
-            let _ = tokio::signal::ctrl_c().await;
-        };
         controlplane::serve(listener, cfg, store, shutdown)
             .await
             .map_err(|e| e.to_string())

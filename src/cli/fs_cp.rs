@@ -143,7 +143,7 @@ async fn upload(
     });
     let out = tokio::select! {
         r = route.upload(cmd, rx, drx) => r,
-        _ = tokio::signal::ctrl_c() => Err("interrupted; nothing was written under the final name".into()),
+        _ = crate::shutdown::install() => Err("interrupted; nothing was written under the final name".into()),
     };
     let _ = packer.await;
     pb.finish_and_clear();
@@ -178,7 +178,7 @@ async fn download(
     });
     let remote = tokio::select! {
         r = route.download(cmd, tx) => r,
-        _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
+        _ = crate::shutdown::install() => Err("interrupted".into()),
     };
     // The sender is gone either way: the unpacker sees the end of the
     // stream (a truncated one fails and removes its staging folder).

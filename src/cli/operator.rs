@@ -5,7 +5,6 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
-use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::cli::exit;
@@ -196,8 +195,8 @@ fn run_operator(args: RunArgs) -> u8 {
         // Idle `exo fs` helper pods go; checked a few times per idle period.
         let reap_every = (args.fs_helper_idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
         let idle = args.fs_helper_idle;
-        leader_tasks.push(std::sync::Arc::new(move |ctx| {
-            Box::pin(crate::operator::fs_reaper::run(ctx, idle, reap_every))
+        leader_tasks.push(std::sync::Arc::new(move |ctx, stop: crate::operator::runtime::Stop| {
+            Box::pin(stop.until(crate::operator::fs_reaper::run(ctx, idle, reap_every)))
         }));
         // Upstream alerts (e.g. a live-content mismatch): clones of `alerts`
         // (an AlertSink) raise them from anywhere in the process; the
@@ -214,16 +213,16 @@ fn run_operator(args: RunArgs) -> u8 {
             fleet_namespace: args.fleet_namespace.clone().or_else(|| args.namespace.clone()),
             alerts: alerts.clone(),
         };
-        leader_tasks.push(std::sync::Arc::new(move |ctx| {
-            Box::pin(crate::rollout::engine::run(ctx, engine.clone()))
+        leader_tasks.push(std::sync::Arc::new(move |ctx, stop: crate::operator::runtime::Stop| {
+            Box::pin(stop.until(crate::rollout::engine::run(ctx, engine.clone())))
         }));
         let audit = crate::audit::schedule::AuditConfig {
             interval: args.audit_interval.max(Duration::from_secs(1)),
             fleet_namespace: args.fleet_namespace.clone().or_else(|| args.namespace.clone()),
             alerts: alerts.clone(),
         };
-        leader_tasks.push(std::sync::Arc::new(move |ctx| {
-            Box::pin(crate::audit::schedule::run(ctx, audit.clone()))
+        leader_tasks.push(std::sync::Arc::new(move |ctx, stop: crate::operator::runtime::Stop| {
+            Box::pin(stop.until(crate::audit::schedule::run(ctx, audit.clone())))
         }));
         // The upstream connection (AUTONOMIC_MANAGED=true): leader only.
         let mut managed = false;
@@ -288,8 +287,8 @@ fn run_operator(args: RunArgs) -> u8 {
             alerts: managed.then(|| alerts.clone()),
             checkins: checkins.clone(),
         };
-        leader_tasks.push(std::sync::Arc::new(move |ctx| {
-            Box::pin(crate::operator::monitor::task::run(ctx, monitors.clone()))
+        leader_tasks.push(std::sync::Arc::new(move |ctx, stop: crate::operator::runtime::Stop| {
+            Box::pin(stop.until(crate::operator::monitor::task::run(ctx, monitors.clone())))
         }));
         let cfg = OperatorConfig {
             namespace: args.namespace.clone(),
@@ -304,12 +303,7 @@ fn run_operator(args: RunArgs) -> u8 {
             leader_tasks,
             checkins,
         };
-        let (stop_tx, stop_rx) = watch::channel(false);
-        tokio::spawn(async move {
-            wait_for_signal().await;
-            info!("shutdown requested");
-            stop_tx.send_replace(true);
-        });
+        let stop_rx = crate::shutdown::watch();
         let stopped = operator::run(client, cfg, stop_rx).await;
         let (undelivered, dropped) = (alerts.pending(), alerts.dropped());
         if undelivered > 0 || dropped > 0 {
@@ -324,26 +318,4 @@ fn run_operator(args: RunArgs) -> u8 {
             }
         }
     })
-}
-
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }

@@ -109,6 +109,7 @@ pub fn run(args: ConnectArgs) -> u8 {
         }
     };
     let result: Result<(), String> = rt.block_on(async move {
+        let shutdown = crate::shutdown::requested();
         let client = kube::Client::try_default()
             .await
             .map_err(|e| format!("kube client: {e}"))?;
@@ -131,9 +132,6 @@ pub fn run(args: ConnectArgs) -> u8 {
                 "test alert from exo operator connect --send-test-alert",
             ));
         }
-        let shutdown = async {
-            let _ = tokio::signal::ctrl_c().await;
-        };
         upstream::run_with_alerts(client, cfg, health, alert_queue, shutdown)
             .await
             .map_err(|e| e.to_string())

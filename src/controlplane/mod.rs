@@ -54,6 +54,10 @@ pub enum ControlPlaneError {
     Tls(#[from] tls::TlsError),
 }
 
+/// How long a stopping server waits for its operator sockets to close.
+/// Under the usual 30 s Pod grace period, above the 1 s close handshake.
+pub const SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
+
 /// Server settings; the defaults are the product's (90 s degraded, 5 min
 /// offline), tests shorten them.
 #[derive(Debug, Clone)]
@@ -136,6 +140,8 @@ pub struct App {
     pub disconnects: disconnect::DisconnectAlerts,
     /// Flips to true when the server shuts down; sockets close with 1001.
     pub shutdown: tokio::sync::watch::Sender<bool>,
+    /// Operator sockets not yet closed and recorded; `serve` waits for 0.
+    pub open_sockets: tokio::sync::watch::Sender<usize>,
 }
 
 pub fn router(app: Arc<App>) -> Router {
@@ -230,10 +236,12 @@ pub async fn serve(
         admin,
         disconnects: disconnect::DisconnectAlerts::default(),
         shutdown: tokio::sync::watch::Sender::new(false),
+        open_sockets: tokio::sync::watch::Sender::new(0),
     });
     let checker = tokio::spawn(ws::token_checker(app.clone()));
     let offline_check = tokio::spawn(disconnect::watch(app.clone()));
     let app2 = app.clone();
+    let mut open = app.open_sockets.subscribe();
     let shutdown = async move {
         shutdown.await;
         // Upgraded sockets outlive graceful shutdown unless told to close.
@@ -255,6 +263,17 @@ pub async fn serve(
         }
     }
     .map_err(ControlPlaneError::Serve);
+    // Upgraded sockets are not the HTTP server's to wait for: each closes
+    // with 1001, waits for the peer's close and writes its record; the
+    // process exits only after that (or after the drain time).
+    let drained = tokio::time::timeout(SHUTDOWN_DRAIN, async {
+        let _ = open.wait_for(|n| *n == 0).await;
+    })
+    .await;
+    if drained.is_err() {
+        let left = *open.borrow();
+        tracing::warn!(left, drain = ?SHUTDOWN_DRAIN, "operator sockets still open after the drain time");
+    }
     checker.abort();
     offline_check.abort();
     served

@@ -81,6 +81,49 @@ pub fn hard_cap(max_frame_bytes: usize) -> usize {
 
 const ORD: std::sync::atomic::Ordering = std::sync::atomic::Ordering::Relaxed;
 
+/// The 1001 reason every live connection gets when the server stops.
+pub const SHUTDOWN_REASON: &str = "control plane shutting down";
+
+/// How long a sent close waits for the peer's close before the socket is
+/// dropped. Dropping at once can reset the TCP connection with the close
+/// frame still unread on the peer's side, which then sees 1006.
+const CLOSE_HANDSHAKE: Duration = Duration::from_secs(1);
+
+/// Reads (and discards) until the peer answers the close, or the socket
+/// ends, or [`CLOSE_HANDSHAKE`] passes.
+async fn closing_handshake(socket: &mut WebSocket) {
+    let answered = async {
+        while let Some(Ok(m)) = socket.recv().await {
+            if matches!(m, Message::Close(_)) {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(CLOSE_HANDSHAKE, answered).await;
+}
+
+/// Resolves once the server's shutdown flag is set, also when it was set
+/// before the call.
+async fn stopped(flag: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = flag.wait_for(|v| *v).await;
+}
+
+/// One open operator socket, counted in [`App::open_sockets`].
+struct Open(Arc<App>);
+
+impl Open {
+    fn new(app: &Arc<App>) -> Self {
+        app.open_sockets.send_modify(|n| *n += 1);
+        Open(app.clone())
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.open_sockets.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
 struct Session {
     app: Arc<App>,
     auth: Authenticated,
@@ -105,6 +148,9 @@ enum Outcome {
 
 impl Session {
     async fn run(app: Arc<App>, auth: Authenticated, mut socket: WebSocket) {
+        // Counted until the close is sent and the record written: `serve`
+        // waits for every counted socket before it returns.
+        let _open = Open::new(&app);
         app.stats.connections_accepted.fetch_add(1, ORD);
         let mut s = Session {
             app,
@@ -116,7 +162,13 @@ impl Session {
             out: None,
         };
         let (tx, rx) = mpsc::unbounded_channel();
-        let outcome = match s.handshake(&mut socket, tx).await {
+        let mut stopping = s.app.shutdown.subscribe();
+        let shutting_down = || Outcome::Close(close::GOING_AWAY, SHUTDOWN_REASON.into());
+        let handshake = tokio::select! {
+            r = s.handshake(&mut socket, tx) => r,
+            () = stopped(&mut stopping) => Err(shutting_down()),
+        };
+        let outcome = match handshake {
             Ok(()) => s.serve(&mut socket, rx).await,
             Err(o) => o,
         };
@@ -132,12 +184,15 @@ impl Session {
                 if code != close::EVICTED {
                     s.app.stats.closed_by_server.fetch_add(1, ORD);
                 }
-                let _ = socket
+                let sent = socket
                     .send(Message::Close(Some(CloseFrame {
                         code,
                         reason: Utf8Bytes::from(reason.clone()),
                     })))
                     .await;
+                if sent.is_ok() {
+                    closing_handshake(&mut socket).await;
+                }
                 format!("{code} {reason}")
             }
             Outcome::Gone(r) | Outcome::Bye(r) => r,
@@ -344,8 +399,10 @@ impl Session {
         let mut shutdown = self.app.shutdown.subscribe();
         loop {
             tokio::select! {
-                _ = shutdown.changed() => {
-                    return Outcome::Close(close::GOING_AWAY, "control plane shutting down".into());
+                // `wait_for`, not `changed`: a socket that subscribed after
+                // the flag was set still sees it.
+                () = stopped(&mut shutdown) => {
+                    return Outcome::Close(close::GOING_AWAY, SHUTDOWN_REASON.into());
                 }
                 msg = socket.recv() => {
                     let msg = match msg {

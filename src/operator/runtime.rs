@@ -41,13 +41,38 @@ use crate::crd::{Agent, AgentFS, Tool};
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// A background task that runs only while this replica leads: started on
-/// gaining the Lease, aborted on losing it. The upstream connector
-/// (`src/upstream/`) is meant to be one of these.
+/// gaining the Lease, told to [`Stop`] when the term ends (the Lease is
+/// lost, or the process shuts down), and aborted if it has not returned
+/// [`LEADER_TASK_GRACE`] later. The upstream connector uses the grace to
+/// close its socket with a close frame; the others end at once through
+/// [`Stop::until`].
 /// It gets the operator's [`Ctx`]: the client, the counted write path and
 /// the shared watch caches (the GitOps engine reads those instead of
 /// running watches of its own).
 pub type LeaderTask =
-    Arc<dyn Fn(Arc<Ctx>) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+    Arc<dyn Fn(Arc<Ctx>, Stop) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+/// How long a leader task has to return after its term ends.
+pub const LEADER_TASK_GRACE: Duration = Duration::from_secs(3);
+
+/// The end of a leadership term, as seen by a leader task.
+#[derive(Debug, Clone)]
+pub struct Stop(watch::Receiver<bool>);
+
+impl Stop {
+    /// Resolves when the term ends (at once if it has ended).
+    pub async fn requested(mut self) {
+        let _ = self.0.wait_for(|v| *v).await;
+    }
+
+    /// Runs `task` until it returns or the term ends, whichever is first.
+    pub async fn until<F: Future<Output = ()>>(self, task: F) {
+        tokio::select! {
+            () = task => {}
+            () = self.requested() => {}
+        }
+    }
+}
 
 pub struct OperatorConfig {
     /// Watch one namespace, or all when `None`.
@@ -309,11 +334,15 @@ pub async fn run(
     let http_task = tokio::spawn(serve);
     debug!(%addr, "http bound");
 
+    // The election stops after the leader tasks have: the upstream socket
+    // closes before the Lease is released to a standby, which would
+    // otherwise connect and evict it.
+    let (election_stop_tx, election_stop) = watch::channel(false);
     let election = tokio::spawn(leader::run(
         client.clone(),
         cfg.leader.clone(),
         leader_tx,
-        shutdown.clone(),
+        election_stop,
     ));
 
     // One watch per child kind, and one for Agents, feeds both the cache
@@ -473,11 +502,15 @@ pub async fn run(
         _ = grace => warn!(grace = ?SHUTDOWN_GRACE, "controllers did not stop in time; exiting anyway"),
     }
     info!("controllers stopped");
+    // Ends on shutdown once its tasks have (within their grace).
+    if let Err(e) = leader_tasks.await {
+        warn!(error = %e, "leader tasks ended abnormally");
+    }
+    election_stop_tx.send_replace(true);
     if let Err(e) = election.await {
         warn!(error = %e, "election task ended abnormally");
     }
     ready_task.abort();
-    leader_tasks.abort();
     http_task.abort();
     // Let in-flight Events finish.
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -516,34 +549,62 @@ async fn log<K, E1, E2>(
     }
 }
 
-/// Starts every leader task when the Lease is gained and aborts them when
-/// it is lost. This is the hook for the upstream WebSocket connector.
+/// Starts every leader task when the Lease is gained, and stops them when
+/// it is lost or on shutdown: [`Stop`] first, abort after
+/// [`LEADER_TASK_GRACE`]. Returns on shutdown, once they have stopped.
 async fn run_leader_tasks(
     ctx: Arc<Ctx>,
     mut leader: watch::Receiver<bool>,
     tasks: Vec<LeaderTask>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut running: Vec<JoinHandle<()>> = Vec::new();
+    let mut term: Option<Term> = None;
     loop {
         let leading = *leader.borrow_and_update();
-        if leading && running.is_empty() {
-            running = tasks.iter().map(|t| tokio::spawn(t(ctx.clone()))).collect();
-            if !tasks.is_empty() {
-                info!(count = tasks.len(), "leader tasks started");
-            }
-        } else if !leading && !running.is_empty() {
-            for h in running.drain(..) {
-                h.abort();
-            }
-            info!("leader tasks stopped");
+        if leading && term.is_none() && !*shutdown.borrow() {
+            term = Some(Term::start(&ctx, &tasks));
+        } else if !leading && let Some(t) = term.take() {
+            t.end().await;
         }
         tokio::select! {
             r = leader.changed() => if r.is_err() { break },
-            _ = shutdown.changed() => break,
+            r = shutdown.wait_for(|v| *v) => { let _ = r; break },
         }
     }
-    for h in running {
-        h.abort();
+    if let Some(t) = term {
+        t.end().await;
+    }
+}
+
+/// The leader tasks of one leadership term.
+struct Term {
+    stop: watch::Sender<bool>,
+    running: Vec<JoinHandle<()>>,
+}
+
+impl Term {
+    fn start(ctx: &Arc<Ctx>, tasks: &[LeaderTask]) -> Self {
+        let (stop, rx) = watch::channel(false);
+        let running: Vec<_> = tasks
+            .iter()
+            .map(|t| tokio::spawn(t(ctx.clone(), Stop(rx.clone()))))
+            .collect();
+        if !running.is_empty() {
+            info!(count = running.len(), "leader tasks started");
+        }
+        Term { stop, running }
+    }
+
+    async fn end(self) {
+        self.stop.send_replace(true);
+        let aborts: Vec<_> = self.running.iter().map(JoinHandle::abort_handle).collect();
+        let all = futures::future::join_all(self.running);
+        if tokio::time::timeout(LEADER_TASK_GRACE, all).await.is_err() {
+            warn!(grace = ?LEADER_TASK_GRACE, "leader tasks did not stop in time; aborted");
+            for a in aborts {
+                a.abort();
+            }
+        }
+        info!("leader tasks stopped");
     }
 }

@@ -8,7 +8,8 @@
 //! beside the kubelet's liveness-probe Events; outside a Pod they go on the
 //! leader Lease. At most one `UpstreamDisconnected` Event per look (one per
 //! lost connection, never one per redial), one `UpstreamWedged` per wedge.
-//! Losing the Lease aborts this task; the gauges are set back to 0 then.
+//! Losing the Lease stops this task: the connection closes with a close
+//! frame; the gauges are set back to 0 then.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -20,7 +21,7 @@ use tracing::warn;
 use super::apply::Ctx;
 use super::events::Reason;
 use super::metrics::{DisconnectCause, DisconnectLabels, Metrics};
-use super::runtime::LeaderTask;
+use super::runtime::{LeaderTask, Stop};
 use crate::upstream::monitor::Monitor;
 use crate::upstream::{AlertQueue, AlertSink, HealthHandle, UpstreamConfig};
 
@@ -80,43 +81,52 @@ pub fn leader_task(
         &namespace,
         &object,
     )));
-    Arc::new(move |ctx| {
-        Box::pin(run(
-            ctx,
-            cfg.clone(),
-            health.clone(),
-            queue.clone(),
-            sink.clone(),
-            target.clone(),
-            monitor.clone(),
-        ))
-    })
+    let task = Task {
+        cfg,
+        health,
+        queue,
+        sink,
+        target,
+        monitor,
+    };
+    Arc::new(move |ctx, stop| Box::pin(task.clone().run(ctx, stop)))
 }
 
-/// Runs the upstream connection and its monitor until the task is aborted.
-async fn run(
-    ctx: Arc<Ctx>,
+/// What the leader task keeps across terms.
+#[derive(Clone)]
+struct Task {
     cfg: UpstreamConfig,
     health: HealthHandle,
     queue: AlertQueue,
     sink: AlertSink,
     target: ObjectReference,
     monitor: Arc<Mutex<Monitor>>,
-) {
-    let monitor = watch(ctx.clone(), health.clone(), sink, target, monitor);
-    let client = ctx.client.clone();
-    let connection = crate::upstream::run_with_alerts(
-        client,
-        cfg,
-        health,
-        queue,
-        futures::future::pending::<()>(),
-    );
-    tokio::select! {
-        r = connection => if let Err(e) = r {
-            tracing::error!(error = %e, "upstream connection stopped");
-        },
-        () = monitor => {}
+}
+
+impl Task {
+    /// Runs the upstream connection and its monitor until the term ends:
+    /// the connection then closes with a close frame (1000) and returns.
+    async fn run(self, ctx: Arc<Ctx>, stop: Stop) {
+        let monitor = watch(
+            ctx.clone(),
+            self.health.clone(),
+            self.sink,
+            self.target,
+            self.monitor,
+        );
+        let connection = crate::upstream::run_with_alerts(
+            ctx.client.clone(),
+            self.cfg,
+            self.health,
+            self.queue,
+            stop.requested(),
+        );
+        tokio::select! {
+            r = connection => if let Err(e) = r {
+                tracing::error!(error = %e, "upstream connection stopped");
+            },
+            () = monitor => {}
+        }
     }
 }
 
