@@ -120,7 +120,9 @@ impl Open {
 
 impl Drop for Open {
     fn drop(&mut self) {
-        self.0.open_sockets.send_modify(|n| *n = n.saturating_sub(1));
+        self.0
+            .open_sockets
+            .send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 

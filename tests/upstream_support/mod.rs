@@ -87,6 +87,20 @@ impl ControlPlane {
         }
     }
 
+    /// Sends `signal` (e.g. `-INT`, `-TERM`) and waits for the exit.
+    pub fn signal(&mut self, signal: &str) -> std::process::ExitStatus {
+        let mut c = self.child.take().expect("a running control plane");
+        send_signal(c.id(), signal);
+        c.wait().expect("wait for the control plane")
+    }
+
+    /// Starts again (after [`ControlPlane::signal`]) on the same address
+    /// and database.
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "still running");
+        self.spawn();
+    }
+
     /// Kills and starts again on the same address and database.
     pub fn restart(&mut self) {
         self.kill();
@@ -256,6 +270,40 @@ impl Connector {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+impl Connector {
+    /// Sends `signal` (e.g. `-TERM`) and waits for the exit.
+    pub fn signal(&mut self, signal: &str) -> std::process::ExitStatus {
+        send_signal(self.child.id(), signal);
+        self.child.wait().expect("wait for the connector")
+    }
+}
+
+/// `kill SIGNAL PID`.
+pub fn send_signal(pid: u32, signal: &str) {
+    let ok = Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .expect("run kill")
+        .success();
+    assert!(ok, "kill {signal} {pid}");
+}
+
+/// The `connection.closed` outcomes of a deployment's audit, oldest first.
+pub fn closes(cp: &ControlPlane, deployment: &str) -> Vec<String> {
+    let (status, v) = cp.get(&format!(
+        "/api/v1/deployments/{deployment}/audit?limit=10000"
+    ));
+    assert_eq!(status, 200, "{v}");
+    let out: Vec<String> = v["audit"]
+        .as_array()
+        .expect("audit rows")
+        .iter()
+        .filter(|r| r["action"] == "connection.closed")
+        .map(|r| r["outcome"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    out
 }
 
 impl Drop for Connector {
