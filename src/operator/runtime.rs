@@ -7,13 +7,10 @@
 //! reconcilers return at once on a standby, and gaining the Lease
 //! re-reconciles every object.
 
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::channel::mpsc::UnboundedSender;
 use futures::{Stream, StreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Service};
@@ -22,57 +19,25 @@ use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
 use super::apply::Ctx;
 use super::error::{Error, is_not_found};
+use super::feeds::{agent_feed, child_feed, children, configmap_feed, managed_feed};
 use super::http::{self, HttpState};
 use super::leader::{self, LeaderConfig};
+use super::leader_tasks::run_leader_tasks;
+pub use super::leader_tasks::{LEADER_TASK_GRACE, LeaderTask, Stop};
 use super::metrics::Metrics;
-use super::{CONTROLLER_NAME, LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY, agent, agentfs, tool};
+use super::{CONTROLLER_NAME, agent, agentfs, tool};
 use crate::crd::{Agent, AgentFS, Tool};
 
 /// How long in-flight reconciles get to finish after a shutdown request.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-
-/// A background task that runs only while this replica leads: started on
-/// gaining the Lease, told to [`Stop`] when the term ends (the Lease is
-/// lost, or the process shuts down), and aborted if it has not returned
-/// [`LEADER_TASK_GRACE`] later. The upstream connector uses the grace to
-/// close its socket with a close frame; the others end at once through
-/// [`Stop::until`].
-/// It gets the operator's [`Ctx`]: the client, the counted write path and
-/// the shared watch caches (the GitOps engine reads those instead of
-/// running watches of its own).
-pub type LeaderTask =
-    Arc<dyn Fn(Arc<Ctx>, Stop) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
-
-/// How long a leader task has to return after its term ends.
-pub const LEADER_TASK_GRACE: Duration = Duration::from_secs(3);
-
-/// The end of a leadership term, as seen by a leader task.
-#[derive(Debug, Clone)]
-pub struct Stop(watch::Receiver<bool>);
-
-impl Stop {
-    /// Resolves when the term ends (at once if it has ended).
-    pub async fn requested(mut self) {
-        let _ = self.0.wait_for(|v| *v).await;
-    }
-
-    /// Runs `task` until it returns or the term ends, whichever is first.
-    pub async fn until<F: Future<Output = ()>>(self, task: F) {
-        tokio::select! {
-            () = task => {}
-            () = self.requested() => {}
-        }
-    }
-}
 
 pub struct OperatorConfig {
     /// Watch one namespace, or all when `None`.
@@ -144,161 +109,6 @@ fn became_leader(rx: watch::Receiver<bool>) -> impl Stream<Item = ()> + Send + '
             }
         }
     })
-}
-
-/// Watches the operator's children of one kind into `writer`'s cache and
-/// asks for a reconcile of each changed or deleted child's controlling
-/// Agent or Tool.
-async fn child_feed<C>(
-    api: Api<C>,
-    writer: reflector::store::Writer<C>,
-    agents: UnboundedSender<ObjectRef<Agent>>,
-    tools: UnboundedSender<ObjectRef<Tool>>,
-) where
-    C: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
-    watcher(api, managed)
-        .default_backoff()
-        .reflect(writer)
-        .for_each(|event| {
-            match event {
-                Ok(
-                    watcher::Event::Apply(c)
-                    | watcher::Event::Delete(c)
-                    | watcher::Event::InitApply(c),
-                ) => {
-                    let meta = c.meta();
-                    let ns = meta.namespace.clone().unwrap_or_default();
-                    let owner = meta
-                        .owner_references
-                        .iter()
-                        .flatten()
-                        .find(|o| o.controller == Some(true));
-                    match owner.map(|o| (o.kind.as_str(), o.name.as_str())) {
-                        Some(("Agent", name)) => {
-                            let _ = agents.unbounded_send(ObjectRef::new(name).within(&ns));
-                        }
-                        Some(("Tool", name)) => {
-                            let _ = tools.unbounded_send(ObjectRef::new(name).within(&ns));
-                        }
-                        _ => {}
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => warn!(kind = %C::kind(&()), error = %e, "child watch failed; retrying"),
-            }
-            futures::future::ready(())
-        })
-        .await;
-}
-
-/// The one Agent watch. It fills `writer`'s cache (the Agent controller's
-/// store and `Ctx::agents`, which the AgentFS reconciler reads), then wakes
-/// the Agent controller for each changed Agent and the AgentFS controller
-/// for each volume an Agent mounts or did, deletions included. The cache
-/// takes each event before the triggers fire, so an AgentFS reconcile sees
-/// at least the Agent change that woke it.
-async fn agent_feed(
-    api: Api<Agent>,
-    writer: reflector::store::Writer<Agent>,
-    agents: UnboundedSender<ObjectRef<Agent>>,
-    filesystems: UnboundedSender<ObjectRef<AgentFS>>,
-) {
-    watcher(api, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .for_each(|event| {
-            match event {
-                Ok(watcher::Event::Apply(a) | watcher::Event::InitApply(a)) => {
-                    let _ = agents.unbounded_send(ObjectRef::from_obj(&a));
-                    for fs in agent_to_filesystems(&a) {
-                        let _ = filesystems.unbounded_send(fs);
-                    }
-                }
-                // A gone Agent has nothing left to reconcile, but the
-                // volumes it held may now be released.
-                Ok(watcher::Event::Delete(a)) => {
-                    for fs in agent_to_filesystems(&a) {
-                        let _ = filesystems.unbounded_send(fs);
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => warn!(error = %e, "agent watch failed; retrying"),
-            }
-            futures::future::ready(())
-        })
-        .await;
-}
-
-/// Exo's ConfigMaps (the published baseline versions) into a cache the
-/// GitOps engine reads for its drift check. No controller is woken: the
-/// engine looks at its own pace.
-async fn configmap_feed(api: Api<ConfigMap>, writer: reflector::store::Writer<ConfigMap>) {
-    managed_feed(api, writer).await
-}
-
-/// Exo's objects of one kind (label `app.kubernetes.io/managed-by: exo`)
-/// into a cache: the baseline ConfigMaps and the tenants'
-/// NetworkPolicies, which the GitOps engine's drift check reads.
-async fn managed_feed<K>(api: Api<K>, writer: reflector::store::Writer<K>)
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
-    watcher(api, managed)
-        .default_backoff()
-        .reflect(writer)
-        .for_each(|event| {
-            if let Err(e) = event {
-                warn!(kind = %K::kind(&()), error = %e, "watch failed; retrying");
-            }
-            futures::future::ready(())
-        })
-        .await;
-}
-
-fn children(component: &str) -> watcher::Config {
-    watcher::Config::default().labels(&format!(
-        "{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_COMPONENT}={component}"
-    ))
-}
-
-/// The AgentFS volumes an Agent mounts now or did until its last status:
-/// both must be re-checked when the Agent changes (a detach removes the
-/// name from the spec but not yet from the status).
-fn agent_to_filesystems(a: &Agent) -> Vec<ObjectRef<AgentFS>> {
-    let ns = a.metadata.namespace.clone().unwrap_or_default();
-    let mut names: Vec<String> = a
-        .spec
-        .filesystems
-        .iter()
-        .flatten()
-        .map(|m| m.name.clone())
-        .collect();
-    names.extend(
-        a.status
-            .iter()
-            .flat_map(|s| s.filesystems.iter().map(|m| m.name.clone())),
-    );
-    names.sort();
-    names.dedup();
-    names
-        .into_iter()
-        .map(|n| ObjectRef::new(&n).within(&ns))
-        .collect()
 }
 
 /// Runs the operator until `shutdown` turns `true`.
@@ -546,65 +356,5 @@ async fn log<K, E1, E2>(
     match res {
         Ok((obj, _)) => debug!(object = %obj, "reconciled"),
         Err(e) => debug!(error = %e, "reconcile error"),
-    }
-}
-
-/// Starts every leader task when the Lease is gained, and stops them when
-/// it is lost or on shutdown: [`Stop`] first, abort after
-/// [`LEADER_TASK_GRACE`]. Returns on shutdown, once they have stopped.
-async fn run_leader_tasks(
-    ctx: Arc<Ctx>,
-    mut leader: watch::Receiver<bool>,
-    tasks: Vec<LeaderTask>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let mut term: Option<Term> = None;
-    loop {
-        let leading = *leader.borrow_and_update();
-        if leading && term.is_none() && !*shutdown.borrow() {
-            term = Some(Term::start(&ctx, &tasks));
-        } else if !leading && let Some(t) = term.take() {
-            t.end().await;
-        }
-        tokio::select! {
-            r = leader.changed() => if r.is_err() { break },
-            r = shutdown.wait_for(|v| *v) => { let _ = r; break },
-        }
-    }
-    if let Some(t) = term {
-        t.end().await;
-    }
-}
-
-/// The leader tasks of one leadership term.
-struct Term {
-    stop: watch::Sender<bool>,
-    running: Vec<JoinHandle<()>>,
-}
-
-impl Term {
-    fn start(ctx: &Arc<Ctx>, tasks: &[LeaderTask]) -> Self {
-        let (stop, rx) = watch::channel(false);
-        let running: Vec<_> = tasks
-            .iter()
-            .map(|t| tokio::spawn(t(ctx.clone(), Stop(rx.clone()))))
-            .collect();
-        if !running.is_empty() {
-            info!(count = running.len(), "leader tasks started");
-        }
-        Term { stop, running }
-    }
-
-    async fn end(self) {
-        self.stop.send_replace(true);
-        let aborts: Vec<_> = self.running.iter().map(JoinHandle::abort_handle).collect();
-        let all = futures::future::join_all(self.running);
-        if tokio::time::timeout(LEADER_TASK_GRACE, all).await.is_err() {
-            warn!(grace = ?LEADER_TASK_GRACE, "leader tasks did not stop in time; aborted");
-            for a in aborts {
-                a.abort();
-            }
-        }
-        info!("leader tasks stopped");
     }
 }
