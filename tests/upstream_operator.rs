@@ -291,3 +291,78 @@ async fn commands_and_pod_control_are_carried_out_through_the_crds() {
     assert!(res["error"].as_str().unwrap().contains("offline"), "{res}");
     assert!(ns.api::<AgentFS>().get_opt("nope").await.unwrap().is_none());
 }
+
+/// `(kind, name)` of every resource the control plane shows.
+fn shown(cp: &ControlPlane, dep: &str) -> Vec<(String, String)> {
+    let mut all = Vec::new();
+    for kind in ["Agent", "Tool", "AgentFS", "Pod"] {
+        for (name, _) in cp.resources(dep, kind) {
+            all.push((kind.to_owned(), name));
+        }
+    }
+    all.sort();
+    all
+}
+
+#[tokio::test]
+async fn operator_run_streams_its_own_caches_upstream() {
+    let ns = TestNamespace::new("up-fed").await;
+    install_crds(&ns.client).await;
+    let cp = ControlPlane::start(&[]);
+    let token = cp.create_deployment("fed");
+    let env = [
+        ("AUTONOMIC_MANAGED", "true"),
+        ("AUTONOMIC_BASE_URL", cp.base.as_str()),
+        ("AUTONOMIC_AUTH_TOKEN", token.as_str()),
+    ];
+    let op = support::operator::OperatorProcess::start_env(&ns.name, "fed-a", &[], &env);
+    let pp = PostParams::default();
+    ns.api::<Agent>()
+        .create(&pp, &agent("early"))
+        .await
+        .unwrap();
+    op.wait_leader().await;
+
+    // Listed from the caches: the Agent, its pod, and what comes later.
+    let tools = ns.api::<exo::crd::Tool>();
+    tools
+        .create(&pp, &support::operator::tool("gateway", true))
+        .await
+        .unwrap();
+    ns.api::<AgentFS>()
+        .create(&pp, &agentfs("scratch", "1Gi"))
+        .await
+        .unwrap();
+    ns.api::<Agent>().create(&pp, &agent("late")).await.unwrap();
+    let has = |all: &[(String, String)], kind: &str, name: &str| {
+        all.iter().any(|(k, n)| k == kind && n.starts_with(name))
+    };
+    eventually("every kind upstream", Duration::from_secs(40), || async {
+        let all = shown(&cp, "fed");
+        (has(&all, "Agent", "early")
+            && has(&all, "Agent", "late")
+            && has(&all, "Tool", "gateway")
+            && has(&all, "AgentFS", "scratch")
+            && has(&all, "Pod", "agent-early-")
+            && has(&all, "Pod", "agent-late-")
+            && has(&all, "Pod", "tool-gateway-"))
+        .then_some(())
+    })
+    .await;
+    // A delete reaches it as a delta.
+    ns.api::<Agent>()
+        .delete("late", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the delete upstream", Duration::from_secs(40), || async {
+        let all = shown(&cp, "fed");
+        (!has(&all, "Agent", "late") && !has(&all, "Pod", "agent-late-")).then_some(())
+    })
+    .await;
+    let log = op.log();
+    assert!(
+        log.contains("streaming the operator's caches")
+            && log.contains(r#"[\"Agent\", \"Tool\", \"AgentFS\", \"Pod\"]"#),
+        "the upstream reads the operator's caches, no watches of its own:\n{log}"
+    );
+}

@@ -52,6 +52,9 @@ pub struct Ctx {
     pub network_policies: Store<k8s_openapi::api::networking::v1::NetworkPolicy>,
     /// `true` once every cache has listed once; reconciles wait for it.
     pub caches_synced: watch::Receiver<bool>,
+    /// Told of every change to the Agent, Tool, AgentFS and Pod caches
+    /// (the upstream connection streams them from there).
+    pub hubs: super::feeds::Hubs,
     /// Agents (`namespace/name/uid`) whose token Secret is known to exist:
     /// Secrets are not watched (no list/watch RBAC on Secrets), so this
     /// spares a read per reconcile.

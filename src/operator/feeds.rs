@@ -1,19 +1,124 @@
 //! The operator's watch feeds: one watch per kind, each filling the cache
 //! the reconcilers read and waking the controllers that care. Nothing else
-//! in the process watches these kinds.
+//! in the process watches these kinds: the upstream connection reads the
+//! same caches, told of each change through a [`Hub`].
+
+use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
+use tokio::sync::broadcast;
 use tracing::warn;
 
 use super::{LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY};
 use crate::crd::{Agent, AgentFS, Tool};
+
+/// What a [`Hub`] tells its subscribers, after the cache has taken it.
+#[derive(Debug, Clone)]
+pub enum Touch<K: Resource<DynamicType = ()>> {
+    /// The object changed or appeared: the cache holds it now.
+    Applied(ObjectRef<K>),
+    /// The object is gone (from the cache too); this is its last state.
+    Deleted(Arc<K>),
+    /// The watch listed everything again: re-read the whole cache.
+    Relisted,
+}
+
+/// How many touches a subscriber may fall behind before it is told it
+/// lagged (and re-reads the whole cache). References, not objects, so the
+/// ring stays small.
+const HUB_CAPACITY: usize = 1024;
+
+/// Tells subscribers of a cache what changed in it. Costs nothing while
+/// nobody subscribes (an unmanaged operator).
+#[derive(Debug, Clone)]
+pub struct Hub<K: Resource<DynamicType = ()>>(broadcast::Sender<Touch<K>>);
+
+impl<K> Default for Hub<K>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    fn default() -> Self {
+        Hub(broadcast::Sender::new(HUB_CAPACITY))
+    }
+}
+
+impl<K> Hub<K>
+where
+    K: Resource<DynamicType = ()> + Clone,
+{
+    pub fn subscribe(&self) -> broadcast::Receiver<Touch<K>> {
+        self.0.subscribe()
+    }
+
+    /// Passes on one watch event (already in the cache).
+    fn tell(&self, event: &watcher::Event<K>) {
+        if self.0.receiver_count() == 0 {
+            return;
+        }
+        let touch = match event {
+            watcher::Event::Apply(o) => Touch::Applied(ObjectRef::from_obj(o)),
+            watcher::Event::Delete(o) => Touch::Deleted(Arc::new(o.clone())),
+            watcher::Event::InitDone => Touch::Relisted,
+            watcher::Event::Init | watcher::Event::InitApply(_) => return,
+        };
+        let _ = self.0.send(touch);
+    }
+}
+
+/// The hubs of the caches the upstream connection streams.
+#[derive(Debug, Clone, Default)]
+pub struct Hubs {
+    pub agents: Hub<Agent>,
+    pub tools: Hub<Tool>,
+    pub filesystems: Hub<AgentFS>,
+    pub pods: Hub<Pod>,
+}
+
+/// The one watch of a kind that a controller reconciles (Tools, AgentFS):
+/// fills `writer`'s cache (the controller's store), tells `hub`, and wakes
+/// the controller for every changed or deleted object.
+pub(super) async fn own_feed<K>(
+    api: Api<K>,
+    writer: reflector::store::Writer<K>,
+    hub: Hub<K>,
+    wake: UnboundedSender<ObjectRef<K>>,
+) where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .for_each(|event| {
+            match &event {
+                Ok(e) => {
+                    hub.tell(e);
+                    if let watcher::Event::Apply(o)
+                    | watcher::Event::InitApply(o)
+                    | watcher::Event::Delete(o) = e
+                    {
+                        let _ = wake.unbounded_send(ObjectRef::from_obj(o));
+                    }
+                }
+                Err(e) => warn!(kind = %K::kind(&()), error = %e, "watch failed; retrying"),
+            }
+            futures::future::ready(())
+        })
+        .await;
+}
 
 /// Watches the operator's children of one kind into `writer`'s cache and
 /// asks for a reconcile of each changed or deleted child's controlling
@@ -21,6 +126,7 @@ use crate::crd::{Agent, AgentFS, Tool};
 pub(super) async fn child_feed<C>(
     api: Api<C>,
     writer: reflector::store::Writer<C>,
+    hub: Option<Hub<C>>,
     agents: UnboundedSender<ObjectRef<Agent>>,
     tools: UnboundedSender<ObjectRef<Tool>>,
 ) where
@@ -37,6 +143,9 @@ pub(super) async fn child_feed<C>(
         .default_backoff()
         .reflect(writer)
         .for_each(|event| {
+            if let (Some(hub), Ok(e)) = (&hub, &event) {
+                hub.tell(e);
+            }
             match event {
                 Ok(
                     watcher::Event::Apply(c)
@@ -77,6 +186,7 @@ pub(super) async fn child_feed<C>(
 pub(super) async fn agent_feed(
     api: Api<Agent>,
     writer: reflector::store::Writer<Agent>,
+    hub: Hub<Agent>,
     agents: UnboundedSender<ObjectRef<Agent>>,
     filesystems: UnboundedSender<ObjectRef<AgentFS>>,
 ) {
@@ -84,6 +194,9 @@ pub(super) async fn agent_feed(
         .default_backoff()
         .reflect(writer)
         .for_each(|event| {
+            if let Ok(e) = &event {
+                hub.tell(e);
+            }
             match event {
                 Ok(watcher::Event::Apply(a) | watcher::Event::InitApply(a)) => {
                     let _ = agents.unbounded_send(ObjectRef::from_obj(&a));

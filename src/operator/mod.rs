@@ -40,6 +40,7 @@ pub mod pods;
 pub mod quantity;
 pub mod runtime;
 pub mod tool;
+pub mod upstream_feed;
 pub mod upstream_monitor;
 
 pub use error::{Error, ErrorCategory};

@@ -19,7 +19,6 @@ use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::watcher;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
@@ -27,7 +26,9 @@ use tracing::{debug, info, warn};
 
 use super::apply::Ctx;
 use super::error::{Error, is_not_found};
-use super::feeds::{agent_feed, child_feed, children, configmap_feed, managed_feed};
+use super::feeds::{
+    Hubs, agent_feed, child_feed, children, configmap_feed, managed_feed, own_feed,
+};
 use super::http::{self, HttpState};
 use super::leader::{self, LeaderConfig};
 use super::leader_tasks::run_leader_tasks;
@@ -163,24 +164,42 @@ pub async fn run(
     let (pods_store, pods_writer) = reflector::store::<Pod>();
     let (services_store, services_writer) = reflector::store::<Service>();
     let (agents_store, agents_writer) = reflector::store::<Agent>();
+    let (tools_store, tools_writer) = reflector::store::<Tool>();
+    let (fs_store, fs_writer) = reflector::store::<AgentFS>();
+    let hubs = Hubs::default();
     let (agent_tx, agent_rx) = futures::channel::mpsc::unbounded();
     let (tool_tx, tool_rx) = futures::channel::mpsc::unbounded();
     let (fs_tx, fs_rx) = futures::channel::mpsc::unbounded();
     let agents_feed = agent_feed(
         api::<Agent>(&client, ns),
         agents_writer,
+        hubs.agents.clone(),
         agent_tx.clone(),
+        fs_tx.clone(),
+    );
+    let tools_feed = own_feed(
+        api::<Tool>(&client, ns),
+        tools_writer,
+        hubs.tools.clone(),
+        tool_tx.clone(),
+    );
+    let fs_feed = own_feed(
+        api::<AgentFS>(&client, ns),
+        fs_writer,
+        hubs.filesystems.clone(),
         fs_tx,
     );
     let pod_feed = child_feed(
         api::<Pod>(&client, ns),
         pods_writer,
+        Some(hubs.pods.clone()),
         agent_tx.clone(),
         tool_tx.clone(),
     );
     let service_feed = child_feed(
         api::<Service>(&client, ns),
         services_writer,
+        None,
         agent_tx,
         tool_tx,
     );
@@ -195,19 +214,20 @@ pub async fn run(
     // Secrets are not watched: the operator only reads its own by name
     // (`get`), so its RBAC needs no list/watch over every Secret.
     // Agents come from `agent_feed` (their own changes) and the child
-    // feeds (their pods and Services), all through `agent_rx`: the
-    // controller runs no watch of its own.
+    // feeds (their pods and Services), all through `agent_rx`; Tools and
+    // AgentFS likewise from their own feeds: the controllers run no watch
+    // of their own (the AgentFS one watches only its PVCs).
     let agents = Controller::for_stream(futures::stream::pending(), agents_store.clone())
         .with_config(ccfg.clone())
         .reconcile_on(agent_rx)
         .reconcile_all_on(became_leader(leader_rx.clone()))
         .graceful_shutdown_on(stop());
-    let tools = Controller::new(api::<Tool>(&client, ns), watcher::Config::default())
+    let tools = Controller::for_stream(futures::stream::pending(), tools_store)
         .with_config(ccfg.clone())
         .reconcile_on(tool_rx)
         .reconcile_all_on(became_leader(leader_rx.clone()))
         .graceful_shutdown_on(stop());
-    let filesystems = Controller::new(api::<AgentFS>(&client, ns), watcher::Config::default())
+    let filesystems = Controller::for_stream(futures::stream::pending(), fs_store)
         .with_config(ccfg)
         .owns(
             api::<PersistentVolumeClaim>(&client, ns),
@@ -235,6 +255,7 @@ pub async fn run(
         network_policies: policies_store.clone(),
         services: services_store.clone(),
         caches_synced: caches_rx,
+        hubs,
         secrets_seen: std::sync::Mutex::default(),
         holds: Default::default(),
         expected: Default::default(),
@@ -283,6 +304,8 @@ pub async fn run(
     let controllers = async {
         tokio::join!(
             agents_feed,
+            tools_feed,
+            fs_feed,
             pod_feed,
             service_feed,
             cm_feed,

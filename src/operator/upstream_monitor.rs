@@ -114,11 +114,14 @@ impl Task {
             self.target,
             self.monitor,
         );
-        let connection = crate::upstream::run_with_alerts(
+        // Discovery from the operator's caches: no second set of watches.
+        let feed = super::upstream_feed::feed(&ctx, &self.cfg);
+        let connection = crate::upstream::run_fed(
             ctx.client.clone(),
             self.cfg,
             self.health,
             self.queue,
+            Some(feed),
             stop.requested(),
         );
         tokio::select! {

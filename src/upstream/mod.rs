@@ -31,7 +31,7 @@ pub use crate::wire::{Alert, Severity};
 pub use alert_book::AlertBook;
 pub use alerts::{AlertQueue, AlertSink};
 pub use config::{ConfigError, UpstreamConfig};
-pub use conn::{WIRE_KINDS, health_handle, run, run_with_alerts};
+pub use conn::{Feed, WIRE_KINDS, health_handle, run, run_fed, run_with_alerts};
 pub use health::{ConnState, HealthHandle, HealthReport};
 
 #[derive(Debug, thiserror::Error)]

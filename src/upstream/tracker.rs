@@ -111,6 +111,17 @@ impl Tracker {
     }
 }
 
+/// [`to_wire`], logging (and skipping) an object that cannot be encoded.
+pub fn encode<K: kube::Resource + Serialize>(kind: ResourceKind, obj: &K) -> Option<Resource> {
+    match to_wire(kind, obj) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            tracing::warn!(kind = kind.as_str(), error = %e, "cannot encode object; skipped");
+            None
+        }
+    }
+}
+
 /// Converts a typed object to its wire form: identity, resourceVersion,
 /// labels, `status.phase`, and `spec`/`status` (for Pods only `nodeName`
 /// of the spec, to keep frames small).

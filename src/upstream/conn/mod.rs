@@ -58,7 +58,7 @@ use crate::upstream::backoff::{Backoff, random_u64};
 use crate::upstream::config::UpstreamConfig;
 use crate::upstream::health::{ConnState, HealthHandle, LossCause};
 use crate::upstream::outbox::{DataItem, Outbox};
-use crate::upstream::tracker::{Tracker, WatchEvent, to_wire};
+use crate::upstream::tracker::{Tracker, WatchEvent, encode};
 use crate::wire::{
     self, AuditRecord, CommandAck, CommandResult, Frame, Heartbeat, Hello, HostMeta,
     PROTOCOL_VERSION, ResourceKind, close,
@@ -73,6 +73,17 @@ pub const WIRE_KINDS: [ResourceKind; 4] = [
 ];
 
 type Events = mpsc::Receiver<(ResourceKind, WatchEvent)>;
+
+/// Discovery fed from outside for some wire kinds: under `operator run`,
+/// the operator's own caches (`operator::upstream_feed`), so the process
+/// runs one watch per kind. The connection watches the other kinds itself.
+#[derive(Debug)]
+pub struct Feed {
+    pub kinds: Vec<ResourceKind>,
+    /// Watch-shaped events of those kinds: `Init`, `InitApply`s and
+    /// `InitDone` for every (re)list, then `Apply` and `Delete`.
+    pub events: Events,
+}
 
 /// What the writer task is told.
 #[derive(Debug)]
@@ -159,13 +170,7 @@ fn spawn_watch<K>(
                     continue;
                 }
             };
-            let conv = |o: &K| match to_wire(kind, o) {
-                Ok(r) => Some(r),
-                Err(e) => {
-                    warn!(kind = kind.as_str(), error = %e, "cannot encode object; skipped");
-                    None
-                }
-            };
+            let conv = |o: &K| encode(kind, o);
             let mapped = match ev {
                 watcher::Event::Init => Some(WatchEvent::Init),
                 watcher::Event::InitApply(o) => conv(&o).map(WatchEvent::InitApply),
@@ -234,6 +239,19 @@ pub async fn run_with_alerts(
     alerts: AlertQueue,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), UpstreamError> {
+    run_fed(client, cfg, health, alerts, None, shutdown).await
+}
+
+/// [`run_with_alerts`], with the kinds of `feed` taken from it rather than
+/// from watches of the connection's own.
+pub async fn run_fed(
+    client: kube::Client,
+    cfg: UpstreamConfig,
+    health: HealthHandle,
+    alerts: AlertQueue,
+    feed: Option<Feed>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), UpstreamError> {
     cfg.ws_url()?;
     health.update(|h| h.wedged_after(cfg.wedged_after));
     // Aborted (a lost Lease) or returning: no longer connected, so /health
@@ -260,34 +278,61 @@ pub async fn run_with_alerts(
     let mut watches = JoinSet::new();
     let ns = cfg.namespace.as_deref();
     let wc = watcher::Config::default();
-    spawn_watch(
-        &mut watches,
-        api::<Agent>(&client, ns),
-        ResourceKind::Agent,
-        wc.clone(),
-        ev_tx.clone(),
-    );
-    spawn_watch(
-        &mut watches,
-        api::<Tool>(&client, ns),
-        ResourceKind::Tool,
-        wc.clone(),
-        ev_tx.clone(),
-    );
-    spawn_watch(
-        &mut watches,
-        api::<AgentFS>(&client, ns),
-        ResourceKind::AgentFS,
-        wc.clone(),
-        ev_tx.clone(),
-    );
-    spawn_watch(
-        &mut watches,
-        api::<Pod>(&client, ns),
-        ResourceKind::Pod,
-        wc.labels(&cfg.pod_selector),
-        ev_tx,
-    );
+    let fed: Vec<ResourceKind> = feed.as_ref().map(|f| f.kinds.clone()).unwrap_or_default();
+    let own = |k: ResourceKind| !fed.contains(&k);
+    if let Some(mut feed) = feed {
+        let tx = ev_tx.clone();
+        watches.spawn(async move {
+            while let Some(e) = feed.events.recv().await {
+                if tx.send(e).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    if own(ResourceKind::Agent) {
+        let api = api::<Agent>(&client, ns);
+        spawn_watch(
+            &mut watches,
+            api,
+            ResourceKind::Agent,
+            wc.clone(),
+            ev_tx.clone(),
+        );
+    }
+    if own(ResourceKind::Tool) {
+        let api = api::<Tool>(&client, ns);
+        spawn_watch(
+            &mut watches,
+            api,
+            ResourceKind::Tool,
+            wc.clone(),
+            ev_tx.clone(),
+        );
+    }
+    if own(ResourceKind::AgentFS) {
+        let api = api::<AgentFS>(&client, ns);
+        spawn_watch(
+            &mut watches,
+            api,
+            ResourceKind::AgentFS,
+            wc.clone(),
+            ev_tx.clone(),
+        );
+    }
+    if own(ResourceKind::Pod) {
+        let api = api::<Pod>(&client, ns);
+        spawn_watch(
+            &mut watches,
+            api,
+            ResourceKind::Pod,
+            wc.labels(&cfg.pod_selector),
+            ev_tx,
+        );
+    }
+    if !fed.is_empty() {
+        info!(kinds = ?fed.iter().map(|k| k.as_str()).collect::<Vec<_>>(), "upstream: streaming the operator's caches");
+    }
 
     let mut tracker = Tracker::new(WIRE_KINDS);
     let mut backoff = Backoff::new(cfg.backoff_base, cfg.backoff_max);
