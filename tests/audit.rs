@@ -397,3 +397,44 @@ async fn isolation_is_built_enforced_and_audited() {
     .await;
     no_canary("the operator's log", &op.log());
 }
+
+/// The cluster verbs take kubectl's `--kubeconfig` and `--context`, and
+/// name the one at fault.
+#[test]
+fn kubeconfig_and_context_flags_choose_the_cluster() {
+    let kc = support::env().kubeconfig.display().to_string();
+    let run = |args: &[&str]| {
+        let out = Command::new(EXO)
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .env("HOME", "/nonexistent")
+            .output()
+            .expect("run exo");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&[
+        "audit",
+        "--kubeconfig",
+        &kc,
+        "--context",
+        "exo-testenv",
+        "-n",
+        "none",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, err) = run(&["audit", "--kubeconfig", &kc, "--context", "no-such-context"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no-such-context"), "{err}");
+    let (code, err) = run(&["audit", "--kubeconfig", "/no/such/kubeconfig"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--kubeconfig /no/such/kubeconfig"), "{err}");
+    let (code, err) = run(&["release", "status", "--kubeconfig", "/no/such/kubeconfig"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--kubeconfig /no/such/kubeconfig"), "{err}");
+    let (code, err) = run(&["operator", "run", "--kubeconfig", "/no/such/kubeconfig"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--kubeconfig /no/such/kubeconfig"), "{err}");
+}

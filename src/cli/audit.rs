@@ -41,6 +41,8 @@ impl From<RuleArg> for Rule {
 
 #[derive(Debug, Args)]
 pub struct AuditArgs {
+    #[command(flatten)]
+    pub kube: crate::cli::kube_args::KubeArgs,
     /// Only these tenant namespaces (repeatable; default: every namespace
     /// with a Rollout).
     #[arg(short = 'n', long = "namespace")]
@@ -57,7 +59,7 @@ pub struct AuditArgs {
 }
 
 pub fn run(args: AuditArgs) -> u8 {
-    with_client_for("exo audit", |client| async move {
+    with_client_for("exo audit", &args.kube, |client| async move {
         let started = Instant::now();
         let (snap, requests) = match audit::collect(&client).await {
             Ok(s) => s,

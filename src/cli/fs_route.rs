@@ -19,6 +19,8 @@ use crate::wire::{Command, CommandResult};
 
 #[derive(Debug, Clone, Args)]
 pub struct RouteArgs {
+    #[command(flatten)]
+    pub kube: crate::cli::kube_args::KubeArgs,
     /// Go through the control plane to this deployment's operator
     /// (without it: straight to the cluster of the current kubeconfig).
     #[arg(long, env = "EXO_DEPLOYMENT", global = true)]
@@ -54,9 +56,10 @@ impl Route {
                 deployment: d.clone(),
             });
         }
-        let client = kube::Client::try_default().await.map_err(|e| {
-            format!("kubeconfig: {e} (or pass --deployment to go through the control plane)")
-        })?;
+        let client =
+            a.kube.client().await.map_err(|e| {
+                format!("{e} (or pass --deployment to go through the control plane)")
+            })?;
         let mut helper = HelperOpts::default();
         if let Some(i) = &a.helper_image {
             helper.image = i.clone();

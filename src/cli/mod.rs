@@ -14,6 +14,7 @@ pub mod fs;
 pub mod fs_cp;
 pub mod fs_route;
 pub mod fs_show;
+pub mod kube_args;
 pub mod operator;
 pub mod operator_connect;
 pub mod plane;

@@ -28,6 +28,8 @@ pub enum LogFormat {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    #[command(flatten)]
+    pub kube: crate::cli::kube_args::KubeArgs,
     /// Watch only this namespace (default: all namespaces).
     #[arg(long, short = 'n', env = "EXO_NAMESPACE")]
     pub namespace: Option<String>,
@@ -160,10 +162,11 @@ fn run_operator(args: RunArgs) -> u8 {
         }
     };
     rt.block_on(async move {
-        let client = match kube::Client::try_default().await {
+        let client = match args.kube.client().await {
             Ok(c) => c,
             Err(e) => {
-                error!(error = %e, "no Kubernetes configuration: set KUBECONFIG or run in a cluster");
+                error!(error = %e, "no usable Kubernetes configuration");
+                eprintln!("exo operator: {e}");
                 return exit::UNUSABLE;
             }
         };

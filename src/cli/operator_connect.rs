@@ -14,8 +14,10 @@ use crate::upstream::{self, UpstreamConfig};
 
 #[derive(Debug, Args)]
 pub struct ConnectArgs {
+    #[command(flatten)]
+    pub kube: crate::cli::kube_args::KubeArgs,
     /// Watch one namespace only (default: all namespaces).
-    #[arg(long)]
+    #[arg(long, short = 'n')]
     pub namespace: Option<String>,
     /// Serve `GET /health` (connection state as JSON) on this address.
     #[arg(long)]
@@ -110,9 +112,7 @@ pub fn run(args: ConnectArgs) -> u8 {
     };
     let result: Result<(), String> = rt.block_on(async move {
         let shutdown = crate::shutdown::requested();
-        let client = kube::Client::try_default()
-            .await
-            .map_err(|e| format!("kube client: {e}"))?;
+        let client = args.kube.client().await?;
         let health = upstream::health_handle();
         if let Some(addr) = args.health_listen {
             let bound = upstream::health::serve(addr, Some(health.clone()))

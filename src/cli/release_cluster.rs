@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 
 use crate::cli::exit;
+use crate::cli::kube_args::KubeArgs;
 use crate::crd::{Fleet as FleetCr, Rollout};
 use crate::fleet::Fleet;
 use crate::rollout::engine::ANNOTATION_SYNC_REQUESTED;
@@ -21,18 +22,18 @@ fn runtime(verb: &str) -> Result<tokio::runtime::Runtime, u8> {
         })
 }
 
-/// Runs `f` with a kube client from the kubeconfig on a fresh runtime; an
-/// unusable runtime or cluster ends the verb with a message.
-pub fn with_client<F, Fut>(f: F) -> u8
+/// Runs `f` with a kube client (`--kubeconfig`, `--context`) on a fresh
+/// runtime; an unusable runtime or cluster ends the verb with a message.
+pub fn with_client<F, Fut>(kube: &KubeArgs, f: F) -> u8
 where
     F: FnOnce(kube::Client) -> Fut,
     Fut: std::future::Future<Output = u8>,
 {
-    with_client_for("exo release", f)
+    with_client_for("exo release", kube, f)
 }
 
 /// [`with_client`] for another verb: messages start with `verb`.
-pub fn with_client_for<F, Fut>(verb: &str, f: F) -> u8
+pub fn with_client_for<F, Fut>(verb: &str, kube: &KubeArgs, f: F) -> u8
 where
     F: FnOnce(kube::Client) -> Fut,
     Fut: std::future::Future<Output = u8>,
@@ -42,10 +43,10 @@ where
         Err(c) => return c,
     };
     rt.block_on(async {
-        match kube::Client::try_default().await {
+        match kube.client().await {
             Ok(c) => f(c).await,
             Err(e) => {
-                eprintln!("{verb}: cannot reach the cluster (set KUBECONFIG): {e}");
+                eprintln!("{verb}: cannot reach the cluster: {e}");
                 exit::UNUSABLE
             }
         }

@@ -25,6 +25,8 @@ pub struct DiffArgs {
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
+    #[command(flatten)]
+    pub kube: crate::cli::kube_args::KubeArgs,
     /// The release to plan a rollout of.
     pub release: String,
     #[command(flatten)]
@@ -81,7 +83,7 @@ pub fn run_plan(args: &PlanArgs) -> u8 {
     if !args.prune {
         return emit(&p, args.output);
     }
-    with_client(|client| async move {
+    with_client(&args.kube, |client| async move {
         let prune = match release_prune::read(&client, &fleet).await {
             Ok(x) => x,
             Err(code) => return code,

@@ -14,6 +14,8 @@ use crate::rollout::summary::short_id;
 
 #[derive(Debug, Args)]
 pub struct PromoteArgs {
+    #[command(flatten)]
+    pub kube: crate::cli::kube_args::KubeArgs,
     /// The release to promote.
     pub release: String,
     /// The wave to point at it.
@@ -101,7 +103,7 @@ pub fn run(args: &PromoteArgs) -> u8 {
         Ok(f) => f,
         Err(c) => return c,
     };
-    with_client(|client| async move {
+    with_client(&args.kube, |client| async move {
         match promote(&fleet, &client, &args.release, args.wave, !args.no_push).await {
             Ok(()) => exit::OK,
             Err(code) => code,

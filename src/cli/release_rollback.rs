@@ -13,6 +13,8 @@ use crate::rollout::summary::{short_id, wave_of};
 
 #[derive(Debug, Args)]
 pub struct RollbackArgs {
+    #[command(flatten)]
+    pub kube: crate::cli::kube_args::KubeArgs,
     #[arg(long)]
     pub wave: WaveName,
     #[command(flatten)]
@@ -30,7 +32,7 @@ pub fn run(args: &RollbackArgs) -> u8 {
         eprintln!("exo release rollback: releases/{WAVES_FILE} is missing");
         return exit::UNUSABLE;
     };
-    with_client(|client| async move {
+    with_client(&args.kube, |client| async move {
         let all = match fleet_rollouts(&client, &fleet).await {
             Ok(r) => r,
             Err(code) => return code,

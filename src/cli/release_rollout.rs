@@ -18,6 +18,8 @@ use crate::rollout::summary::{TenantState, TenantSummary, summarize_all, wave_of
 
 #[derive(Debug, Args)]
 pub struct RolloutArgs {
+    #[command(flatten)]
+    pub kube: crate::cli::kube_args::KubeArgs,
     /// The release to roll out through canary, low-risk and fleet.
     pub release: String,
     #[command(flatten)]
@@ -38,7 +40,7 @@ pub fn run(args: &RolloutArgs) -> u8 {
             return exit::UNUSABLE;
         }
     };
-    with_client(|client| async move {
+    with_client(&args.kube, |client| async move {
         let mp = MultiProgress::new();
         let say = |line: String| {
             if mp.is_hidden() {

@@ -19,6 +19,8 @@ use crate::rollout::summary::{
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
+    #[command(flatten)]
+    pub kube: crate::cli::kube_args::KubeArgs,
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub output: Output,
 }
@@ -213,7 +215,7 @@ pub fn render(status: &Status) -> String {
 }
 
 pub fn run(args: &StatusArgs) -> u8 {
-    with_client(|client| async move {
+    with_client(&args.kube, |client| async move {
         let all = match rollouts(&client).await {
             Ok(r) => r,
             Err(code) => return code,

@@ -14,6 +14,8 @@ use crate::rollout::engine::ANNOTATION_SYNC_REQUESTED;
 
 #[derive(Debug, Args)]
 pub struct SuspendArgs {
+    #[command(flatten)]
+    pub kube: crate::cli::kube_args::KubeArgs,
     /// The Fleet; default: the only one (in the namespace, if given).
     #[arg(long)]
     pub fleet: Option<String>,
@@ -111,7 +113,7 @@ pub fn run_resume(args: &SuspendArgs) -> u8 {
 
 fn set(args: &SuspendArgs, suspend: bool) -> u8 {
     let verb = if suspend { "suspend" } else { "resume" };
-    with_client(|client| async move {
+    with_client(&args.kube, |client| async move {
         let listed = match &args.namespace {
             Some(ns) => Api::<Fleet>::namespaced(client.clone(), ns),
             None => Api::<Fleet>::all(client.clone()),

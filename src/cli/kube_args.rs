@@ -1,0 +1,47 @@
+//! The flags every verb that talks to a cluster takes, as kubectl spells
+//! them: `--kubeconfig` and `--context` (the namespace flag, `-n`, is each
+//! verb's own, since its meaning differs: a filter, a scope, a target).
+
+use std::path::PathBuf;
+
+use clap::Args;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+#[derive(Debug, Clone, Default, Args)]
+pub struct KubeArgs {
+    /// The kubeconfig file [default: $KUBECONFIG, then ~/.kube/config; in a
+    /// Pod, its service account].
+    #[arg(long, value_name = "PATH", global = true)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use [default: its current context].
+    #[arg(long, value_name = "NAME", global = true)]
+    pub context: Option<String>,
+}
+
+impl KubeArgs {
+    /// A client for the chosen kubeconfig and context. Without either, the
+    /// usual inference: `$KUBECONFIG` or `~/.kube/config`, else in-cluster.
+    /// Errors name the flag or file at fault.
+    pub async fn client(&self) -> Result<kube::Client, String> {
+        let opts = KubeConfigOptions {
+            context: self.context.clone(),
+            ..KubeConfigOptions::default()
+        };
+        let config = match (&self.kubeconfig, &self.context) {
+            (Some(path), _) => {
+                let kc = Kubeconfig::read_from(path)
+                    .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?;
+                kube::Config::from_custom_kubeconfig(kc, &opts)
+                    .await
+                    .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?
+            }
+            (None, Some(ctx)) => kube::Config::from_kubeconfig(&opts)
+                .await
+                .map_err(|e| format!("--context {ctx}: {e}"))?,
+            (None, None) => kube::Config::infer().await.map_err(|e| {
+                format!("no cluster configuration (set KUBECONFIG or --kubeconfig): {e}")
+            })?,
+        };
+        kube::Client::try_from(config).map_err(|e| format!("kube client: {e}"))
+    }
+}
