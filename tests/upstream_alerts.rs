@@ -13,8 +13,8 @@ mod upstream_support;
 
 use std::time::Duration;
 
-use exo::controlplane::token::SecretToken;
 use exo::upstream::{self, Alert, AlertSink, Severity, UpstreamConfig};
+use exo::wire::token::SecretToken;
 use exo::wire::{self, Frame, Hello, HostMeta};
 use futures::{SinkExt, StreamExt};
 use serde_json::Value;

@@ -22,8 +22,8 @@ mod upstream_support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use exo::controlplane::token::SecretToken;
 use exo::upstream::{self, Alert, Severity, UpstreamConfig};
+use exo::wire::token::SecretToken;
 use exo::wire::{Frame, PROTOCOL_VERSION, Welcome};
 use futures::{SinkExt, StreamExt};
 use k8s_openapi::api::events::v1::Event;

@@ -183,7 +183,7 @@ pub async fn latency(n: usize, objects: usize, snapshot_every: Option<Duration>)
 
     let mut cfg = exo::upstream::UpstreamConfig::new(
         format!("http://{addr}"),
-        exo::controlplane::token::SecretToken::new("bench"),
+        exo::wire::token::SecretToken::new("bench"),
     );
     cfg.namespace = Some(ns_name.clone());
     if let Some(every) = snapshot_every {

@@ -36,7 +36,7 @@ pub async fn reconnect(n: usize, spread: bool) {
                 b.after_loss(
                     exo::upstream::UpstreamConfig::new(
                         "http://x",
-                        exo::controlplane::token::SecretToken::new("x"),
+                        exo::wire::token::SecretToken::new("x"),
                     )
                     .reconnect_spread,
                 );

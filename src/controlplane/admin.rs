@@ -31,8 +31,8 @@ use tracing::warn;
 
 use super::App;
 use super::store::{Store, StoreError};
-use super::token::{SecretToken, hash_token};
 use crate::wire::now_ms;
+use crate::wire::token::{SecretToken, hash_token};
 
 /// Prefix of admin tokens, distinct from deployment tokens (`exo_dt_`).
 pub const ADMIN_TOKEN_PREFIX: &str = "exo_at_";

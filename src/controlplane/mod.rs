@@ -2,7 +2,7 @@
 //! (`docs/protocol.md`), deployment and token administration, live state
 //! per deployment, an HTTP JSON API and a status page.
 //!
-//! One module per concern: `token` (generation, hashing, redaction), `admin`
+//! One module per concern: `admin`
 //! (admin tokens and the API's authentication), `tls` (HTTPS listener), `store`
 //! (SQLite: deployments, hashed tokens, audit), `alerts` (the operators'
 //! alerts, stored per deployment), `active` (the keyed alerts firing now),
@@ -22,7 +22,6 @@ pub mod live;
 pub mod resources;
 pub mod store;
 pub mod tls;
-pub mod token;
 pub mod ws;
 
 use std::net::SocketAddr;

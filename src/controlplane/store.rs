@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde::Serialize;
 
-use super::token::{SecretToken, TokenError, hash_token};
 use crate::wire::now_ms;
+use crate::wire::token::{SecretToken, TokenError, hash_token};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -24,7 +24,7 @@ use super::alerts::{Origin, Source};
 use super::disconnect::Trigger;
 use super::live::ToSocket;
 use super::store::{Authenticated, NewAudit};
-use super::token::SecretToken;
+use crate::wire::token::SecretToken;
 use crate::wire::{self, Alert, AlertAck, Frame, PROTOCOL_VERSION, Welcome, close};
 
 /// Close reasons are limited to 123 bytes by RFC 6455.

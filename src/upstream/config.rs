@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::controlplane::token::SecretToken;
+use crate::wire::token::SecretToken;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ConfigError {

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 mod alert;
 pub mod fs;
+pub mod token;
 pub use alert::{Alert, AlertAck, AlertError, AlertState, Severity, limits as alert_limits};
 pub use fs::{FsAbort, FsChunk, FsChunkAck};
 

@@ -1,4 +1,6 @@
-//! Deployment tokens: generation, hashing and a redacting wrapper.
+//! Tokens: generation, hashing and a redacting wrapper, shared by the
+//! control plane (which issues and checks them) and the operator (which
+//! presents one); here so that the client does not import the server.
 //!
 //! Guarantees: a token is 32 bytes from the OS random source; only its
 //! SHA-256 is stored; [`SecretToken`]'s `Debug`/`Display` never show it, so a
