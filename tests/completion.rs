@@ -14,11 +14,7 @@ fn completion(shell: &str) -> Output {
 }
 
 fn stdout_of(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stdout.clone()).unwrap()
 }
 

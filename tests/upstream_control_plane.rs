@@ -1,6 +1,6 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a test failure
 //! The reference control plane against clients: a Python `websockets`
-//! client nobody here wrote, and `exo operator connect`. Thresholds are
+//! client nobody here wrote, a raw client for bad frames, and `exo operator connect`. Thresholds are
 //! shortened by flags; every wait polls a condition with a deadline.
 
 mod support;
@@ -10,7 +10,11 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::Duration;
 
+use exo::wire::{Frame, SnapshotChunk, close};
+use serde_json::json;
 use support::{TestNamespace, eventually};
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use upstream_support::raw::{dial, next_close, raw_client, send, send_text};
 use upstream_support::{Connector, ControlPlane, connector_until, install_crds, python_client};
 
 fn until_deployment(
@@ -168,6 +172,75 @@ async fn bad_frames_get_a_clear_close_and_the_server_survives() {
     assert_eq!(line.trim(), "READY bad");
     drop(child.stdin.take());
     child.wait().unwrap();
+}
+
+/// The 4003 reasons `docs/protocol.md` lists, from a raw client: each names
+/// what was wrong, whole, inside the 123 bytes of a close frame.
+#[tokio::test]
+async fn protocol_errors_get_reasons_that_name_the_problem_whole() {
+    let cp = ControlPlane::start(&[]);
+    let token = cp.create_deployment("reasons");
+    let chunk = |id: &str, n: u32| {
+        Frame::Snapshot(SnapshotChunk {
+            snapshot_id: id.into(),
+            chunk: n,
+            last: false,
+            resources: Vec::new(),
+        })
+    };
+    let closed = |c: CloseFrame| (u16::from(c.code), c.reason.as_str().to_owned());
+
+    // A chunk of another snapshot than the one in progress.
+    let mut ws = raw_client(&cp, &token).await;
+    send(&mut ws, &chunk("s1", 0)).await;
+    send(&mut ws, &chunk("s2", 1)).await;
+    assert_eq!(
+        closed(next_close(&mut ws).await),
+        (
+            close::PROTOCOL_ERROR,
+            r#"bad snapshot: chunk 1 has snapshot_id "s2", but snapshot "s1" is in progress"#
+                .into()
+        )
+    );
+
+    // An unknown type, long and multi-byte: named, clipped on a char
+    // boundary and marked, not cut mid-word by the frame limit.
+    let mut ws = raw_client(&cp, &token).await;
+    let long = format!("subscribe_{}", "é".repeat(100));
+    send_text(&mut ws, &json!({ "type": long, "topic": "x" }).to_string()).await;
+    let (code, reason) = closed(next_close(&mut ws).await);
+    assert_eq!(code, close::PROTOCOL_ERROR);
+    assert!(
+        reason.starts_with(r#"malformed frame: unknown type "subscribe_éé"#)
+            && reason.ends_with("é…\"")
+            && reason.len() <= close::MAX_REASON_BYTES,
+        "{reason:?}"
+    );
+
+    // A first delta with seq 0.
+    let mut ws = raw_client(&cp, &token).await;
+    let delta = json!({"type": "delta", "seq": 0, "op": "upsert",
+        "resource": {"kind": "Agent", "namespace": "t", "name": "a", "resourceVersion": "1"}});
+    send_text(&mut ws, &delta.to_string()).await;
+    let (code, reason) = closed(next_close(&mut ws).await);
+    assert_eq!(code, close::PROTOCOL_ERROR);
+    assert!(
+        reason.starts_with("bad delta: delta seq 0 is not after 0"),
+        "{reason:?}"
+    );
+
+    // `"protocol": "1"` is a malformed frame, not a version mismatch.
+    let mut ws = dial(&cp, &token).await;
+    let hello = json!({"type": "hello", "protocol": "1", "agent_version": "t",
+        "boot_id": "b", "connection_id": "c"});
+    send_text(&mut ws, &hello.to_string()).await;
+    let (code, reason) = closed(next_close(&mut ws).await);
+    assert_eq!(code, close::PROTOCOL_ERROR);
+    assert!(
+        reason.starts_with("malformed frame: invalid type: string \"1\", expected u32"),
+        "{reason:?}"
+    );
+    assert_eq!(cp.stats()["frames_rejected"], 4);
 }
 
 #[tokio::test]

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub mod raw;
+
 pub fn exo() -> Command {
     Command::new(env!("CARGO_BIN_EXE_exo"))
 }
