@@ -1,7 +1,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a test failure
 //! `exo attach`: user -> control plane -> operator connection -> kube exec
 //! in the agent's pod (kwok runs the command on this host), all real
-//! processes.
+//! processes; one Agent pod built by a managed `exo operator run`.
 
 mod support;
 mod upstream_support;
@@ -11,9 +11,12 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use exo::crd::Agent;
+use exo::operator::ANNOTATION_DEFAULT_CONTAINER;
+use exo::wire;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
+use support::operator::{OperatorProcess, agent, create, restricted_namespace, wait_for, wait_pod};
 use support::{TestNamespace, eventually};
 use upstream_support::{Connector, ControlPlane, connector_until, exo, install_crds};
 
@@ -122,6 +125,120 @@ async fn attach_runs_a_shell_in_the_agents_pod_through_the_control_plane() {
     assert!(
         stderr.contains("Agent") && stderr.contains("missing"),
         "{stderr}"
+    );
+}
+
+/// A real Agent, reconciled by a managed `exo operator run` into its pod of
+/// two containers (`agentlet` first): `exo attach` without `-c` gets a
+/// shell, in `runtime`, the container the pod's default-container
+/// annotation names, as `kubectl exec` would pick. An error longer than a
+/// close reason reaches the user whole.
+#[tokio::test]
+async fn attach_without_a_container_uses_the_agent_pods_default() {
+    let ns = restricted_namespace("up-attach-default").await;
+    let cp = ControlPlane::start(&[]);
+    let token = cp.create_deployment("shell");
+    let op = OperatorProcess::start_env(
+        &ns.name,
+        "a",
+        &[],
+        &[
+            ("AUTONOMIC_MANAGED", "true"),
+            ("AUTONOMIC_BASE_URL", cp.base.as_str()),
+            ("AUTONOMIC_AUTH_TOKEN", token.as_str()),
+        ],
+    );
+    op.wait_leader().await;
+    eventually(
+        "the operator to connect",
+        Duration::from_secs(30),
+        || async { (cp.deployment("shell")["connected"] == true).then_some(()) },
+    )
+    .await;
+    create(&ns.api::<Agent>(), &agent("worker")).await;
+    let pod = wait_pod(&ns.api::<Pod>(), "agent", "worker", "a Running pod", |p| {
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+    })
+    .await;
+    let names: Vec<_> = pod
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, ["agentlet", "runtime"]);
+    assert_eq!(
+        pod.metadata.annotations.as_ref().unwrap()[ANNOTATION_DEFAULT_CONTAINER],
+        "runtime"
+    );
+    // The reconciler writes status.podName once the pod is Running; the
+    // operator's attach reads it.
+    wait_for(&ns.api::<Agent>(), "worker", "status.podName", |a| {
+        a.status.as_ref().and_then(|s| s.pod_name.as_deref()) == pod.metadata.name.as_deref()
+    })
+    .await;
+
+    let mut child = attach_cmd(&cp, &ns.name, "worker", &["--no-tty"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"echo \"exo-$((6 * 7))\"\nexit 0\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("exo-42"),
+        "stdout: {stdout:?} stderr: {stderr:?}\noperator log: {}",
+        support::fleet::tail(&op.log())
+    );
+    // Which container: the operator's audit record of the exec says.
+    let (_, audit) = cp.get("/api/v1/deployments/shell/audit");
+    let exec = audit["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["action"] == "attach.exec")
+        .unwrap_or_else(|| panic!("no attach.exec record: {audit}"))
+        .clone();
+    assert_eq!(exec["source"], "operator", "{exec}");
+    assert_eq!(exec["target"], format!("{}/worker", ns.name), "{exec}");
+    assert_eq!(exec["detail"]["container"], "runtime", "{exec}");
+    assert_eq!(
+        exec["detail"]["pod"],
+        pod.metadata.name.clone().unwrap(),
+        "{exec}"
+    );
+
+    // A container the pod does not have: the API server's refusal, far
+    // longer than a close reason, is printed whole.
+    let out = attach_cmd(&cp, &ns.name, "worker", &["--no-tty", "-c", "sidecar"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let ended = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("exo attach: session ended: "))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(ended.len() > wire::close::MAX_REASON_BYTES, "{ended}");
+    assert!(
+        ended.starts_with(&format!(
+            "exec in Pod {}/{}: ",
+            ns.name,
+            pod.metadata.name.clone().unwrap()
+        )) && ended.contains("container sidecar is not valid for pod")
+            && !ended.contains(wire::close::ELLIPSIS),
+        "{ended}"
     );
 }
 

@@ -406,7 +406,9 @@ pub struct AttachOpen {
     pub session: String,
     pub namespace: String,
     pub agent: String,
-    /// Container in the agent's pod; default: the pod's first container.
+    /// Container in the agent's pod; default: the one the pod's
+    /// `kubectl.kubernetes.io/default-container` annotation names, else the
+    /// pod's first (the operator picks it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
     /// Command to run; default `["sh"]`.
@@ -438,6 +440,10 @@ pub struct AttachData {
     pub session: String,
     pub data: String,
 }
+
+/// The `attach_close` reason of a command that exited 0; anything else
+/// is a failure.
+pub const ATTACH_EXITED_OK: &str = "exited: 0";
 
 /// Either side ends an attach session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
