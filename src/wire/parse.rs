@@ -142,13 +142,28 @@ mod tests {
                 "invalid type: string \"1\", expected u32",
             ),
             (
+                r#"{"type":"hello","protocol":1,"agent_version":"v","connection_id":"c"}"#,
+                "missing field `boot_id`",
+            ),
+            (
                 r#"{"type":"delta","seq":1,"op":"patch","resource":{}}"#,
                 "unknown variant `patch`",
+            ),
+            (
+                r#"{"type":"delta","seq":1,"op":"upsert","resource":{"kind":"Service","namespace":"n","name":"s","resourceVersion":"1"}}"#,
+                "unknown variant `Service`",
+            ),
+            (
+                r#"{"type":"delta","seq":1,"op":"upsert","resource":{"kind":"Pod","namespace":"n","name":"s","resourceVersion":1}}"#,
+                "invalid type: integer `1`, expected a string",
             ),
         ] {
             let e = Frame::parse(text).unwrap_err();
             assert!(matches!(e, FrameError::Json(_)), "{text}: {e:?}");
             assert!(e.to_string().contains(says), "{text}: {e}");
+            // Short enough to be a close reason whole.
+            let reason = format!("malformed frame: {e}");
+            assert!(reason.len() <= close::MAX_REASON_BYTES, "{reason}");
         }
     }
 }
