@@ -16,9 +16,11 @@ use exo::wire;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
-use support::operator::{OperatorProcess, agent, create, restricted_namespace, wait_for, wait_pod};
+use support::operator::{agent, create, restricted_namespace, wait_for, wait_pod};
 use support::{TestNamespace, eventually};
-use upstream_support::{Connector, ControlPlane, connector_until, exo, install_crds};
+use upstream_support::{
+    Connector, ControlPlane, connector_until, exo, install_crds, managed_operator,
+};
 
 async fn agent_with_pod(ns: &TestNamespace) {
     let pods = ns.api::<Pod>();
@@ -78,11 +80,10 @@ fn attach_cmd(cp: &ControlPlane, ns: &str, agent: &str, extra: &[&str]) -> std::
     c
 }
 
-#[tokio::test]
-async fn attach_runs_a_shell_in_the_agents_pod_through_the_control_plane() {
-    let (ns, cp, _c) = shell_session("up-attach").await;
-
-    let mut child = attach_cmd(&cp, &ns.name, "worker", &["--no-tty"])
+/// `exo attach worker --no-tty` with a script on stdin that prints
+/// `exo-42` and exits 0: the output and both streams as text.
+fn shell_script(cp: &ControlPlane, ns: &str) -> (std::process::Output, String, String) {
+    let mut child = attach_cmd(cp, ns, "worker", &["--no-tty"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -95,8 +96,16 @@ async fn attach_runs_a_shell_in_the_agents_pod_through_the_control_plane() {
         .write_all(b"echo \"exo-$((6 * 7))\"\nexit 0\n")
         .unwrap();
     let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out, stdout, stderr)
+}
+
+#[tokio::test]
+async fn attach_runs_a_shell_in_the_agents_pod_through_the_control_plane() {
+    let (ns, cp, _c) = shell_session("up-attach").await;
+
+    let (out, stdout, stderr) = shell_script(&cp, &ns.name);
     assert!(
         stdout.contains("exo-42"),
         "stdout: {stdout:?} stderr: {stderr:?}"
@@ -136,25 +145,7 @@ async fn attach_runs_a_shell_in_the_agents_pod_through_the_control_plane() {
 #[tokio::test]
 async fn attach_without_a_container_uses_the_agent_pods_default() {
     let ns = restricted_namespace("up-attach-default").await;
-    let cp = ControlPlane::start(&[]);
-    let token = cp.create_deployment("shell");
-    let op = OperatorProcess::start_env(
-        &ns.name,
-        "a",
-        &[],
-        &[
-            ("AUTONOMIC_MANAGED", "true"),
-            ("AUTONOMIC_BASE_URL", cp.base.as_str()),
-            ("AUTONOMIC_AUTH_TOKEN", token.as_str()),
-        ],
-    );
-    op.wait_leader().await;
-    eventually(
-        "the operator to connect",
-        Duration::from_secs(30),
-        || async { (cp.deployment("shell")["connected"] == true).then_some(()) },
-    )
-    .await;
+    let (cp, op) = managed_operator(&ns.name, "shell").await;
     create(&ns.api::<Agent>(), &agent("worker")).await;
     let pod = wait_pod(&ns.api::<Pod>(), "agent", "worker", "a Running pod", |p| {
         p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
@@ -180,21 +171,7 @@ async fn attach_without_a_container_uses_the_agent_pods_default() {
     })
     .await;
 
-    let mut child = attach_cmd(&cp, &ns.name, "worker", &["--no-tty"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"echo \"exo-$((6 * 7))\"\nexit 0\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (out, stdout, stderr) = shell_script(&cp, &ns.name);
     assert!(
         out.status.success() && stdout.contains("exo-42"),
         "stdout: {stdout:?} stderr: {stderr:?}\noperator log: {}",

@@ -13,8 +13,7 @@ use std::time::Duration;
 use exo::wire::{Frame, SnapshotChunk, close};
 use serde_json::json;
 use support::{TestNamespace, eventually};
-use tokio_tungstenite::tungstenite::protocol::CloseFrame;
-use upstream_support::raw::{dial, next_close, raw_client, send, send_text};
+use upstream_support::raw::{Socket, dial, next_close, raw_client, send, send_text};
 use upstream_support::{Connector, ControlPlane, connector_until, install_crds, python_client};
 
 fn until_deployment(
@@ -174,6 +173,14 @@ async fn bad_frames_get_a_clear_close_and_the_server_survives() {
     child.wait().unwrap();
 }
 
+/// Sends `frame` and returns the reason of the 4003 close that must follow.
+async fn protocol_error(mut ws: Socket, frame: &serde_json::Value) -> String {
+    send_text(&mut ws, &frame.to_string()).await;
+    let c = next_close(&mut ws).await;
+    assert_eq!(u16::from(c.code), close::PROTOCOL_ERROR, "{c:?}");
+    c.reason.as_str().to_owned()
+}
+
 /// The 4003 reasons `docs/protocol.md` lists, from a raw client: each names
 /// what was wrong, whole, inside the 123 bytes of a close frame.
 #[tokio::test]
@@ -188,28 +195,21 @@ async fn protocol_errors_get_reasons_that_name_the_problem_whole() {
             resources: Vec::new(),
         })
     };
-    let closed = |c: CloseFrame| (u16::from(c.code), c.reason.as_str().to_owned());
 
     // A chunk of another snapshot than the one in progress.
     let mut ws = raw_client(&cp, &token).await;
     send(&mut ws, &chunk("s1", 0)).await;
-    send(&mut ws, &chunk("s2", 1)).await;
+    let other = serde_json::to_value(chunk("s2", 1)).unwrap();
     assert_eq!(
-        closed(next_close(&mut ws).await),
-        (
-            close::PROTOCOL_ERROR,
-            r#"bad snapshot: chunk 1 has snapshot_id "s2", but snapshot "s1" is in progress"#
-                .into()
-        )
+        protocol_error(ws, &other).await,
+        r#"bad snapshot: chunk 1 has snapshot_id "s2", but snapshot "s1" is in progress"#
     );
 
     // An unknown type, long and multi-byte: named, clipped on a char
     // boundary and marked, not cut mid-word by the frame limit.
-    let mut ws = raw_client(&cp, &token).await;
     let long = format!("subscribe_{}", "é".repeat(100));
-    send_text(&mut ws, &json!({ "type": long, "topic": "x" }).to_string()).await;
-    let (code, reason) = closed(next_close(&mut ws).await);
-    assert_eq!(code, close::PROTOCOL_ERROR);
+    let unknown = json!({ "type": long, "topic": "x" });
+    let reason = protocol_error(raw_client(&cp, &token).await, &unknown).await;
     assert!(
         reason.starts_with(r#"malformed frame: unknown type "subscribe_éé"#)
             && reason.ends_with("é…\"")
@@ -218,24 +218,18 @@ async fn protocol_errors_get_reasons_that_name_the_problem_whole() {
     );
 
     // A first delta with seq 0.
-    let mut ws = raw_client(&cp, &token).await;
     let delta = json!({"type": "delta", "seq": 0, "op": "upsert",
         "resource": {"kind": "Agent", "namespace": "t", "name": "a", "resourceVersion": "1"}});
-    send_text(&mut ws, &delta.to_string()).await;
-    let (code, reason) = closed(next_close(&mut ws).await);
-    assert_eq!(code, close::PROTOCOL_ERROR);
+    let reason = protocol_error(raw_client(&cp, &token).await, &delta).await;
     assert!(
         reason.starts_with("bad delta: delta seq 0 is not after 0"),
         "{reason:?}"
     );
 
     // `"protocol": "1"` is a malformed frame, not a version mismatch.
-    let mut ws = dial(&cp, &token).await;
     let hello = json!({"type": "hello", "protocol": "1", "agent_version": "t",
         "boot_id": "b", "connection_id": "c"});
-    send_text(&mut ws, &hello.to_string()).await;
-    let (code, reason) = closed(next_close(&mut ws).await);
-    assert_eq!(code, close::PROTOCOL_ERROR);
+    let reason = protocol_error(dial(&cp, &token).await, &hello).await;
     assert!(
         reason.starts_with("malformed frame: invalid type: string \"1\", expected u32"),
         "{reason:?}"

@@ -389,14 +389,12 @@ pub fn agent_pod_restarted(
         vec![],
     );
     let pod = Pod {
-        metadata: ObjectMeta {
-            annotations: Some(default_container(AGENT_RUNTIME_CONTAINER)),
-            ..meta(
-                owner,
-                child_name("agent", &owner.name),
-                agent_labels(&owner.name),
-            )
-        },
+        metadata: pod_meta(
+            owner,
+            "agent",
+            agent_labels(&owner.name),
+            AGENT_RUNTIME_CONTAINER,
+        ),
         spec: Some(PodSpec {
             containers: vec![agentlet, runtime],
             volumes: Some(volumes),
@@ -421,10 +419,22 @@ pub fn agent_pod_restarted(
     named_by_hash(stamp(pod, |p| &mut p.metadata)?, "agent", &owner.name)
 }
 
-/// The pod annotation naming its default container, so `kubectl exec` and
+/// A pod's metadata before it is stamped and named by its hash, with the
+/// annotation naming its default container, so `kubectl exec` and
 /// `exo attach` without `-c` pick the same one.
-fn default_container(name: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([(ANNOTATION_DEFAULT_CONTAINER.to_owned(), name.to_owned())])
+fn pod_meta(
+    owner: &Owner,
+    prefix: &str,
+    labels: BTreeMap<String, String>,
+    default_container: &str,
+) -> ObjectMeta {
+    ObjectMeta {
+        annotations: Some(BTreeMap::from([(
+            ANNOTATION_DEFAULT_CONTAINER.to_owned(),
+            default_container.to_owned(),
+        )])),
+        ..meta(owner, child_name(prefix, &owner.name), labels)
+    }
 }
 
 /// Renames a stamped pod to its template-hash name (the hash was taken
@@ -500,14 +510,7 @@ pub fn tool_pod(owner: &Owner, spec: &ToolSpec) -> Result<Pod> {
         }]);
     }
     let pod = Pod {
-        metadata: ObjectMeta {
-            annotations: Some(default_container(TOOL_CONTAINER)),
-            ..meta(
-                owner,
-                child_name("tool", &owner.name),
-                tool_labels(&owner.name),
-            )
-        },
+        metadata: pod_meta(owner, "tool", tool_labels(&owner.name), TOOL_CONTAINER),
         spec: Some(PodSpec {
             containers: vec![c],
             volumes: Some(vec![Volume {
