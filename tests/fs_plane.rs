@@ -16,7 +16,7 @@ use exo::crd::AgentFS;
 use support::fs::{json, ok, refused, staging};
 use support::operator::{OperatorProcess, restricted_namespace, volume_folder, wait_for};
 use support::{env, eventually};
-use upstream_support::{ControlPlane, python_client};
+use upstream_support::{ControlPlane, managed_operator, python_client};
 
 struct Routes {
     ns: String,
@@ -72,33 +72,7 @@ async fn setup(
     PathBuf,
 ) {
     let ns = restricted_namespace(prefix).await;
-    let cp = ControlPlane::start(&[]);
-    let token = cp.create_deployment("prod");
-    let op = OperatorProcess::start_env(
-        &ns.name,
-        "a",
-        &[],
-        &[
-            ("AUTONOMIC_MANAGED", "true"),
-            ("AUTONOMIC_BASE_URL", cp.base.as_str()),
-            ("AUTONOMIC_AUTH_TOKEN", token.as_str()),
-        ],
-    );
-    op.wait_leader().await;
-    eventually(
-        "the operator to connect with its capabilities",
-        Duration::from_secs(30),
-        || async {
-            let d = cp.deployment("prod");
-            (d["connected"] == true
-                && d["capabilities"]
-                    .as_array()?
-                    .iter()
-                    .any(|c| c == "mount-filesystems"))
-            .then_some(())
-        },
-    )
-    .await;
+    let (cp, op) = managed_operator(&ns.name, "prod").await;
     let routes = Routes {
         ns: ns.name.clone(),
         base: cp.base.clone(),

@@ -109,7 +109,7 @@ async fn a_crash_looping_pod_raises_crashloop_and_it_clears_when_it_stops() {
     let ns = restricted_namespace("mon-crash").await;
     let cp = ControlPlane::start(&[]);
     let token = cp.create_deployment("monitors");
-    let op = OperatorProcess::start_env(
+    let op = OperatorProcess::start_managed(
         &ns.name,
         "m",
         &[
@@ -124,11 +124,8 @@ async fn a_crash_looping_pod_raises_crashloop_and_it_clears_when_it_stops() {
             "--monitor-restarts-window",
             "8s",
         ],
-        &[
-            ("AUTONOMIC_MANAGED", "true"),
-            ("AUTONOMIC_BASE_URL", &cp.base),
-            ("AUTONOMIC_AUTH_TOKEN", &token),
-        ],
+        &cp.base,
+        &token,
     );
     let agents = ns.api::<Agent>();
     let tools = ns.api::<Tool>();

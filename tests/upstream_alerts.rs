@@ -15,12 +15,10 @@ use std::time::Duration;
 
 use exo::upstream::{self, Alert, AlertSink, Severity, UpstreamConfig};
 use exo::wire::token::SecretToken;
-use exo::wire::{self, Frame, Hello, HostMeta};
-use futures::{SinkExt, StreamExt};
+use exo::wire::{self, Frame};
 use serde_json::Value;
 use support::{TestNamespace, eventually};
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use upstream_support::raw::{next_close, next_frame, raw_client, send};
 use upstream_support::{ControlPlane, install_crds};
 
 /// The deployment's alerts as the API lists them (newest first).
@@ -182,60 +180,6 @@ async fn alerts_reach_the_control_plane_and_wait_out_its_downtime() {
     let _ = stop.send(());
 }
 
-/// A raw client that speaks the protocol from `docs/protocol.md`.
-async fn raw_client(
-    cp: &ControlPlane,
-    token: &str,
-) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
-    let url = format!("ws://{}{}", cp.addr, wire::CONNECT_PATH);
-    let mut req = url.into_client_request().unwrap();
-    req.headers_mut()
-        .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
-    let hello = Frame::Hello(Hello {
-        protocol: wire::PROTOCOL_VERSION,
-        agent_version: "test".into(),
-        boot_id: "raw-boot".into(),
-        connection_id: wire::random_id(),
-        host: HostMeta::default(),
-        capabilities: Vec::new(),
-    });
-    send(&mut ws, &hello).await;
-    match next_frame(&mut ws).await {
-        Frame::Welcome(w) => assert!(w.accepts_alerts, "{w:?}"),
-        other => panic!("expected welcome, got {other:?}"),
-    }
-    ws
-}
-
-async fn send<S>(ws: &mut S, f: &Frame)
-where
-    S: futures::Sink<Message> + Unpin,
-    S::Error: std::fmt::Debug,
-{
-    ws.send(Message::Text(f.to_json().unwrap().into()))
-        .await
-        .unwrap();
-}
-
-async fn next_frame<S>(ws: &mut S) -> Frame
-where
-    S: futures::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
-{
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(10), ws.next())
-            .await
-            .expect("a frame within 10 s")
-            .expect("the socket to stay open")
-            .unwrap();
-        match m {
-            Message::Text(t) => return Frame::from_json(t.as_str()).unwrap(),
-            Message::Close(c) => panic!("closed: {c:?}"),
-            _ => {}
-        }
-    }
-}
-
 #[tokio::test]
 async fn the_control_plane_acknowledges_dedups_and_refuses_bad_alerts() {
     let cp = ControlPlane::start(&[]);
@@ -259,13 +203,7 @@ async fn the_control_plane_acknowledges_dedups_and_refuses_bad_alerts() {
     let mut bad = drift("p", "m");
     bad.reason = "not an identifier".into();
     send(&mut ws, &Frame::Alert(bad)).await;
-    let close = loop {
-        match ws.next().await {
-            Some(Ok(Message::Close(Some(c)))) => break c,
-            Some(Ok(_)) => continue,
-            other => panic!("expected a close frame, got {other:?}"),
-        }
-    };
+    let close = next_close(&mut ws).await;
     assert_eq!(u16::from(close.code), wire::close::PROTOCOL_ERROR);
     assert!(
         close.reason.as_str().starts_with("bad alert: field reason"),

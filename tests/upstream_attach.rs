@@ -1,7 +1,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a test failure
 //! `exo attach`: user -> control plane -> operator connection -> kube exec
 //! in the agent's pod (kwok runs the command on this host), all real
-//! processes.
+//! processes; one Agent pod built by a managed `exo operator run`.
 
 mod support;
 mod upstream_support;
@@ -11,11 +11,16 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use exo::crd::Agent;
+use exo::operator::ANNOTATION_DEFAULT_CONTAINER;
+use exo::wire;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
+use support::operator::{agent, create, restricted_namespace, wait_for, wait_pod};
 use support::{TestNamespace, eventually};
-use upstream_support::{Connector, ControlPlane, connector_until, exo, install_crds};
+use upstream_support::{
+    Connector, ControlPlane, connector_until, exo, install_crds, managed_operator,
+};
 
 async fn agent_with_pod(ns: &TestNamespace) {
     let pods = ns.api::<Pod>();
@@ -75,11 +80,10 @@ fn attach_cmd(cp: &ControlPlane, ns: &str, agent: &str, extra: &[&str]) -> std::
     c
 }
 
-#[tokio::test]
-async fn attach_runs_a_shell_in_the_agents_pod_through_the_control_plane() {
-    let (ns, cp, _c) = shell_session("up-attach").await;
-
-    let mut child = attach_cmd(&cp, &ns.name, "worker", &["--no-tty"])
+/// `exo attach worker --no-tty` with a script on stdin that prints
+/// `exo-42` and exits 0: the output and both streams as text.
+fn shell_script(cp: &ControlPlane, ns: &str) -> (std::process::Output, String, String) {
+    let mut child = attach_cmd(cp, ns, "worker", &["--no-tty"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -92,8 +96,16 @@ async fn attach_runs_a_shell_in_the_agents_pod_through_the_control_plane() {
         .write_all(b"echo \"exo-$((6 * 7))\"\nexit 0\n")
         .unwrap();
     let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out, stdout, stderr)
+}
+
+#[tokio::test]
+async fn attach_runs_a_shell_in_the_agents_pod_through_the_control_plane() {
+    let (ns, cp, _c) = shell_session("up-attach").await;
+
+    let (out, stdout, stderr) = shell_script(&cp, &ns.name);
     assert!(
         stdout.contains("exo-42"),
         "stdout: {stdout:?} stderr: {stderr:?}"
@@ -122,6 +134,88 @@ async fn attach_runs_a_shell_in_the_agents_pod_through_the_control_plane() {
     assert!(
         stderr.contains("Agent") && stderr.contains("missing"),
         "{stderr}"
+    );
+}
+
+/// A real Agent, reconciled by a managed `exo operator run` into its pod of
+/// two containers (`agentlet` first): `exo attach` without `-c` gets a
+/// shell, in `runtime`, the container the pod's default-container
+/// annotation names, as `kubectl exec` would pick. An error longer than a
+/// close reason reaches the user whole.
+#[tokio::test]
+async fn attach_without_a_container_uses_the_agent_pods_default() {
+    let ns = restricted_namespace("up-attach-default").await;
+    let (cp, op) = managed_operator(&ns.name, "shell").await;
+    create(&ns.api::<Agent>(), &agent("worker")).await;
+    let pod = wait_pod(&ns.api::<Pod>(), "agent", "worker", "a Running pod", |p| {
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+    })
+    .await;
+    let names: Vec<_> = pod
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, ["agentlet", "runtime"]);
+    assert_eq!(
+        pod.metadata.annotations.as_ref().unwrap()[ANNOTATION_DEFAULT_CONTAINER],
+        "runtime"
+    );
+    // The reconciler writes status.podName once the pod is Running; the
+    // operator's attach reads it.
+    wait_for(&ns.api::<Agent>(), "worker", "status.podName", |a| {
+        a.status.as_ref().and_then(|s| s.pod_name.as_deref()) == pod.metadata.name.as_deref()
+    })
+    .await;
+
+    let (out, stdout, stderr) = shell_script(&cp, &ns.name);
+    assert!(
+        out.status.success() && stdout.contains("exo-42"),
+        "stdout: {stdout:?} stderr: {stderr:?}\noperator log: {}",
+        support::fleet::tail(&op.log())
+    );
+    // Which container: the operator's audit record of the exec says.
+    let (_, audit) = cp.get("/api/v1/deployments/shell/audit");
+    let exec = audit["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["action"] == "attach.exec")
+        .unwrap_or_else(|| panic!("no attach.exec record: {audit}"))
+        .clone();
+    assert_eq!(exec["source"], "operator", "{exec}");
+    assert_eq!(exec["target"], format!("{}/worker", ns.name), "{exec}");
+    assert_eq!(exec["detail"]["container"], "runtime", "{exec}");
+    assert_eq!(
+        exec["detail"]["pod"],
+        pod.metadata.name.clone().unwrap(),
+        "{exec}"
+    );
+
+    // A container the pod does not have: the API server's refusal, far
+    // longer than a close reason, is printed whole.
+    let out = attach_cmd(&cp, &ns.name, "worker", &["--no-tty", "-c", "sidecar"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let ended = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("exo attach: session ended: "))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(ended.len() > wire::close::MAX_REASON_BYTES, "{ended}");
+    assert!(
+        ended.starts_with(&format!(
+            "exec in Pod {}/{}: ",
+            ns.name,
+            pod.metadata.name.clone().unwrap()
+        )) && ended.contains("container sidecar is not valid for pod")
+            && !ended.contains(wire::close::ELLIPSIS),
+        "{ended}"
     );
 }
 

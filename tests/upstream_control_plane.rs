@@ -1,6 +1,6 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a test failure
 //! The reference control plane against clients: a Python `websockets`
-//! client nobody here wrote, and `exo operator connect`. Thresholds are
+//! client nobody here wrote, a raw client for bad frames, and `exo operator connect`. Thresholds are
 //! shortened by flags; every wait polls a condition with a deadline.
 
 mod support;
@@ -10,7 +10,10 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::Duration;
 
+use exo::wire::{Frame, SnapshotChunk, close};
+use serde_json::json;
 use support::{TestNamespace, eventually};
+use upstream_support::raw::{Socket, dial, next_close, raw_client, send, send_text};
 use upstream_support::{Connector, ControlPlane, connector_until, install_crds, python_client};
 
 fn until_deployment(
@@ -168,6 +171,70 @@ async fn bad_frames_get_a_clear_close_and_the_server_survives() {
     assert_eq!(line.trim(), "READY bad");
     drop(child.stdin.take());
     child.wait().unwrap();
+}
+
+/// Sends `frame` and returns the reason of the 4003 close that must follow.
+async fn protocol_error(mut ws: Socket, frame: &serde_json::Value) -> String {
+    send_text(&mut ws, &frame.to_string()).await;
+    let c = next_close(&mut ws).await;
+    assert_eq!(u16::from(c.code), close::PROTOCOL_ERROR, "{c:?}");
+    c.reason.as_str().to_owned()
+}
+
+/// The 4003 reasons `docs/protocol.md` lists, from a raw client: each names
+/// what was wrong, whole, inside the 123 bytes of a close frame.
+#[tokio::test]
+async fn protocol_errors_get_reasons_that_name_the_problem_whole() {
+    let cp = ControlPlane::start(&[]);
+    let token = cp.create_deployment("reasons");
+    let chunk = |id: &str, n: u32| {
+        Frame::Snapshot(SnapshotChunk {
+            snapshot_id: id.into(),
+            chunk: n,
+            last: false,
+            resources: Vec::new(),
+        })
+    };
+
+    // A chunk of another snapshot than the one in progress.
+    let mut ws = raw_client(&cp, &token).await;
+    send(&mut ws, &chunk("s1", 0)).await;
+    let other = serde_json::to_value(chunk("s2", 1)).unwrap();
+    assert_eq!(
+        protocol_error(ws, &other).await,
+        r#"bad snapshot: chunk 1 has snapshot_id "s2", but snapshot "s1" is in progress"#
+    );
+
+    // An unknown type, long and multi-byte: named, clipped on a char
+    // boundary and marked, not cut mid-word by the frame limit.
+    let long = format!("subscribe_{}", "é".repeat(100));
+    let unknown = json!({ "type": long, "topic": "x" });
+    let reason = protocol_error(raw_client(&cp, &token).await, &unknown).await;
+    assert!(
+        reason.starts_with(r#"malformed frame: unknown type "subscribe_éé"#)
+            && reason.ends_with("é…\"")
+            && reason.len() <= close::MAX_REASON_BYTES,
+        "{reason:?}"
+    );
+
+    // A first delta with seq 0.
+    let delta = json!({"type": "delta", "seq": 0, "op": "upsert",
+        "resource": {"kind": "Agent", "namespace": "t", "name": "a", "resourceVersion": "1"}});
+    let reason = protocol_error(raw_client(&cp, &token).await, &delta).await;
+    assert!(
+        reason.starts_with("bad delta: delta seq 0 is not after 0"),
+        "{reason:?}"
+    );
+
+    // `"protocol": "1"` is a malformed frame, not a version mismatch.
+    let hello = json!({"type": "hello", "protocol": "1", "agent_version": "t",
+        "boot_id": "b", "connection_id": "c"});
+    let reason = protocol_error(dial(&cp, &token).await, &hello).await;
+    assert!(
+        reason.starts_with("malformed frame: invalid type: string \"1\", expected u32"),
+        "{reason:?}"
+    );
+    assert_eq!(cp.stats()["frames_rejected"], 4);
 }
 
 #[tokio::test]

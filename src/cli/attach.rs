@@ -8,6 +8,7 @@
 
 use clap::Args;
 use futures::{SinkExt, StreamExt};
+use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_tungstenite::tungstenite::Message;
@@ -15,6 +16,7 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::cli::exit;
 use crate::cli::plane::{PlaneArgs, enc};
 use crate::cli::terminal::{self, RawMode};
+use crate::wire::ATTACH_EXITED_OK;
 
 #[derive(Debug, Args)]
 pub struct AttachArgs {
@@ -27,7 +29,9 @@ pub struct AttachArgs {
     pub deployment: String,
     #[command(flatten)]
     pub plane: PlaneArgs,
-    /// Container in the agent's pod (default: the first).
+    /// Container in the agent's pod (default: the one its
+    /// kubectl.kubernetes.io/default-container annotation names, `runtime`
+    /// for an Agent; else the first).
     #[arg(long, short = 'c')]
     pub container: Option<String>,
     /// Command to run instead of `sh` (words separated by spaces).
@@ -36,6 +40,12 @@ pub struct AttachArgs {
     /// Do not allocate a terminal in the pod (for scripts and pipes).
     #[arg(long)]
     pub no_tty: bool,
+}
+
+/// The control plane's last text message of a session: its end, whole.
+#[derive(Debug, Deserialize)]
+struct End {
+    reason: String,
 }
 
 pub fn run(args: AttachArgs) -> u8 {
@@ -99,6 +109,8 @@ async fn attach(a: AttachArgs) -> Result<bool, String> {
     let mut stdout = tokio::io::stdout();
     let mut buf = vec![0u8; 4096];
     let mut stdin_open = true;
+    // The end reason whole, sent before the close (whose reason may be cut).
+    let mut ended: Option<String> = None;
     loop {
         tokio::select! {
             n = stdin.read(&mut buf), if stdin_open => match n {
@@ -123,12 +135,20 @@ async fn attach(a: AttachArgs) -> Result<bool, String> {
                     stdout.write_all(&b).await.map_err(|e| e.to_string())?;
                     stdout.flush().await.map_err(|e| e.to_string())?;
                 }
+                Some(Ok(Message::Text(t))) => {
+                    if let Ok(End { reason }) = serde_json::from_str(t.as_str()) {
+                        ended = Some(reason);
+                    }
+                }
                 Some(Ok(Message::Close(c))) => {
-                    let reason = c.map(|c| c.reason.to_string()).unwrap_or_default();
+                    let reason = ended
+                        .take()
+                        .or_else(|| c.map(|c| c.reason.to_string()))
+                        .unwrap_or_default();
                     // Restore the terminal before printing to it.
                     drop(raw.take());
                     eprintln!("exo attach: session ended: {reason}");
-                    return Ok(reason == "exited: 0");
+                    return Ok(reason == ATTACH_EXITED_OK);
                 }
                 Some(Ok(_)) => {}
                 Some(Err(e)) => return Err(format!("read: {e}")),

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 pub mod attach;
 pub mod audit;
+pub mod completion;
 pub mod config;
 pub mod control_plane;
 pub mod crd;
@@ -63,6 +64,8 @@ pub enum Command {
     /// Audit tenant isolation: placement, network, credentials, mounts,
     /// immutability. Exit 0 clean, 1 on findings, 2 on error.
     Audit(audit::AuditArgs),
+    /// Print a shell completion script: bash, zsh or fish.
+    Completion(completion::CompletionArgs),
 }
 
 /// Exit codes shared by every verb.
@@ -85,6 +88,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Attach(args) => attach::run(args),
         Command::Fs(args) => fs::run(args),
         Command::Audit(args) => audit::run(args),
+        Command::Completion(args) => completion::run(args),
     };
     ExitCode::from(code)
 }

@@ -3,7 +3,9 @@
 //!
 //! User side of the bridge: binary messages are stdin bytes; a text message
 //! `{"resize": {"cols": C, "rows": R}}` resizes the terminal; the server
-//! sends stdout as binary messages and closes with the session's end reason.
+//! sends stdout as binary messages, then the session's end reason whole as
+//! the text message `{"reason": "..."}`, then a close whose reason is the
+//! same text made to fit a close frame ([`close::reason`]).
 //! Guarantees: refused (HTTP 409) when the deployment has no live
 //! connection; a session ends when either side ends or the operator
 //! connection drops; open and close are audited.
@@ -22,7 +24,7 @@ use tokio::sync::mpsc;
 
 use super::App;
 use super::store::NewAudit;
-use crate::wire::{self, AttachClose, AttachData, AttachOpen, AttachResize, Frame};
+use crate::wire::{self, AttachClose, AttachData, AttachOpen, AttachResize, Frame, close};
 
 /// What the operator sent for one session.
 #[derive(Debug)]
@@ -193,11 +195,14 @@ async fn bridge(app: Arc<App>, deployment: String, q: AttachQuery, mut user: Web
         }),
     );
     audit("attach.closed", &reason);
-    let short: String = reason.chars().take(100).collect();
+    // Whole first: an error of the API server easily overruns the 123
+    // bytes of a close reason.
+    let whole = serde_json::json!({ "reason": reason }).to_string();
+    let _ = user.send(Message::Text(Utf8Bytes::from(whole))).await;
     let _ = user
         .send(Message::Close(Some(CloseFrame {
-            code: 1000,
-            reason: Utf8Bytes::from(short),
+            code: close::NORMAL,
+            reason: Utf8Bytes::from(close::reason(&reason)),
         })))
         .await;
 }

@@ -9,13 +9,33 @@
 
 use std::collections::BTreeMap;
 
-use crate::wire::{Delta, DeltaOp, Resource, ResourceKey, SnapshotChunk};
+use crate::wire::{Delta, DeltaOp, Resource, ResourceKey, SnapshotChunk, clip_marked};
+
+/// Longest part of a client's snapshot id quoted in an error: two of them
+/// must fit in one close reason.
+const ID_SHOWN_BYTES: usize = 20;
+
+fn id(s: &str) -> std::borrow::Cow<'_, str> {
+    clip_marked(s, ID_SHOWN_BYTES)
+}
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ResourceError {
-    #[error("snapshot {id}: expected chunk {expected}, got {got}")]
-    ChunkOrder { id: String, expected: u32, got: u32 },
-    #[error("delta seq {got} is not after {last}")]
+    #[error("chunk {got} of snapshot {:?} arrived with no snapshot in progress (chunk 0 starts one)", id(.snapshot))]
+    NoSnapshot { snapshot: String, got: u32 },
+    #[error("chunk {chunk} has snapshot_id {:?}, but snapshot {:?} is in progress", id(.got), id(.expected))]
+    OtherSnapshot {
+        expected: String,
+        got: String,
+        chunk: u32,
+    },
+    #[error("snapshot {:?}: expected chunk {expected}, got {got}", id(.snapshot))]
+    ChunkOrder {
+        snapshot: String,
+        expected: u32,
+        got: u32,
+    },
+    #[error("delta seq {got} is not after {last} (seq starts at 1 and increases)")]
     SeqOrder { last: u64, got: u64 },
 }
 
@@ -64,15 +84,21 @@ impl ResourceView {
             });
         }
         let Some(p) = self.pending.as_mut() else {
-            return Err(ResourceError::ChunkOrder {
-                id: chunk.snapshot_id,
-                expected: 0,
+            return Err(ResourceError::NoSnapshot {
+                snapshot: chunk.snapshot_id,
                 got: chunk.chunk,
             });
         };
-        if p.id != chunk.snapshot_id || p.next_chunk != chunk.chunk {
+        if p.id != chunk.snapshot_id {
+            return Err(ResourceError::OtherSnapshot {
+                expected: p.id.clone(),
+                got: chunk.snapshot_id,
+                chunk: chunk.chunk,
+            });
+        }
+        if p.next_chunk != chunk.chunk {
             return Err(ResourceError::ChunkOrder {
-                id: chunk.snapshot_id,
+                snapshot: chunk.snapshot_id,
                 expected: p.next_chunk,
                 got: chunk.chunk,
             });
@@ -208,11 +234,44 @@ mod tests {
         assert!(v.apply_chunk(chunk("s", 1, true, vec![])).is_err());
         v.apply_chunk(chunk("s", 0, false, vec![])).unwrap();
         assert!(v.apply_chunk(chunk("t", 1, true, vec![])).is_err());
+        assert!(v.apply_chunk(chunk("s", 2, true, vec![])).is_err());
         v.apply_delta(delta(3, DeltaOp::Upsert, res("a", "1")))
             .unwrap();
         assert_eq!(
             v.apply_delta(delta(3, DeltaOp::Upsert, res("a", "2"))),
             Err(ResourceError::SeqOrder { last: 3, got: 3 })
         );
+    }
+
+    /// Each refusal says what was wrong, short enough for a close reason
+    /// (with the `bad snapshot: ` prefix) and whole.
+    #[test]
+    fn chunk_errors_name_what_differs() {
+        let mut v = ResourceView::default();
+        let e = v.apply_chunk(chunk("s1", 1, true, vec![])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#"chunk 1 of snapshot "s1" arrived with no snapshot in progress (chunk 0 starts one)"#
+        );
+        v.apply_chunk(chunk("s1", 0, false, vec![])).unwrap();
+        let e = v.apply_chunk(chunk("s2", 1, true, vec![])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#"chunk 1 has snapshot_id "s2", but snapshot "s1" is in progress"#
+        );
+        let e = v.apply_chunk(chunk("s1", 2, true, vec![])).unwrap_err();
+        assert_eq!(e.to_string(), r#"snapshot "s1": expected chunk 1, got 2"#);
+        // Ids as long as the operator's (32 hex) or longer still fit.
+        let (a, b) = ("a".repeat(32), "b".repeat(300));
+        let mut v = ResourceView::default();
+        v.apply_chunk(chunk(&a, 0, false, vec![])).unwrap();
+        let e = v.apply_chunk(chunk(&b, 1, true, vec![])).unwrap_err();
+        let reason = format!("bad snapshot: {e}");
+        assert!(
+            reason.len() <= crate::wire::close::MAX_REASON_BYTES,
+            "{} bytes: {reason}",
+            reason.len()
+        );
+        assert!(reason.contains("is in progress"), "{reason}");
     }
 }

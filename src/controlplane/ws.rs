@@ -27,11 +27,6 @@ use super::store::{Authenticated, NewAudit};
 use crate::wire::token::SecretToken;
 use crate::wire::{self, Alert, AlertAck, Frame, PROTOCOL_VERSION, Welcome, close};
 
-/// Close reasons are limited to 123 bytes by RFC 6455.
-fn clip(reason: &str) -> String {
-    wire::clip_to(reason, 120).to_owned()
-}
-
 pub fn bearer(headers: &HeaderMap) -> Option<SecretToken> {
     let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let t = v.strip_prefix("Bearer ")?.trim();
@@ -182,7 +177,7 @@ impl Session {
         };
         let reason = match outcome {
             Outcome::Close(code, reason) => {
-                let reason = clip(&reason);
+                let reason = close::reason(&reason);
                 if code != close::EVICTED {
                     s.app.stats.closed_by_server.fetch_add(1, ORD);
                 }
@@ -359,7 +354,7 @@ impl Session {
                     ),
                 ))
             }
-            Message::Text(t) => match Frame::from_json(t.as_str()) {
+            Message::Text(t) => match Frame::parse(t.as_str()) {
                 Ok(f) => Ok(Some(f)),
                 Err(e) => {
                     self.app.stats.frames_rejected.fetch_add(1, ORD);

@@ -20,8 +20,8 @@ use sha2::{Digest, Sha256};
 
 use super::error::{Error, Result};
 use super::{
-    ANNOTATION_RESTART_REQUESTED, ANNOTATION_SPEC_HASH, LABEL_AGENT, LABEL_AGENTFS,
-    LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_TOOL, MANAGED_BY,
+    ANNOTATION_DEFAULT_CONTAINER, ANNOTATION_RESTART_REQUESTED, ANNOTATION_SPEC_HASH, LABEL_AGENT,
+    LABEL_AGENTFS, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_TOOL, MANAGED_BY,
 };
 use crate::crd::{AgentFS, AgentSpec, Container, FilesystemMount, RestartPolicy, ToolSpec};
 
@@ -33,6 +33,13 @@ pub const AGENTLET_PORT: i32 = 8080;
 pub const TOKEN_KEY: &str = "token";
 /// UID/GID the pods run as (non-root, as `restricted` requires).
 pub const RUN_AS: i64 = 65532;
+/// The agent pod's workload container: where a shell or a check of the
+/// mounted baseline belongs, and the pod's default container.
+pub const AGENT_RUNTIME_CONTAINER: &str = "runtime";
+/// The agent pod's sidecar (token, agentlet port).
+pub const AGENT_AGENTLET_CONTAINER: &str = "agentlet";
+/// A Tool pod's one container, also its default container.
+pub const TOOL_CONTAINER: &str = "tool";
 const BASELINE_VOLUME: &str = "baseline";
 const TMP_VOLUME: &str = "tmp";
 
@@ -361,7 +368,7 @@ pub fn agent_pod_restarted(
         }),
     };
     let mut agentlet = container(
-        "agentlet",
+        AGENT_AGENTLET_CONTAINER,
         &spec.agentlet,
         shared_mounts.clone(),
         vec![
@@ -375,12 +382,18 @@ pub fn agent_pod_restarted(
         container_port: AGENTLET_PORT,
         ..ContainerPort::default()
     }]);
-    let runtime = container("runtime", &spec.runtime, shared_mounts, vec![]);
+    let runtime = container(
+        AGENT_RUNTIME_CONTAINER,
+        &spec.runtime,
+        shared_mounts,
+        vec![],
+    );
     let pod = Pod {
-        metadata: meta(
+        metadata: pod_meta(
             owner,
-            child_name("agent", &owner.name),
+            "agent",
             agent_labels(&owner.name),
+            AGENT_RUNTIME_CONTAINER,
         ),
         spec: Some(PodSpec {
             containers: vec![agentlet, runtime],
@@ -398,12 +411,30 @@ pub fn agent_pod_restarted(
         placement::place(ps, spec.node_tier.as_deref());
     }
     if let Some(at) = restart_requested_at {
-        pod.metadata.annotations = Some(BTreeMap::from([(
-            ANNOTATION_RESTART_REQUESTED.to_owned(),
-            at.to_owned(),
-        )]));
+        pod.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(ANNOTATION_RESTART_REQUESTED.to_owned(), at.to_owned());
     }
     named_by_hash(stamp(pod, |p| &mut p.metadata)?, "agent", &owner.name)
+}
+
+/// A pod's metadata before it is stamped and named by its hash, with the
+/// annotation naming its default container, so `kubectl exec` and
+/// `exo attach` without `-c` pick the same one.
+fn pod_meta(
+    owner: &Owner,
+    prefix: &str,
+    labels: BTreeMap<String, String>,
+    default_container: &str,
+) -> ObjectMeta {
+    ObjectMeta {
+        annotations: Some(BTreeMap::from([(
+            ANNOTATION_DEFAULT_CONTAINER.to_owned(),
+            default_container.to_owned(),
+        )])),
+        ..meta(owner, child_name(prefix, &owner.name), labels)
+    }
 }
 
 /// Renames a stamped pod to its template-hash name (the hash was taken
@@ -462,7 +493,7 @@ pub fn agent_secret(owner: &Owner, token: &str) -> Secret {
 
 pub fn tool_pod(owner: &Owner, spec: &ToolSpec) -> Result<Pod> {
     let mut c = container(
-        "tool",
+        TOOL_CONTAINER,
         &spec.container,
         vec![VolumeMount {
             name: TMP_VOLUME.to_owned(),
@@ -479,11 +510,7 @@ pub fn tool_pod(owner: &Owner, spec: &ToolSpec) -> Result<Pod> {
         }]);
     }
     let pod = Pod {
-        metadata: meta(
-            owner,
-            child_name("tool", &owner.name),
-            tool_labels(&owner.name),
-        ),
+        metadata: pod_meta(owner, "tool", tool_labels(&owner.name), TOOL_CONTAINER),
         spec: Some(PodSpec {
             containers: vec![c],
             volumes: Some(vec![Volume {

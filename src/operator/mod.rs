@@ -68,6 +68,10 @@ pub const ANNOTATION_SPEC_HASH: &str = "autonomic.sh/spec-hash";
 /// Set on an Agent (by `exo` pod control or by hand) to roll its pod: the
 /// value is carried into the pod template, so each new value restarts it.
 pub const ANNOTATION_RESTART_REQUESTED: &str = "autonomic.sh/restart-requested-at";
+/// The container `kubectl exec` and `exo attach` use when none is named
+/// (Kubernetes' own well-known annotation): an Agent pod's `runtime`, a
+/// Tool pod's `tool`.
+pub const ANNOTATION_DEFAULT_CONTAINER: &str = "kubectl.kubernetes.io/default-container";
 /// Set on a PVC that outlived its AgentFS because of `retain: true`.
 pub const ANNOTATION_RETAINED: &str = "autonomic.sh/retained-from";
 /// Capabilities the operator advertises (Lease annotation, `/healthz`).

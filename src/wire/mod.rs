@@ -13,10 +13,13 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 mod alert;
+pub mod close;
 pub mod fs;
+mod parse;
 pub mod token;
 pub use alert::{Alert, AlertAck, AlertError, AlertState, Severity, limits as alert_limits};
 pub use fs::{FsAbort, FsChunk, FsChunkAck};
+pub use parse::FrameError;
 
 /// The protocol version this build speaks.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -24,40 +27,6 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub const CONNECT_PATH: &str = "/api/v1/connect";
 /// Default maximum size of one frame (one WebSocket message), in bytes.
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 1024 * 1024;
-
-/// WebSocket close codes and their exact reasons.
-pub mod close {
-    /// Normal close (operator shutting down).
-    pub const NORMAL: u16 = 1000;
-    /// Server shutting down.
-    pub const GOING_AWAY: u16 = 1001;
-    /// Binary message or a frame that is not valid JSON of a known type.
-    pub const UNSUPPORTED_DATA: u16 = 1003;
-    /// A frame larger than the server's limit.
-    pub const TOO_BIG: u16 = 1009;
-    /// Another connection registered with the same deployment.
-    pub const EVICTED: u16 = 4000;
-    pub const EVICTED_REASON: &str = "evicted by newer connection";
-    /// The `hello` named a protocol version the server does not speak.
-    pub const UNSUPPORTED_VERSION: u16 = 4001;
-    /// The connection's token was revoked or expired.
-    pub const TOKEN_REVOKED: u16 = 4002;
-    pub const TOKEN_REVOKED_REASON: &str = "token revoked";
-    /// A frame broke the protocol (wrong order, bad JSON, unknown type).
-    pub const PROTOCOL_ERROR: u16 = 4003;
-    /// No `hello` within the server's handshake timeout.
-    pub const HELLO_TIMEOUT: u16 = 4004;
-    pub const HELLO_TIMEOUT_REASON: &str = "no hello within the handshake timeout";
-    /// No pong to the server's WebSocket pings: the socket is considered dead.
-    pub const PING_TIMEOUT: u16 = 4005;
-    pub const PING_TIMEOUT_REASON: &str = "no pong within the ping timeout";
-
-    /// Close codes after which a client must not redial quickly: the same
-    /// credentials or the same build will be refused again.
-    pub fn is_fatal(code: u16) -> bool {
-        matches!(code, UNSUPPORTED_VERSION | TOKEN_REVOKED | EVICTED)
-    }
-}
 
 /// One wire frame. Serialized as `{"type": "<snake_case name>", ...fields}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -438,7 +407,9 @@ pub struct AttachOpen {
     pub session: String,
     pub namespace: String,
     pub agent: String,
-    /// Container in the agent's pod; default: the pod's first container.
+    /// Container in the agent's pod; default: the one the pod's
+    /// `kubectl.kubernetes.io/default-container` annotation names, else the
+    /// pod's first (the operator picks it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
     /// Command to run; default `["sh"]`.
@@ -471,6 +442,10 @@ pub struct AttachData {
     pub data: String,
 }
 
+/// The `attach_close` reason of a command that exited 0; anything else
+/// is a failure.
+pub const ATTACH_EXITED_OK: &str = "exited: 0";
+
 /// Either side ends an attach session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AttachClose {
@@ -490,6 +465,18 @@ pub fn clip_to(s: &str, max_bytes: usize) -> &str {
         end -= 1;
     }
     &s[..end]
+}
+
+/// `s` whole when it has at most `max_bytes` bytes, else its longest
+/// prefix that leaves room for [`close::ELLIPSIS`], cut on a char boundary
+/// and marked with it: for naming a peer's value (a type, an id) in a
+/// reason without letting it fill the reason.
+pub fn clip_marked(s: &str, max_bytes: usize) -> std::borrow::Cow<'_, str> {
+    if s.len() <= max_bytes {
+        return s.into();
+    }
+    let keep = clip_to(s, max_bytes.saturating_sub(close::ELLIPSIS.len()));
+    format!("{keep}{}", close::ELLIPSIS).into()
 }
 
 /// Wall clock in Unix milliseconds (0 if the clock is before 1970).
@@ -550,6 +537,14 @@ mod tests {
         // 'é' is two bytes: a limit inside it keeps what is before it.
         assert_eq!(clip_to("aé", 2), "a");
         assert_eq!(clip_to("é", 0), "");
+    }
+
+    #[test]
+    fn clip_marked_says_that_it_cut() {
+        assert_eq!(clip_marked("abc", 3), "abc");
+        assert_eq!(clip_marked("abcdefgh", 7), "abcd…");
+        // The room for the text ends inside 'é': keep what is before it.
+        assert_eq!(clip_marked("aaééé", 6), "aa…");
     }
 
     #[test]

@@ -238,6 +238,27 @@ impl OperatorProcess {
         )
     }
 
+    /// A managed replica: its upstream connection dials the control plane
+    /// at `base` with a deployment `token`.
+    pub fn start_managed(
+        namespace: &str,
+        identity: &str,
+        extra: &[&str],
+        base: &str,
+        token: &str,
+    ) -> Self {
+        Self::start_env(
+            namespace,
+            identity,
+            extra,
+            &[
+                ("AUTONOMIC_MANAGED", "true"),
+                ("AUTONOMIC_BASE_URL", base),
+                ("AUTONOMIC_AUTH_TOKEN", token),
+            ],
+        )
+    }
+
     /// A replica with its own kubeconfig and Lease namespace.
     pub fn start_as(
         namespace: &str,

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub mod raw;
+
 pub fn exo() -> Command {
     Command::new(env!("CARGO_BIN_EXE_exo"))
 }
@@ -355,4 +357,38 @@ pub async fn connector_until(c: &Connector, what: &str, pred: impl Fn(&Value) ->
         async move { ok.then_some(h) }
     })
     .await
+}
+
+/// A control plane with deployment `deployment`, and a managed
+/// `exo operator run` watching `namespace` that leads and is connected to it
+/// with its capabilities.
+pub async fn managed_operator(
+    namespace: &str,
+    deployment: &str,
+) -> (ControlPlane, crate::support::operator::OperatorProcess) {
+    let cp = ControlPlane::start(&[]);
+    let token = cp.create_deployment(deployment);
+    let op = crate::support::operator::OperatorProcess::start_managed(
+        namespace,
+        "a",
+        &[],
+        &cp.base,
+        &token,
+    );
+    op.wait_leader().await;
+    crate::support::eventually(
+        "the operator to connect with its capabilities",
+        Duration::from_secs(30),
+        || async {
+            let d = cp.deployment(deployment);
+            (d["connected"] == true
+                && d["capabilities"]
+                    .as_array()?
+                    .iter()
+                    .any(|c| c == "mount-filesystems"))
+            .then_some(())
+        },
+    )
+    .await;
+    (cp, op)
 }

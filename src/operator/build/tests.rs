@@ -115,6 +115,37 @@ fn every_pod_is_restricted() {
 }
 
 #[test]
+fn pods_name_their_default_container_for_exec_and_attach() {
+    let annotated = |pod: &Pod| {
+        let name = pod.metadata.annotations.as_ref().unwrap()[ANNOTATION_DEFAULT_CONTAINER].clone();
+        let containers = &pod.spec.as_ref().unwrap().containers;
+        assert!(containers.iter().any(|c| c.name == name), "{name}");
+        name
+    };
+    assert_eq!(
+        annotated(&agent_pod(&owner(), &spec(), &[]).unwrap()),
+        "runtime"
+    );
+    // A restart request adds its annotation beside it.
+    let restarted =
+        agent_pod_restarted(&owner(), &spec(), &[], Some("2026-11-29T10:00:00Z")).unwrap();
+    assert_eq!(annotated(&restarted), "runtime");
+    let mut tool = Tool::new(
+        "t",
+        ToolSpec {
+            container: spec().runtime,
+            enabled: true,
+            port: None,
+            node_tier: None,
+        },
+    );
+    tool.metadata.namespace = Some("team".into());
+    tool.metadata.uid = Some("uid-2".into());
+    let pod = tool_pod(&Owner::of(&tool).unwrap(), &tool.spec).unwrap();
+    assert_eq!(annotated(&pod), "tool");
+}
+
+#[test]
 fn pod_names_carry_the_template_hash_and_stay_dns_labels() {
     let pod = agent_pod(&owner(), &spec(), &[]).unwrap();
     let hash = hash_of(&pod.metadata).unwrap().to_owned();

@@ -276,7 +276,7 @@ impl Ctx {
                     match msg {
                         Message::Close(Some(cf)) => return classify_close(u16::from(cf.code), cf.reason.as_str()),
                         Message::Close(None) => return retry("closed by the control plane", true),
-                        Message::Text(t) => match Frame::from_json(t.as_str()) {
+                        Message::Text(t) => match Frame::parse(t.as_str()) {
                             Ok(Frame::Command(req)) if req.command.streams() => {
                                 copies.retain(|_, tx| !tx.is_closed());
                                 let (ftx, frx) = mpsc::channel(2 * crate::wire::fs::WINDOW as usize);
@@ -370,7 +370,7 @@ impl Ctx {
                             Ok(other) => debug!(kind = other.kind(), "ignored frame from the control plane"),
                             Err(e) => {
                                 let reason = format!("malformed frame from the control plane: {e}");
-                                let _ = ctl_tx.send(Out::Close(close::PROTOCOL_ERROR, clip(&reason))).await;
+                                let _ = ctl_tx.send(Out::Close(close::PROTOCOL_ERROR, reason.clone())).await;
                                 return retry(reason, true);
                             }
                         },

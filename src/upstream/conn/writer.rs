@@ -3,10 +3,6 @@
 
 use super::*;
 
-pub(super) fn clip(s: &str) -> String {
-    s.chars().take(100).collect()
-}
-
 /// Acks, runs until the deadline, answers with a result and an audit record.
 pub(super) async fn carry_out<F>(
     tx: &mpsc::Sender<Out>,
@@ -85,7 +81,7 @@ where
     let _ = sink
         .send(Message::Close(Some(CloseFrame {
             code: CloseCode::from(code),
-            reason: reason.into(),
+            reason: close::reason(&reason).into(),
         })))
         .await;
 }
