@@ -56,6 +56,8 @@ pub enum AdminTokenCommand {
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    #[command(flatten)]
+    pub log: crate::cli::logging::LogArgs,
     /// Address to listen on; port 0 picks a free port (printed on stdout).
     #[arg(long, default_value = "127.0.0.1:8700")]
     pub listen: std::net::SocketAddr,
@@ -128,16 +130,6 @@ pub enum TokenCommand {
 
 /// Flag durations: `250ms`, `90s`, `5m`, `1h`, or a bare number of seconds.
 pub use crate::duration::parse_or_seconds as parse_duration;
-
-pub fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
-}
 
 fn fmt_ms(ms: Option<u64>) -> String {
     ms.map(|m| m.to_string()).unwrap_or_else(|| "-".into())
@@ -243,7 +235,7 @@ fn admin_token(c: AdminTokenCommand, store: &Store) -> Result<(), String> {
 }
 
 fn serve(s: ServeArgs, store: Store) -> Result<(), String> {
-    init_tracing();
+    crate::cli::logging::init(s.log.log_format);
     if let Some((from, to)) = controlplane::raise_fd_limit() {
         tracing::info!(from, to, "raised the open-file limit (one per connection)");
     }

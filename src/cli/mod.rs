@@ -16,6 +16,7 @@ pub mod fs_cp;
 pub mod fs_route;
 pub mod fs_show;
 pub mod kube_args;
+pub mod logging;
 pub mod operator;
 pub mod operator_connect;
 pub mod plane;

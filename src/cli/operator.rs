@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use tracing::{error, info, warn};
 
 use crate::cli::exit;
@@ -18,12 +18,6 @@ pub enum OperatorCommand {
     Run(RunArgs),
     /// Run only the upstream connection (watch and stream to the control plane).
     Connect(crate::cli::operator_connect::ConnectArgs),
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
 }
 
 #[derive(Debug, Args)]
@@ -53,8 +47,8 @@ pub struct RunArgs {
     /// Reconciles running at once, per controller.
     #[arg(long, default_value_t = 16)]
     pub concurrency: u16,
-    #[arg(long, value_enum, default_value = "text", env = "EXO_LOG_FORMAT")]
-    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub log: crate::cli::logging::LogArgs,
     /// Where the GitOps engine keeps its git mirror and checkouts. The
     /// engine follows every `Fleet` resource; with none it does nothing.
     #[arg(long, default_value = "/tmp/exo-gitops", env = "EXO_GITOPS_CACHE")]
@@ -127,18 +121,6 @@ pub fn run(cmd: OperatorCommand) -> u8 {
     }
 }
 
-fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-        LogFormat::Text => builder.try_init(),
-    };
-}
-
 fn default_identity() -> String {
     if let Ok(pod) = std::env::var("POD_NAME") {
         return pod;
@@ -150,7 +132,7 @@ fn default_identity() -> String {
 }
 
 fn run_operator(args: RunArgs) -> u8 {
-    init_tracing(args.log_format);
+    crate::cli::logging::init(args.log.log_format);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -228,19 +210,33 @@ fn run_operator(args: RunArgs) -> u8 {
             Box::pin(stop.until(crate::audit::schedule::run(ctx, audit.clone())))
         }));
         // The upstream connection (AUTONOMIC_MANAGED=true): leader only.
-        let mut managed = false;
-        match crate::upstream::UpstreamConfig::from_env() {
-            Ok(Some(mut up)) => {
-                managed = true;
+        let upstream = match crate::upstream::UpstreamConfig::from_env() {
+            Ok(u) => u,
+            Err(e) => {
+                error!(error = %e, "upstream configuration");
+                return exit::UNUSABLE;
+            }
+        };
+        let managed = upstream.is_some();
+        // The one upstream /health server of the process, on every
+        // replica: the liveness probe targets it (deploy/operator.yaml).
+        // Unmanaged it always answers 200; a port it cannot bind is then
+        // only a warning, since nothing else depends on it.
+        let health = managed.then(crate::upstream::health_handle);
+        if let Err(e) = crate::upstream::health::serve(args.upstream_health_addr, health.clone()).await {
+            if managed {
+                error!(addr = %args.upstream_health_addr, error = %e, "cannot serve the upstream /health");
+                return exit::UNUSABLE;
+            }
+            warn!(addr = %args.upstream_health_addr, error = %e, "cannot serve the upstream /health");
+        }
+        match (upstream, health) {
+            (Some(mut up), Some(health)) => {
                 up.namespace = args.namespace.clone();
                 up.fs_helper = fs_helper.clone();
                 up.fs_max_bytes = fs_max_bytes;
                 up.wedged_after = args.wedged_after.unwrap_or(up.wedged_after);
-                let health = crate::upstream::health_handle();
-                if let Err(e) = crate::upstream::health::serve(args.upstream_health_addr, Some(health.clone())).await {
-                    error!(addr = %args.upstream_health_addr, error = %e, "cannot serve the upstream /health");
-                    return exit::UNUSABLE;
-                }
+                health.update(|h| h.wedged_after(up.wedged_after));
                 // The connection and its monitor (metrics, Events, the
                 // wedged-upstream alert). The queue outlives a lost Lease:
                 // alerts raised meanwhile wait for the next term's connection.
@@ -248,17 +244,7 @@ fn run_operator(args: RunArgs) -> u8 {
                 leader_tasks.push(crate::operator::upstream_monitor::leader_task(up, health, alert_queue, alerts.clone(), target));
                 info!("managed: the leader connects upstream");
             }
-            Ok(None) => {
-                info!("unmanaged: no upstream connection (AUTONOMIC_MANAGED is not true)");
-                // 200 for the liveness probe that targets it (deploy/operator.yaml).
-                if let Err(e) = crate::upstream::health::serve(args.upstream_health_addr, None).await {
-                    warn!(addr = %args.upstream_health_addr, error = %e, "cannot serve the upstream /health");
-                }
-            }
-            Err(e) => {
-                error!(error = %e, "upstream configuration");
-                return exit::UNUSABLE;
-            }
+            _ => info!("unmanaged: no upstream connection (AUTONOMIC_MANAGED is not true)"),
         }
         // Health monitors (leader only); check-ins are taken by every
         // replica's HTTP server and written to the Agent at most once per

@@ -8,12 +8,14 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::cli::control_plane::{init_tracing, parse_duration};
+use crate::cli::control_plane::parse_duration;
 use crate::cli::exit;
 use crate::upstream::{self, UpstreamConfig};
 
 #[derive(Debug, Args)]
 pub struct ConnectArgs {
+    #[command(flatten)]
+    pub log: crate::cli::logging::LogArgs,
     #[command(flatten)]
     pub kube: crate::cli::kube_args::KubeArgs,
     /// Watch one namespace only (default: all namespaces).
@@ -88,7 +90,7 @@ fn apply(cfg: &mut UpstreamConfig, a: &ConnectArgs) {
 }
 
 pub fn run(args: ConnectArgs) -> u8 {
-    init_tracing();
+    crate::cli::logging::init(args.log.log_format);
     let mut cfg = match UpstreamConfig::from_env() {
         Ok(Some(cfg)) => cfg,
         Ok(None) => {
