@@ -49,6 +49,10 @@ pub fn run(args: &RolloutArgs) -> u8 {
                 let _ = mp.println(line);
             }
         };
+        // A signal during a promotion waits for its push to finish; one
+        // while waiting for a wave stops the wait (the cluster goes on).
+        let stop = crate::shutdown::install();
+        tokio::pin!(stop);
         let waves_bar = mp.add(ProgressBar::new(3));
         waves_bar.set_style(
             ProgressStyle::with_template("waves   [{bar:20}] {pos}/{len} {msg}")
@@ -68,7 +72,14 @@ pub fn run(args: &RolloutArgs) -> u8 {
                 ));
                 return code;
             }
-            match wait_for_wave(&client, &fleet, &mp, wave, &args.release, timeout, &say).await {
+            let waited = tokio::select! {
+                r = wait_for_wave(&client, &fleet, &mp, wave, &args.release, timeout, &say) => r,
+                sig = &mut stop => Err(format!(
+                    "interrupted ({}); the cluster goes on with the wave, `exo release status` follows it",
+                    sig.name()
+                )),
+            };
+            match waited {
                 Ok(()) => say(format!("== wave {wave}: verified on {}", args.release)),
                 Err(why) => {
                     say(format!("== wave {wave}: {why}; stopping"));
