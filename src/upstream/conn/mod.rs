@@ -44,10 +44,13 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::{debug, error, info, warn};
 
 mod copy;
+mod requests;
 mod session;
+mod watch;
 mod writer;
 
 use session::Ctx;
+use watch::{api, spawn_watch};
 use writer::*;
 
 use crate::crd::{Agent, AgentFS, Tool};
@@ -147,54 +150,6 @@ async fn silence(health: &HealthHandle, limit: Duration) {
         if health.last_event_age().is_some_and(|age| age >= limit) {
             return;
         }
-    }
-}
-
-fn spawn_watch<K>(
-    set: &mut JoinSet<()>,
-    api: Api<K>,
-    kind: ResourceKind,
-    wc: watcher::Config,
-    tx: mpsc::Sender<(ResourceKind, WatchEvent)>,
-) where
-    K: kube::Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug + Send + 'static,
-    K::DynamicType: Default,
-{
-    set.spawn(async move {
-        let mut stream = watcher(api, wc).default_backoff().boxed();
-        while let Some(ev) = stream.next().await {
-            let ev = match ev {
-                Ok(ev) => ev,
-                Err(e) => {
-                    warn!(kind = kind.as_str(), error = %e, "watch failed; retrying with backoff");
-                    continue;
-                }
-            };
-            let conv = |o: &K| encode(kind, o);
-            let mapped = match ev {
-                watcher::Event::Init => Some(WatchEvent::Init),
-                watcher::Event::InitApply(o) => conv(&o).map(WatchEvent::InitApply),
-                watcher::Event::InitDone => Some(WatchEvent::InitDone),
-                watcher::Event::Apply(o) => conv(&o).map(WatchEvent::Apply),
-                watcher::Event::Delete(o) => conv(&o).map(WatchEvent::Delete),
-            };
-            if let Some(m) = mapped
-                && tx.send((kind, m)).await.is_err()
-            {
-                break;
-            }
-        }
-    });
-}
-
-fn api<K>(client: &kube::Client, ns: Option<&str>) -> Api<K>
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    K::DynamicType: Default,
-{
-    match ns {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
     }
 }
 

@@ -1,7 +1,20 @@
 //! One connection's session: the per-connection state, the hello and
-//! snapshot, folding watch events into deltas, and answering requests.
+//! snapshot, and folding watch events into deltas; requests are handed to
+//! `requests`.
 
+use super::requests::Requests;
 use super::*;
+
+/// One open connection as the session loop drives it: the writer task
+/// and its two queues, the resource count its heartbeats carry, and the
+/// requests being carried out.
+pub(super) struct Link {
+    pub(super) ctl_tx: mpsc::Sender<Out>,
+    pub(super) data_tx: mpsc::Sender<DataItem>,
+    pub(super) count: Arc<AtomicU64>,
+    pub(super) writer: tokio::task::JoinHandle<Result<(), String>>,
+    pub(super) requests: Requests,
+}
 
 pub(super) struct Ctx {
     pub(super) client: kube::Client,
@@ -146,7 +159,7 @@ impl Ctx {
             }
             None
         };
-        let mut writer = tokio::spawn(writer(
+        let writer = tokio::spawn(writer(
             sink,
             ctl_rx,
             data_rx,
@@ -156,18 +169,14 @@ impl Ctx {
             outbox,
             alerts,
         ));
-        let mut requests: JoinSet<()> = JoinSet::new();
-        let steady = self.steady(
-            tracker,
-            ev_rx,
-            shutdown,
-            &mut stream,
-            &ctl_tx,
-            &data_tx,
-            &count,
-            &mut writer,
-            &mut requests,
-        );
+        let mut link = Link {
+            requests: Requests::new(ctl_tx.clone()),
+            ctl_tx,
+            data_tx,
+            count,
+            writer,
+        };
+        let steady = self.steady(tracker, ev_rx, shutdown, &mut stream, &mut link);
         // Beside the session, so a session stuck on a blocked write is
         // given up too (dropping it ends the socket with the writer).
         let end = tokio::select! {
@@ -182,39 +191,38 @@ impl Ctx {
                 cause: LossCause::Silent,
             },
         };
-        requests.abort_all();
+        link.requests.abort_all();
         let goodbye = match &end {
             End::Shutdown => Some("operator shutting down"),
             End::Redial(_) => Some("token rotated; reconnecting"),
             End::Retry { .. } => None,
         };
         if let Some(reason) = goodbye {
-            let _ = ctl_tx.send(Out::Close(close::NORMAL, reason.into())).await;
-            let _ = tokio::time::timeout(Duration::from_secs(2), &mut writer).await;
+            let _ = link
+                .ctl_tx
+                .send(Out::Close(close::NORMAL, reason.into()))
+                .await;
+            let _ = tokio::time::timeout(Duration::from_secs(2), &mut link.writer).await;
         }
-        writer.abort();
+        link.writer.abort();
         end
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn steady<S, R>(
         &self,
         tracker: &mut Tracker,
         ev_rx: &mut Events,
         shutdown: &mut S,
         stream: &mut R,
-        ctl_tx: &mpsc::Sender<Out>,
-        data_tx: &mpsc::Sender<DataItem>,
-        count: &AtomicU64,
-        writer: &mut tokio::task::JoinHandle<Result<(), String>>,
-        requests: &mut JoinSet<()>,
+        link: &mut Link,
     ) -> End
     where
         S: std::future::Future<Output = ()> + Unpin + futures::future::FusedFuture,
         R: futures::Stream<Item = Result<Message, tungstenite::Error>> + Unpin,
     {
         let cfg = &self.cfg;
-        if data_tx
+        if link
+            .data_tx
             .send(DataItem::Snapshot(tracker.all()))
             .await
             .is_err()
@@ -228,14 +236,10 @@ impl Ctx {
         let mut token_tick =
             tokio::time::interval(cfg.token_reload_interval.max(Duration::from_millis(10)));
         let watch_token = cfg.token_file.is_some();
-        let mut attaches: std::collections::HashMap<String, crate::upstream::attach::AttachHandle> =
-            std::collections::HashMap::new();
-        let mut copies: std::collections::HashMap<String, mpsc::Sender<super::copy::FromServer>> =
-            std::collections::HashMap::new();
         loop {
             tokio::select! {
                 _ = &mut *shutdown => return End::Shutdown,
-                res = &mut *writer => {
+                res = &mut link.writer => {
                     return match res {
                         Ok(Ok(())) => retry("writer stopped", true),
                         Ok(Err(e)) => retry(e, true),
@@ -247,17 +251,17 @@ impl Ctx {
                         return retry("watches ended", true);
                     };
                     let changes = tracker.on_event(k, e);
-                    count.store(tracker.len() as u64, Ordering::Relaxed);
+                    link.count.store(tracker.len() as u64, Ordering::Relaxed);
                     let n = tracker.len();
                     self.health.update(|h| h.watch_event(n));
                     for (op, r) in changes {
-                        if data_tx.send(DataItem::Delta(op, r)).await.is_err() {
+                        if link.data_tx.send(DataItem::Delta(op, r)).await.is_err() {
                             return retry("writer stopped", true);
                         }
                     }
                 }
                 _ = snapshot_tick.tick() => {
-                    if data_tx.send(DataItem::Snapshot(tracker.all())).await.is_err() {
+                    if link.data_tx.send(DataItem::Snapshot(tracker.all())).await.is_err() {
                         return retry("writer stopped", true);
                     }
                 }
@@ -277,100 +281,10 @@ impl Ctx {
                         Message::Close(Some(cf)) => return classify_close(u16::from(cf.code), cf.reason.as_str()),
                         Message::Close(None) => return retry("closed by the control plane", true),
                         Message::Text(t) => match Frame::parse(t.as_str()) {
-                            Ok(Frame::Command(req)) if req.command.streams() => {
-                                copies.retain(|_, tx| !tx.is_closed());
-                                let (ftx, frx) = mpsc::channel(2 * crate::wire::fs::WINDOW as usize);
-                                copies.insert(req.id.clone(), ftx);
-                                let client = self.client.clone();
-                                let helper = cfg.fs_helper.clone();
-                                let cap = cfg.fs_max_bytes;
-                                let tx = ctl_tx.clone();
-                                requests.spawn(async move {
-                                    let target = serde_json::to_value(&req.command).unwrap_or_default();
-                                    let id = req.id.clone();
-                                    // The deadline is for the copy's arrival; the copy itself
-                                    // ends on its own idle timeout.
-                                    let deadline = if req.deadline_ms <= crate::wire::now_ms() { req.deadline_ms } else { crate::wire::now_ms() + 7 * 24 * 3600 * 1000 };
-                                    let r = carry_out(&tx, &id, &req.actor, "command", target, deadline, async {
-                                        super::copy::run(client, req.id.clone(), req.command.clone(), helper, cap, frx, tx.clone()).await
-                                    }).await;
-                                    debug!(id, ok = r, "copy done");
-                                });
-                            }
-                            Ok(f @ (Frame::FsChunk(_) | Frame::FsChunkAck(_) | Frame::FsAbort(_))) => {
-                                if let Some((id, m)) = super::copy::FromServer::route(f)
-                                    && let Some(tx) = copies.get(&id)
-                                    && tx.send(m).await.is_err()
-                                {
-                                    copies.remove(&id);
-                                }
-                            }
-                            Ok(Frame::Command(req)) => {
-                                let client = self.client.clone();
-                                let helper = cfg.fs_helper.clone();
-                                let tx = ctl_tx.clone();
-                                requests.spawn(async move {
-                                    let target = serde_json::to_value(&req.command).unwrap_or_default();
-                                    let id = req.id.clone();
-                                    let r = carry_out(&tx, &id, &req.actor, "command", target, req.deadline_ms, async {
-                                        actions::run_command(&client, &req.command, &helper).await
-                                    }).await;
-                                    debug!(id, ok = r, "command done");
-                                });
-                            }
-                            Ok(Frame::PodControl(req)) => {
-                                let client = self.client.clone();
-                                let tx = ctl_tx.clone();
-                                requests.spawn(async move {
-                                    let target = serde_json::json!({"namespace": req.namespace, "agent": req.agent, "action": req.action});
-                                    let id = req.id.clone();
-                                    let r = carry_out(&tx, &id, &req.actor, &format!("pod_control.{}", req.action.as_str()), target, req.deadline_ms, async {
-                                        actions::pod_control(&client, req.action, &req.namespace, &req.agent).await
-                                    }).await;
-                                    debug!(id, ok = r, "pod control done");
-                                });
-                            }
-                            Ok(Frame::AttachOpen(open)) => {
-                                let tx = ctl_tx.clone();
-                                let id = open.session.clone();
-                                info!(session = %id, namespace = %open.namespace, agent = %open.agent, actor = %open.actor, "attach opened");
-                                let h = crate::upstream::attach::spawn(requests, self.client.clone(), open, move |f| {
-                                    let tx = tx.clone();
-                                    Box::pin(async move {
-                                        let _ = tx.send(Out::Frame(Box::new(f))).await;
-                                    })
-                                });
-                                attaches.insert(id, h);
-                            }
-                            Ok(Frame::AttachData(d)) => {
-                                let bytes = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, d.data.as_bytes());
-                                match (attaches.get(&d.session), bytes) {
-                                    (Some(h), Ok(b)) => {
-                                        if h.stdin.send(b).await.is_err() {
-                                            attaches.remove(&d.session);
-                                        }
-                                    }
-                                    _ => debug!(session = %d.session, "attach data for no session"),
-                                }
-                            }
-                            Ok(Frame::AttachResize(r)) => {
-                                if let Some(h) = attaches.get(&r.session) {
-                                    let _ = h.resize.try_send((r.cols, r.rows));
-                                }
-                            }
-                            Ok(Frame::AttachClose(c)) => {
-                                // Dropping stdin ends the session's task.
-                                attaches.remove(&c.session);
-                            }
-                            Ok(Frame::AlertAck(a)) => {
-                                if !self.alerts.ack(&a.id) {
-                                    debug!(id = %a.id, "ack for an alert not held");
-                                }
-                            }
-                            Ok(other) => debug!(kind = other.kind(), "ignored frame from the control plane"),
+                            Ok(frame) => link.requests.on_frame(self, frame).await,
                             Err(e) => {
                                 let reason = format!("malformed frame from the control plane: {e}");
-                                let _ = ctl_tx.send(Out::Close(close::PROTOCOL_ERROR, reason.clone())).await;
+                                let _ = link.ctl_tx.send(Out::Close(close::PROTOCOL_ERROR, reason.clone())).await;
                                 return retry(reason, true);
                             }
                         },
