@@ -23,9 +23,12 @@ RUNS=${RUNS:-3}
 W=${W:-10000}
 step() { printf '== %s (%s)\n' "$*" "$(date +%H:%M:%S)" >&2; }
 
-step "release build"
-cargo build --release --quiet --bin exo
-EXO=${CARGO_TARGET_DIR:-$repo/target}/release/exo
+# PROFILE=dev measures the debug build (same heap, a bigger text mapping).
+PROFILE=${PROFILE:-release}
+step "$PROFILE build"
+cargo build --profile "$PROFILE" --quiet --bin exo
+dir=$PROFILE; [ "$PROFILE" = dev ] && dir=debug
+EXO=${CARGO_TARGET_DIR:-$repo/target}/$dir/exo
 work=$(mktemp -d)
 ns=bench-rss-$$
 pids=()
