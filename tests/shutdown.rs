@@ -10,48 +10,15 @@ mod upstream_support;
 
 use std::time::Duration;
 
-use exo::wire::{self, Frame, Hello, HostMeta, PROTOCOL_VERSION};
-use futures::{SinkExt, StreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, PostParams};
 use support::operator::OperatorProcess;
 use support::{TestNamespace, eventually};
-use tokio_tungstenite::tungstenite::{self, Message, client::IntoClientRequest};
+use tokio_tungstenite::tungstenite::{self, Message};
+use upstream_support::raw::{Socket, raw_client};
 use upstream_support::{Connector, ControlPlane, closes, install_crds};
-
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-/// A bare protocol client: dial, `hello`, wait for `welcome`.
-async fn dial(base: &str, token: &str) -> Socket {
-    let url = format!("{}{}", base.replacen("http", "ws", 1), wire::CONNECT_PATH);
-    let mut req = url.into_client_request().unwrap();
-    req.headers_mut()
-        .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.expect("dial");
-    let hello = Frame::Hello(Hello {
-        protocol: PROTOCOL_VERSION,
-        agent_version: "test".into(),
-        boot_id: wire::random_id(),
-        connection_id: wire::random_id(),
-        host: HostMeta::default(),
-        capabilities: Vec::new(),
-    });
-    ws.send(Message::Text(hello.to_json().unwrap().into()))
-        .await
-        .unwrap();
-    loop {
-        match ws.next().await.expect("welcome").expect("read") {
-            Message::Text(t) => match Frame::from_json(t.as_str()).unwrap() {
-                Frame::Welcome(_) => return ws,
-                other => panic!("expected welcome, got {}", other.kind()),
-            },
-            Message::Close(c) => panic!("closed before welcome: {c:?}"),
-            _ => {}
-        }
-    }
-}
 
 /// Reads until the server's close frame and returns its code, or `None`
 /// when the socket ended without one (a 1006 to the client). Reading on
@@ -86,7 +53,7 @@ async fn sigint_closes_every_operator_socket_with_1001_every_time() {
             cp.start_again();
         }
         let sockets =
-            futures::future::join_all(tokens.iter().map(|(_, t)| dial(&cp.base, t))).await;
+            futures::future::join_all(tokens.iter().map(|(_, t)| raw_client(&cp, t))).await;
         let codes = tokio::spawn(futures::future::join_all(
             sockets.into_iter().map(close_code),
         ));
@@ -177,12 +144,7 @@ async fn operator_run_closes_upstream_on_lost_lead_and_on_sigterm() {
     install_crds(&ns.client).await;
     let cp = ControlPlane::start(&[]);
     let token = cp.create_deployment("sigrun");
-    let env = [
-        ("AUTONOMIC_MANAGED", "true"),
-        ("AUTONOMIC_BASE_URL", cp.base.as_str()),
-        ("AUTONOMIC_AUTH_TOKEN", token.as_str()),
-    ];
-    let mut op = OperatorProcess::start_env(&ns.name, "sig-a", &[], &env);
+    let mut op = OperatorProcess::start_managed(&ns.name, "sig-a", &[], &cp.base, &token);
     op.wait_leader().await;
     // `connections` counts the sockets accepted so far.
     let dialled = |n: u64| {

@@ -310,12 +310,8 @@ async fn operator_run_streams_its_own_caches_upstream() {
     install_crds(&ns.client).await;
     let cp = ControlPlane::start(&[]);
     let token = cp.create_deployment("fed");
-    let env = [
-        ("AUTONOMIC_MANAGED", "true"),
-        ("AUTONOMIC_BASE_URL", cp.base.as_str()),
-        ("AUTONOMIC_AUTH_TOKEN", token.as_str()),
-    ];
-    let op = support::operator::OperatorProcess::start_env(&ns.name, "fed-a", &[], &env);
+    let op =
+        support::operator::OperatorProcess::start_managed(&ns.name, "fed-a", &[], &cp.base, &token);
     let pp = PostParams::default();
     ns.api::<Agent>()
         .create(&pp, &agent("early"))

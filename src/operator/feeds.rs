@@ -20,6 +20,23 @@ use tracing::warn;
 use super::{LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY};
 use crate::crd::{Agent, AgentFS, Tool};
 
+/// A kind the operator watches into a cache.
+pub trait Watched:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
+{
+}
+
+impl<K> Watched for K where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// What a [`Hub`] tells its subscribers, after the cache has taken it.
 #[derive(Debug, Clone)]
 pub enum Touch<K: Resource<DynamicType = ()>> {
@@ -91,13 +108,7 @@ pub(super) async fn own_feed<K>(
     hub: Hub<K>,
     wake: UnboundedSender<ObjectRef<K>>,
 ) where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
 {
     watcher(api, watcher::Config::default())
         .default_backoff()
@@ -130,13 +141,7 @@ pub(super) async fn child_feed<C>(
     agents: UnboundedSender<ObjectRef<Agent>>,
     tools: UnboundedSender<ObjectRef<Tool>>,
 ) where
-    C: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    C: Watched,
 {
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
     watcher(api, managed)
@@ -234,13 +239,7 @@ pub(super) async fn configmap_feed(
 /// NetworkPolicies, which the GitOps engine's drift check reads.
 pub(super) async fn managed_feed<K>(api: Api<K>, writer: reflector::store::Writer<K>)
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
 {
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
     watcher(api, managed)
