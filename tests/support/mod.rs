@@ -9,6 +9,7 @@
 mod crds;
 pub mod fleet;
 pub mod fs;
+pub mod image;
 pub mod operator;
 
 pub use crds::install_crds;
@@ -152,7 +153,7 @@ pub struct TestNamespace {
     pub client: Client,
 }
 
-fn unique_suffix() -> String {
+pub fn unique_suffix() -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let nanos = std::time::SystemTime::now()
