@@ -150,7 +150,9 @@ mount -o remount,bind,ro "$root"
 mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
 exec chroot --userspec=65532:65532 "$root" /exo "$@""#;
         let mut c = Command::new("unshare");
-        c.args(["--mount", "--fork", "--kill-child", "sh", "-c", SCRIPT, "sh"])
+        // No --fork: unshare, sh and chroot each exec the next, so the
+        // child is /exo itself and killing it leaves nothing behind.
+        c.args(["--mount", "sh", "-c", SCRIPT, "sh"])
             .arg(&self.rootfs)
             .args(args)
             .env_clear()
