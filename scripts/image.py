@@ -16,7 +16,8 @@ nsswitch.conf, /tmp and nonroot's home; no shell. Two layers: the runtime
 only the binary again) and the binary.
 
 Every byte follows from the inputs: entries sorted, owners and modes fixed,
-mtime SOURCE_DATE_EPOCH, gzip without a name or time, JSON with sorted keys.
+mtime SOURCE_DATE_EPOCH for the binary's layer (the runtime's: its newest
+host file's), gzip without a name or time, JSON with sorted keys.
 """
 import argparse
 import datetime
@@ -102,8 +103,8 @@ def tar_bytes(entries, mtime):
     return buf.getvalue()
 
 
-def runtime_entries(binary):
-    entries = [Entry(p, file_mode(p), read(os.path.realpath(p))) for p in shared_libraries(binary)]
+def runtime_entries(libraries):
+    entries = [Entry(p, file_mode(p), read(os.path.realpath(p))) for p in libraries]
     entries += [
         Entry(CA_BUNDLE, 0o644, read(CA_BUNDLE)),
         Entry("/etc/passwd", 0o644, PASSWD.encode()),
@@ -113,6 +114,10 @@ def runtime_entries(binary):
         Entry("/home/nonroot", 0o700, owner=NONROOT),
     ]
     return entries
+
+
+def newest_mtime(paths):
+    return max(int(os.stat(os.path.realpath(p)).st_mtime) for p in paths)
 
 
 def sha256(data):
@@ -145,9 +150,14 @@ def cmd_layout(args):
         "org.opencontainers.image.title": pkg["name"],
         "org.opencontainers.image.version": pkg["version"],
     }
+    libraries = shared_libraries(args.binary)
+    # The runtime layer's mtime is its newest host file's (as the packages
+    # installed them), not the commit's: the layer stays the same from
+    # commit to commit, so an upgrade pulls only the binary's.
     layers = [
-        ("runtime: shared libraries, CA certificates, /etc", runtime_entries(args.binary)),
-        ("the exo binary", [Entry("/exo", 0o755, read(args.binary))]),
+        ("runtime: shared libraries, CA certificates, /etc", runtime_entries(libraries),
+         newest_mtime([CA_BUNDLE, *libraries])),
+        ("the exo binary", [Entry("/exo", 0o755, read(args.binary))], epoch),
     ]
     blobs = {}
 
@@ -157,8 +167,8 @@ def cmd_layout(args):
         return {"digest": d, "size": len(data)}
 
     diff_ids, descriptors, history = [], [], []
-    for what, entries in layers:
-        raw = tar_bytes(entries, epoch)
+    for what, entries, mtime in layers:
+        raw = tar_bytes(entries, mtime)
         diff_ids.append(sha256(raw))
         descriptors.append({"mediaType": LAYER, **blob(gzip.compress(raw, compresslevel=9, mtime=0))})
         history.append({"created": created, "created_by": f"scripts/image: {what}"})

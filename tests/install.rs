@@ -80,7 +80,9 @@ fn is_pinned(image: &str) -> bool {
     image.split_once("@sha256:").is_some_and(|(name, hex)| {
         !name.is_empty()
             && hex.len() == 64
-            && hex.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+            && hex
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
     })
 }
 
@@ -179,7 +181,12 @@ fn the_upstream_component_mounts_the_token_and_tls_is_off_by_default() {
             .clone()
     };
     assert_eq!(value("AUTONOMIC_MANAGED"), "true");
-    assert!(value("AUTONOMIC_BASE_URL").as_str().unwrap().starts_with("http"));
+    assert!(
+        value("AUTONOMIC_BASE_URL")
+            .as_str()
+            .unwrap()
+            .starts_with("http")
+    );
     assert!(
         env.as_array()
             .unwrap()
@@ -192,7 +199,11 @@ fn the_upstream_component_mounts_the_token_and_tls_is_off_by_default() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|m| file.as_str().unwrap().starts_with(m["mountPath"].as_str().unwrap()))
+        .find(|m| {
+            file.as_str()
+                .unwrap()
+                .starts_with(m["mountPath"].as_str().unwrap())
+        })
         .unwrap_or_else(|| panic!("{file} is on no mount: {managed}"))
         .clone();
     let volume = managed["spec"]["template"]["spec"]["volumes"]
@@ -202,11 +213,20 @@ fn the_upstream_component_mounts_the_token_and_tls_is_off_by_default() {
         .find(|v| v["name"] == mount["name"])
         .unwrap()
         .clone();
-    assert_eq!(volume["secret"]["secretName"], "exo-upstream-token", "{volume}");
+    assert_eq!(
+        volume["secret"]["secretName"], "exo-upstream-token",
+        "{volume}"
+    );
     // Not subPath: a Secret volume mounted whole is refreshed in place.
     assert!(mount.get("subPath").is_none(), "{mount}");
 
-    let cp = operator(render(&overlay(dir.path(), "c", "deploy/control-plane", &[], None)));
+    let cp = operator(render(&overlay(
+        dir.path(),
+        "c",
+        "deploy/control-plane",
+        &[],
+        None,
+    )));
     let args = containers(&cp)[0]["args"].to_string();
     assert!(!args.contains("--tls-cert-file"), "{args}");
     assert!(args.contains("--admin-token-file"), "{args}");
@@ -249,7 +269,10 @@ fn apply(dir: &Path) -> Applied {
     let cleanup = dir.join("cleanup.json");
     std::fs::write(
         &cleanup,
-        format!("{{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[{}]}}", rest.join(",")),
+        format!(
+            "{{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[{}]}}",
+            rest.join(",")
+        ),
     )
     .unwrap();
     let guard = Applied(cleanup);
@@ -269,7 +292,10 @@ async fn pods_running(ns: &str, app: &str, count: usize, reference: &str) -> Vec
             let pods = pods.clone();
             let selector = selector.clone();
             async move {
-                let list = pods.list(&ListParams::default().labels(&selector)).await.ok()?;
+                let list = pods
+                    .list(&ListParams::default().labels(&selector))
+                    .await
+                    .ok()?;
                 let running: Vec<Pod> = list
                     .items
                     .into_iter()
@@ -314,10 +340,14 @@ async fn both_kustomizations_apply_and_their_pods_run_the_pinned_digest() {
     let _ = std::fs::remove_dir_all(&root);
     copy_tree(&img.deploy, &root.join("deploy"));
     let (name, digest) = img.reference.split_once('@').unwrap();
-    for k in ["deploy/kustomization.yaml", "deploy/control-plane/kustomization.yaml"] {
+    for k in [
+        "deploy/kustomization.yaml",
+        "deploy/control-plane/kustomization.yaml",
+    ] {
         let text = std::fs::read_to_string(root.join(k)).unwrap();
         assert!(
-            text.contains(&format!("newName: {name}\n")) && text.contains(&format!("digest: {digest}\n")),
+            text.contains(&format!("newName: {name}\n"))
+                && text.contains(&format!("digest: {digest}\n")),
             "scripts/image did not pin {k}:\n{text}"
         );
     }
@@ -325,7 +355,13 @@ async fn both_kustomizations_apply_and_their_pods_run_the_pinned_digest() {
     let op_ns = format!("exo-test-install-{sfx}");
     let cp_ns = format!("exo-test-cp-{sfx}");
     let op = overlay(&root, "operator", "deploy", &[], Some((&op_ns, &sfx)));
-    let cp = overlay(&root, "control-plane", "deploy/control-plane", &[], Some((&cp_ns, &sfx)));
+    let cp = overlay(
+        &root,
+        "control-plane",
+        "deploy/control-plane",
+        &[],
+        Some((&cp_ns, &sfx)),
+    );
     let _op = apply(&op);
     let _cp = apply(&cp);
 
@@ -334,7 +370,9 @@ async fn both_kustomizations_apply_and_their_pods_run_the_pinned_digest() {
         let n = Api::<Namespace>::all(client.clone()).get(ns).await.unwrap();
         let labels = n.metadata.labels.unwrap_or_default();
         assert_eq!(
-            labels.get("pod-security.kubernetes.io/enforce").map(String::as_str),
+            labels
+                .get("pod-security.kubernetes.io/enforce")
+                .map(String::as_str),
             Some("restricted"),
             "{ns}"
         );
@@ -353,9 +391,17 @@ async fn both_kustomizations_apply_and_their_pods_run_the_pinned_digest() {
     // The components are accepted by the apiserver over these installs.
     for (dir, component, ns) in [
         ("operator-managed", "deploy/components/upstream", &op_ns),
-        ("control-plane-tls", "deploy/control-plane/components/tls", &cp_ns),
+        (
+            "control-plane-tls",
+            "deploy/control-plane/components/tls",
+            &cp_ns,
+        ),
     ] {
-        let base = if ns == &op_ns { "deploy" } else { "deploy/control-plane" };
+        let base = if ns == &op_ns {
+            "deploy"
+        } else {
+            "deploy/control-plane"
+        };
         let o = overlay(&root, dir, base, &[component], Some((ns, &sfx)));
         let (ok, out) = kubectl(&["apply", "-k", o.to_str().unwrap(), "--dry-run=server"]);
         assert!(ok, "{component}: {out}");

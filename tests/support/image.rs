@@ -56,12 +56,12 @@ pub fn copy_tree(from: &Path, to: &Path) {
 
 /// Runs `scripts/image` of the checkout `repo` (its progress goes to the
 /// test's stderr) and returns what it printed on stdout.
-pub fn run_script(repo: &Path, deploy: &Path, fresh: bool) -> String {
+pub fn run_script(repo: &Path, deploy: &Path) -> String {
     let out = Command::new(repo.join("scripts/image"))
         .arg("--deploy")
         .arg(deploy)
         .arg(image_name())
-        .env("EXO_IMAGE_FRESH", if fresh { "1" } else { "0" })
+        .env("EXO_IMAGE_FRESH", "0")
         .stderr(Stdio::inherit())
         .output()
         .expect("run scripts/image");
@@ -89,7 +89,11 @@ fn run(cmd: &mut Command) {
 
 /// Pulls `reference` with skopeo into a `dir:` copy and unpacks its layers
 /// in order into `rootfs` (as root, so owners and modes are kept).
-fn pull_and_unpack(reference: &str, blobs: &Path, rootfs: &Path) -> (serde_json::Value, serde_json::Value) {
+fn pull_and_unpack(
+    reference: &str,
+    blobs: &Path,
+    rootfs: &Path,
+) -> (serde_json::Value, serde_json::Value) {
     run(Command::new("skopeo").args([
         "copy",
         "--quiet",
@@ -119,7 +123,7 @@ pub fn built() -> &'static Built {
         let dir = scratch("built");
         let deploy = dir.join("deploy");
         copy_tree(&repo_root().join("deploy"), &deploy);
-        let reference = run_script(&repo_root(), &deploy, false);
+        let reference = run_script(&repo_root(), &deploy);
         let (name, digest) = reference
             .split_once('@')
             .unwrap_or_else(|| panic!("scripts/image printed {reference:?}, not name@digest"));
@@ -157,7 +161,11 @@ exec chroot --userspec=65532:65532 "$root" /exo "$@""#;
             .args(args)
             .env_clear()
             .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
-        for kv in self.config["config"]["Env"].as_array().into_iter().flatten() {
+        for kv in self.config["config"]["Env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             if let Some((k, v)) = kv.as_str().and_then(|kv| kv.split_once('=')) {
                 c.env(k, v);
             }
