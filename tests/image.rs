@@ -7,11 +7,11 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use support::image::{Built, built, copy_tree, run_script};
+use support::copy_tree;
+use support::image::{Built, built, run_script};
 
 fn ok(mut cmd: Command) -> String {
     let out = cmd.output().expect("spawn");
@@ -82,12 +82,8 @@ fn the_image_runs_from_its_own_root_file_system() {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(serve.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let line = support::first_stdout_line(&mut serve);
     let addr = line
-        .trim()
         .strip_prefix("listening on http://")
         .unwrap_or_else(|| panic!("control-plane serve printed {line:?}"))
         .to_owned();

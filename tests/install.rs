@@ -19,8 +19,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod};
 use kube::Api;
 use kube::api::{ListParams, PostParams};
-use support::image::{built, copy_tree};
-use support::kubectl;
+use support::image::built;
+use support::{copy_tree, kubectl};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -281,35 +281,33 @@ fn apply(dir: &Path) -> Applied {
     guard
 }
 
-/// The pods `count` of `app` in `ns` once they all run `reference`.
+/// The pods of `app` in `ns` if there are `count`, all running `reference`.
+async fn running(pods: &Api<Pod>, app: &str, count: usize, reference: &str) -> Option<Vec<Pod>> {
+    let selector = format!("app.kubernetes.io/name={app}");
+    let list = pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .ok()?;
+    let running: Vec<Pod> = list
+        .items
+        .into_iter()
+        .filter(|p| {
+            let s = p.status.as_ref();
+            s.and_then(|s| s.phase.as_deref()) == Some("Running")
+                && s.and_then(|s| s.container_statuses.as_ref())
+                    .is_some_and(|cs| cs.iter().all(|c| c.image_id == reference))
+        })
+        .collect();
+    (running.len() == count).then_some(running)
+}
+
+/// Waits until `count` pods of `app` in `ns` run `reference`.
 async fn pods_running(ns: &str, app: &str, count: usize, reference: &str) -> Vec<Pod> {
     let pods: Api<Pod> = Api::namespaced(support::client().await, ns);
-    let selector = format!("app.kubernetes.io/name={app}");
-    support::eventually(
-        &format!("{count} {app} pods running {reference} in {ns}"),
-        Duration::from_secs(90),
-        || {
-            let pods = pods.clone();
-            let selector = selector.clone();
-            async move {
-                let list = pods
-                    .list(&ListParams::default().labels(&selector))
-                    .await
-                    .ok()?;
-                let running: Vec<Pod> = list
-                    .items
-                    .into_iter()
-                    .filter(|p| {
-                        let s = p.status.as_ref();
-                        s.and_then(|s| s.phase.as_deref()) == Some("Running")
-                            && s.and_then(|s| s.container_statuses.as_ref())
-                                .is_some_and(|cs| cs.iter().all(|c| c.image_id == reference))
-                    })
-                    .collect();
-                (running.len() == count).then_some(running)
-            }
-        },
-    )
+    let what = format!("{count} {app} pods running {reference} in {ns}");
+    support::eventually(&what, Duration::from_secs(90), || {
+        running(&pods, app, count, reference)
+    })
     .await
 }
 
