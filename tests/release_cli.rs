@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 use exo::crd::{Fleet, FleetSpec, Rollout, RolloutSpec};
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use support::TestNamespace;
+use support::{TestNamespace, copy_tree};
 
 const EXO: &str = env!("CARGO_BIN_EXE_exo");
 
@@ -369,19 +369,6 @@ fn checkout(tenant: &str, drop: &str) -> tempfile::TempDir {
     );
     std::fs::remove_file(dir.path().join("manifests").join(tenant).join(drop)).unwrap();
     dir
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
-    }
 }
 
 #[tokio::test]

@@ -9,6 +9,7 @@
 mod crds;
 pub mod fleet;
 pub mod fs;
+pub mod image;
 pub mod operator;
 
 pub use crds::install_crds;
@@ -107,6 +108,30 @@ pub fn kubectl(args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// Copies the folder `from` (files and folders) to `to`.
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+/// The first line a child prints on stdout (piped), trimmed.
+pub fn first_stdout_line(child: &mut std::process::Child) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("piped stdout"))
+        .read_line(&mut line)
+        .expect("read stdout");
+    line.trim().to_owned()
+}
+
 /// A kube client for the test cluster's admin.
 /// The Events in `ns` with `reason`.
 pub async fn events(ns: &str, reason: &str) -> Vec<k8s_openapi::api::events::v1::Event> {
@@ -152,7 +177,7 @@ pub struct TestNamespace {
     pub client: Client,
 }
 
-fn unique_suffix() -> String {
+pub fn unique_suffix() -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let nanos = std::time::SystemTime::now()
