@@ -79,8 +79,3 @@ pub fn watch() -> watch::Receiver<bool> {
     });
     rx
 }
-
-/// A future that resolves when `rx` turns `true` (or its sender is gone).
-pub async fn wait(mut rx: watch::Receiver<bool>) {
-    let _ = rx.wait_for(|v| *v).await;
-}

@@ -236,7 +236,6 @@ fn run_operator(args: RunArgs) -> u8 {
                 up.fs_helper = fs_helper.clone();
                 up.fs_max_bytes = fs_max_bytes;
                 up.wedged_after = args.wedged_after.unwrap_or(up.wedged_after);
-                health.update(|h| h.wedged_after(up.wedged_after));
                 // The connection and its monitor (metrics, Events, the
                 // wedged-upstream alert). The queue outlives a lost Lease:
                 // alerts raised meanwhile wait for the next term's connection.

@@ -32,7 +32,7 @@ use super::feeds::{
 use super::http::{self, HttpState};
 use super::leader::{self, LeaderConfig};
 use super::leader_tasks::run_leader_tasks;
-pub use super::leader_tasks::{LEADER_TASK_GRACE, LeaderTask, Stop};
+pub use super::leader_tasks::{LeaderTask, Stop};
 use super::metrics::Metrics;
 use super::{CONTROLLER_NAME, agent, agentfs, tool};
 use crate::crd::{Agent, AgentFS, Tool};
