@@ -36,25 +36,6 @@ fn request(addr: &str, path: &str, auth: Option<&str>) -> (u16, String, String) 
     (status, head.to_ascii_lowercase(), body.to_owned())
 }
 
-fn create_admin_token(cp: &ControlPlane) -> (String, String) {
-    let out = cp.admin(&["admin-token", "create"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-    assert!(token.starts_with("exo_at_"), "stdout: {token}");
-    let err = String::from_utf8(out.stderr).unwrap();
-    assert!(!err.contains(&token));
-    let id = err
-        .split_whitespace()
-        .find(|w| w.starts_with("adm_"))
-        .unwrap_or_else(|| panic!("no id in {err:?}"))
-        .to_owned();
-    (token, id)
-}
-
 #[tokio::test]
 async fn the_api_needs_an_admin_token_once_one_exists() {
     let ns = TestNamespace::new("up-admin").await;
@@ -64,7 +45,7 @@ async fn the_api_needs_an_admin_token_once_one_exists() {
     // No admin token yet, on loopback: open, as before.
     assert_eq!(request(&cp.addr, "/api/v1/deployments", None).0, 200);
 
-    let (admin, admin_id) = create_admin_token(&cp);
+    let (admin, admin_id) = cp.create_admin_token();
     let bearer = format!("Bearer {admin}");
 
     // Missing, wrong, or a deployment token: 401 with a clear message that

@@ -12,7 +12,7 @@ use exo::crd::{Agent, AgentFS};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use support::{TestNamespace, eventually};
-use upstream_support::{Connector, ControlPlane, agentfs, connector_until, install_crds};
+use upstream_support::{Connector, ControlPlane, agent, agentfs, connector_until, install_crds};
 
 /// `(name, resourceVersion)` of every AgentFS in the namespace, sorted.
 async fn apiserver_fs(api: &Api<AgentFS>) -> Vec<(String, String)> {
@@ -183,16 +183,6 @@ async fn control_plane_restart_reconnects_and_converges() {
         c.log().contains("alert=\"upstream_disconnected\""),
         "ops alert missing from the log"
     );
-}
-
-fn agent(name: &str) -> Agent {
-    let image = format!("registry.test/agent@sha256:{}", "a".repeat(64));
-    serde_json::from_value(json!({
-        "apiVersion": "autonomic.sh/v1alpha1", "kind": "Agent",
-        "metadata": { "name": name },
-        "spec": { "runtime": { "image": image }, "agentlet": { "image": image } }
-    }))
-    .unwrap()
 }
 
 #[tokio::test]

@@ -103,6 +103,18 @@ impl Operator {
 
     /// [`Operator::start`] with more arguments (e.g. `--audit-interval 1s`).
     pub fn start_with(ns: &str, kubeconfig: &Path, identity: &str, extra: &[&str]) -> Self {
+        Self::start_env(ns, kubeconfig, identity, extra, &[])
+    }
+
+    /// [`Operator::start_with`] with more environment, e.g. `AUTONOMIC_*`
+    /// for a managed operator connected to a control plane.
+    pub fn start_env(
+        ns: &str,
+        kubeconfig: &Path,
+        identity: &str,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Self {
         let cache = super::scratch();
         let addr = format!("127.0.0.1:{}", super::operator::free_port());
         let log = std::env::temp_dir().join(format!("exo-rollout-{ns}-{identity}.log"));
@@ -137,6 +149,13 @@ impl Operator {
             .args(extra)
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,kube=warn")
+            // A managed operator serves the upstream /health too; not on its
+            // default port, which another test's operator may hold.
+            .env(
+                "EXO_UPSTREAM_HEALTH_ADDR",
+                format!("127.0.0.1:{}", super::operator::free_port()),
+            )
+            .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap())
             .stderr(file)

@@ -132,6 +132,27 @@ impl ControlPlane {
         token
     }
 
+    /// `admin-token create`: `(token, id)`. The token was printed on stdout
+    /// only; its id goes to stderr.
+    pub fn create_admin_token(&self) -> (String, String) {
+        let out = self.admin(&["admin-token", "create"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        assert!(token.starts_with("exo_at_"), "stdout holds no admin token");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(!err.contains(&token));
+        let id = err
+            .split_whitespace()
+            .find(|w| w.starts_with("adm_"))
+            .unwrap_or_else(|| panic!("no id in {err:?}"))
+            .to_owned();
+        (token, id)
+    }
+
     pub fn get(&self, path: &str) -> (u16, Value) {
         http(&self.addr, "GET", path, None)
     }
@@ -338,6 +359,17 @@ pub fn python_client(base: &str, token: &str, mode: &str) -> Command {
 /// The CRDs and the admission policy, as every other test installs them.
 #[allow(unused_imports)] // not every test binary that shares this module calls it
 pub use crate::support::install_crds;
+
+/// A minimal Agent (runtime and agentlet pinned by a made-up digest).
+pub fn agent(name: &str) -> exo::crd::Agent {
+    let image = format!("registry.test/agent@sha256:{}", "a".repeat(64));
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "autonomic.sh/v1alpha1", "kind": "Agent",
+        "metadata": { "name": name },
+        "spec": { "runtime": { "image": image }, "agentlet": { "image": image } }
+    }))
+    .unwrap()
+}
 
 /// An AgentFS object.
 pub fn agentfs(name: &str, size: &str) -> exo::crd::AgentFS {
