@@ -291,6 +291,8 @@ async fn a_wrong_token_is_refused_and_the_right_one_opens_a_strict_session() {
     assert_eq!(none.status, 401, "{}", none.body);
 
     // Logging out ends the browser's session.
+    s.goto("/").await;
+    s.wait_for(r#"body[data-page="overview"]"#).await;
     s.click("button#logout").await;
     s.wait_for(r#"body[data-page="login"]"#).await;
     s.goto("/").await;
