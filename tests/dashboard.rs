@@ -449,13 +449,23 @@ const WAVE_DONE: &str = "const [wave, tenants, release] = arguments;
         && Array.from(steps).every(s => s.dataset.state === 'done');
     });";
 
-/// Records every state a step cell takes, with its computed colour then.
+/// Records every state a step cell takes, with its colour then: the
+/// computed background of the cell or, when that is transparent, of the
+/// first element inside it that has one (the contract names the cell, the
+/// page may paint a chip in it).
 const RECORD_STEPS: &str = "window.__exoSeen = [];
+    const colourOf = td => {
+      for (const e of [td, ...td.querySelectorAll('*')]) {
+        const c = getComputedStyle(e).backgroundColor;
+        if (c && c !== 'transparent' && c !== 'rgba(0, 0, 0, 0)') return c;
+      }
+      return 'none';
+    };
     const rec = td => {
       const tr = td.closest('tr.tenant');
       const rel = tr && tr.querySelector('.release');
       window.__exoSeen.push([tr ? tr.dataset.tenant : null, td.dataset.step, td.dataset.state,
-        rel ? rel.textContent.trim() : null, getComputedStyle(td).backgroundColor]);
+        rel ? rel.textContent.trim() : null, colourOf(td)]);
     };
     document.querySelectorAll('td.step').forEach(rec);
     new MutationObserver(ms => {
@@ -492,7 +502,10 @@ fn colour_fits(state: &str, css: &str) -> bool {
 #[tokio::test]
 async fn the_waves_page_follows_a_three_wave_rollout_step_by_step() {
     let _cluster = CLUSTER.write().await;
-    let fx = Fixture::new("dw", example_files("dw")).await;
+    // Tenant namespaces are named after the prefix; a unique one keeps a
+    // rerun clear of the last run's namespaces while they terminate.
+    let prefix = format!("dw{}", support::unique_suffix());
+    let fx = Fixture::new(&prefix, example_files(&prefix)).await;
     let cp = ControlPlane::start(&[]);
     let token = cp.create_deployment("fleet");
     let admin = admin_token(&cp);
@@ -513,7 +526,7 @@ async fn the_waves_page_follows_a_three_wave_rollout_step_by_step() {
     log_in(&s, &admin).await;
     s.goto("/deployments/fleet/waves").await;
     s.wait_for(r#"body[data-page="waves"]"#).await;
-    let plan = waves("dw");
+    let plan = waves(&prefix);
     for (wave, tenants) in &plan {
         s.wait_js(
             &format!("wave {wave} verified on {OLD}"),
