@@ -268,6 +268,7 @@
     let hellos = 0;
     let retry = 0;
     let source = null;
+    let leaving = false;
 
     const setLive = (state) => {
       body.dataset.live = state;
@@ -280,6 +281,7 @@
       source = new EventSource(url);
       source.addEventListener('open', () => { retry = 0; setLive('open'); });
       source.addEventListener('error', () => {
+        if (leaving) return;
         if (source.readyState === EventSource.CLOSED) {
           // The browser gave up (an HTTP error answer): see whether the
           // session ended, else open a new stream after a back-off.
@@ -306,7 +308,9 @@
       }
     };
     open();
-    window.addEventListener('pagehide', () => { if (source) source.close(); });
+    const leave = () => { leaving = true; if (source) source.close(); };
+    window.addEventListener('pagehide', leave);
+    window.addEventListener('beforeunload', () => { leaving = true; });
   }
 
   // --------------------------------------------------------- page skeleton
@@ -938,7 +942,7 @@
         let row = rows.get(key);
         if (!row) {
           const button = el('button', { type: 'button', class: 'small', dataset: { action: 'usage' }, 'aria-label': `check usage of ${r.namespace}/${r.name}` }, 'Check usage');
-          const usageCell = el('td', { class: 'usage' }, el('span', { class: 'usage-out' }), button);
+          const usageCell = el('td', { class: 'usage' }, button, el('div', { class: 'usage-out' }));
           row = {
             tr: el('tr', { dataset: { namespace: r.namespace, name: r.name } }),
             phase: el('span', { class: 'phase' }),
@@ -1068,61 +1072,45 @@
   }
 
   // xterm.js 6 styles its DOM renderer with <style> elements it fills with
-  // text, and truecolour cells with `style` attributes set by setAttribute;
-  // both are inline styles, which the dashboard's CSP (style-src 'self')
-  // refuses. This bridge re-applies them through the CSSOM, which the CSP
-  // allows: each such <style> element's text goes into a constructed
-  // stylesheet, each cell's style attribute into element.style.cssText. It
-  // watches only the terminal's own element.
+  // text, and truecolour cells with setAttribute('style', …); the CSP
+  // (style-src 'self') refuses both as inline styles. Both are re-applied
+  // through the CSSOM, which the CSP allows: (1) the text of every <style>
+  // element inside the terminal goes into a constructed stylesheet;
+  // (2) on the shell page only, setAttribute('style', v) on an HTML element
+  // becomes element.style.cssText = v, which any script could do anyway
+  // (the CSP's protection against style attributes in parsed markup, the
+  // part an injection could use, is untouched).
   function cspStyleBridge(root) {
+    const nativeSetAttribute = Element.prototype.setAttribute;
+    Element.prototype.setAttribute = function setAttribute(name, value) {
+      if (this instanceof HTMLElement && String(name).toLowerCase() === 'style') {
+        this.style.cssText = String(value);
+        return;
+      }
+      nativeSetAttribute.call(this, name, value);
+    };
+    if (typeof CSSStyleSheet !== 'function' || !('adoptedStyleSheets' in document)) return;
     const sheets = new Map(); // <style> element -> CSSStyleSheet
-    const applied = new WeakMap(); // element -> style text we applied
-    const constructable = typeof CSSStyleSheet === 'function' && 'adoptedStyleSheets' in document;
-
-    const syncSheets = () => {
-      if (!constructable) return;
+    const sync = () => {
+      for (const node of root.querySelectorAll('style')) if (!sheets.has(node)) sheets.set(node, new CSSStyleSheet());
       const ours = new Set(sheets.values());
-      const others = document.adoptedStyleSheets.filter((s) => !ours.has(s));
+      const others = document.adoptedStyleSheets.filter((sheet) => !ours.has(sheet));
       for (const [node, sheet] of sheets) {
         if (!node.isConnected) sheets.delete(node);
         else sheet.replaceSync(node.textContent || '');
       }
       document.adoptedStyleSheets = [...others, ...sheets.values()];
     };
-
-    const styleAttr = (node) => {
-      const text = node.getAttribute('style');
-      if (text === null || applied.get(node) === text) return;
-      node.style.cssText = text;
-      applied.set(node, node.getAttribute('style'));
-    };
-
-    const scan = (node) => {
-      if (node.nodeType !== Node.ELEMENT_NODE) return false;
-      let styles = false;
-      if (node.localName === 'style') { if (!sheets.has(node)) sheets.set(node, new CSSStyleSheet()); styles = true; }
-      if (node.hasAttribute('style')) styleAttr(node);
-      for (const s of node.querySelectorAll('style')) { if (!sheets.has(s)) sheets.set(s, new CSSStyleSheet()); styles = true; }
-      for (const e of node.querySelectorAll('[style]')) styleAttr(e);
-      return styles;
-    };
-
-    const observer = new MutationObserver((records) => {
-      let styles = false;
-      for (const rec of records) {
-        if (rec.type === 'attributes') styleAttr(rec.target);
-        else if (rec.type === 'characterData') { if (rec.target.parentNode && rec.target.parentNode.localName === 'style') styles = true; }
-        else {
-          if (rec.target.localName === 'style') styles = true;
-          for (const n of rec.addedNodes) if (scan(n)) styles = true;
-          for (const n of rec.removedNodes) if (n.nodeType === Node.ELEMENT_NODE && (n.localName === 'style' || n.querySelector('style'))) styles = true;
-        }
-      }
-      if (styles) syncSheets();
-    });
-    observer.observe(root, { subtree: true, childList: true, characterData: true, attributes: true, attributeFilter: ['style'] });
-    if (scan(root)) syncSheets();
-    return observer;
+    const touchesStyle = (n) => n.nodeType === Node.ELEMENT_NODE && (n.localName === 'style' || n.querySelector('style'));
+    new MutationObserver((records) => {
+      const styles = records.some((rec) => {
+        const parent = rec.type === 'characterData' ? rec.target.parentNode : rec.target;
+        return (parent && parent.localName === 'style') ||
+          [...rec.addedNodes].some(touchesStyle) || [...rec.removedNodes].some(touchesStyle);
+      });
+      if (styles) sync();
+    }).observe(root, { subtree: true, childList: true, characterData: true });
+    sync();
   }
 
   function pageShell(main, deployment) {
