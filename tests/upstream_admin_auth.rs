@@ -14,15 +14,30 @@ use base64::Engine;
 use support::TestNamespace;
 use upstream_support::{Connector, ControlPlane, connector_until, exo, install_crds};
 
-/// One request; returns (status, headers, body) of the raw response.
+/// One GET; returns (status, headers, body) of the raw response.
 fn request(addr: &str, path: &str, auth: Option<&str>) -> (u16, String, String) {
+    let auth = auth.map(|a| ("Authorization", a));
+    raw(addr, "GET", path, auth.as_slice(), "")
+}
+
+/// One request with these headers and body; (status, lowercased head, body).
+fn raw(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, String) {
     let mut s = TcpStream::connect(addr).unwrap();
-    let auth = auth
-        .map(|a| format!("Authorization: {a}\r\n"))
-        .unwrap_or_default();
+    let mut extra = String::new();
+    for (k, v) in headers {
+        extra.push_str(&format!("{k}: {v}\r\n"));
+    }
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{auth}\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{extra}\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
     )
     .unwrap();
     let mut resp = String::new();
@@ -53,6 +68,154 @@ fn create_admin_token(cp: &ControlPlane) -> (String, String) {
         .unwrap_or_else(|| panic!("no id in {err:?}"))
         .to_owned();
     (token, id)
+}
+
+/// The `Set-Cookie` of a response head (lowercased), and the cookie pair.
+fn session_cookie(head: &str) -> (String, String) {
+    let line = head
+        .lines()
+        .find(|l| l.starts_with("set-cookie: exo_session="))
+        .unwrap_or_else(|| panic!("no session cookie in {head}"));
+    let value = line.trim_start_matches("set-cookie: ").to_owned();
+    let pair = value.split(';').next().unwrap().to_owned();
+    (value, pair)
+}
+
+#[tokio::test]
+async fn a_dashboard_login_opens_a_session_that_needs_csrf_to_act() {
+    let cp = ControlPlane::start(&["--session-ttl", "3s"]);
+    cp.create_deployment("web");
+    let (admin, admin_id) = create_admin_token(&cp);
+    let form = |t: &str| format!("token={t}&next=%2Fdeployments%2Fweb");
+    let urlenc = [("Content-Type", "application/x-www-form-urlencoded")];
+
+    // A wrong token: refused, no cookie, and never echoed.
+    let (status, head, body) = raw(
+        &cp.addr,
+        "POST",
+        "/login",
+        &urlenc,
+        &form("exo_at_wrong1234"),
+    );
+    assert_eq!(status, 401, "{body}");
+    assert!(!head.contains("set-cookie"), "{head}");
+    assert!(
+        body.contains("id=\"login-error\"") && !body.contains("exo_at_wrong1234"),
+        "{body}"
+    );
+
+    // The right one: a session cookie with its flags, and back to the page.
+    let (status, head, _) = raw(&cp.addr, "POST", "/login", &urlenc, &form(&admin));
+    assert_eq!(status, 303, "{head}");
+    assert!(head.contains("location: /deployments/web"), "{head}");
+    let (set, pair) = session_cookie(&head);
+    for flag in ["httponly", "samesite=strict", "path=/", "max-age=3"] {
+        assert!(set.contains(flag), "{flag} missing: {set}");
+    }
+    assert!(
+        !set.contains(&admin.to_ascii_lowercase()),
+        "the cookie is not the token"
+    );
+    // The login page from another site is refused.
+    let mut cross = urlenc.to_vec();
+    cross.push(("Origin", "http://evil.example"));
+    assert_eq!(
+        raw(&cp.addr, "POST", "/login", &cross, &form(&admin)).0,
+        403
+    );
+
+    let cookie = [("Cookie", pair.as_str())];
+    let (status, head, page) = raw(&cp.addr, "GET", "/deployments/web", &cookie, "");
+    assert_eq!(status, 200);
+    assert!(
+        head.contains("content-security-policy: default-src 'none'"),
+        "{head}"
+    );
+    let csrf = page
+        .split("name=\"exo-csrf\" content=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap_or_else(|| panic!("no CSRF meta in {page}"))
+        .to_owned();
+    assert!(csrf.starts_with("exo_c_"), "{csrf}");
+    assert!(!page.contains(&admin), "the token never reaches the page");
+    assert_eq!(
+        raw(&cp.addr, "GET", "/api/v1/deployments/web", &cookie, "").0,
+        200
+    );
+
+    // A state-changing request with the cookie needs the CSRF token.
+    let body = r#"{"action":"restart","namespace":"t","agent":"a"}"#;
+    let mut json = vec![
+        ("Content-Type", "application/json"),
+        ("Cookie", pair.as_str()),
+    ];
+    let path = "/api/v1/deployments/web/pod-control";
+    let (status, _, text) = raw(&cp.addr, "POST", path, &json, body);
+    assert_eq!(status, 403, "{text}");
+    assert!(text.contains("CSRF"), "{text}");
+    json.push(("X-CSRF-Token", "exo_c_not-this-session"));
+    assert_eq!(raw(&cp.addr, "POST", path, &json, body).0, 403);
+    json.pop();
+    json.push(("X-CSRF-Token", csrf.as_str()));
+    let (status, _, text) = raw(&cp.addr, "POST", path, &json, body);
+    assert_eq!(
+        status, 409,
+        "past authentication, refused as offline: {text}"
+    );
+    let bearer = format!("Bearer {admin}");
+    let auth = [("Authorization", bearer.as_str())];
+    let audit = raw(&cp.addr, "GET", "/api/v1/deployments/web/audit", &auth, "").2;
+    assert!(audit.contains("refused: offline"), "{audit}");
+
+    // A WebSocket opened with the cookie must come from this server.
+    let ws = |origin: &str| {
+        let h = [
+            ("Cookie", pair.as_str()),
+            ("Origin", origin),
+            ("Upgrade", "websocket"),
+            ("Connection", "Upgrade"),
+            ("Sec-WebSocket-Version", "13"),
+            ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+        ];
+        raw(
+            &cp.addr,
+            "GET",
+            "/api/v1/deployments/web/attach?namespace=t&agent=a",
+            &h,
+            "",
+        )
+        .0
+    };
+    assert_eq!(ws("http://evil.example"), 403);
+    assert_ne!(ws(&format!("http://{}", cp.addr)), 403);
+
+    // Expiry (3 s): the page sends the browser to the login again.
+    std::thread::sleep(std::time::Duration::from_millis(3200));
+    assert_eq!(raw(&cp.addr, "GET", "/deployments/web", &cookie, "").0, 303);
+    assert_eq!(
+        raw(&cp.addr, "GET", "/api/v1/deployments", &cookie, "").0,
+        401
+    );
+
+    // Revoking the admin token ends its sessions at once.
+    let (_, head, _) = raw(&cp.addr, "POST", "/login", &urlenc, &form(&admin));
+    let (_, pair) = session_cookie(&head);
+    let cookie = [("Cookie", pair.as_str())];
+    assert_eq!(
+        raw(&cp.addr, "GET", "/api/v1/deployments", &cookie, "").0,
+        200
+    );
+    assert!(
+        cp.admin(&["admin-token", "revoke", &admin_id])
+            .status
+            .success()
+    );
+    assert_eq!(
+        raw(&cp.addr, "GET", "/api/v1/deployments", &cookie, "").0,
+        401
+    );
+    assert!(!cp.log().contains(&admin), "the token is never logged");
 }
 
 #[tokio::test]
@@ -99,13 +262,17 @@ async fn the_api_needs_an_admin_token_once_one_exists() {
     assert!(body.contains("\"adm\""), "{body}");
     assert_eq!(request(&cp.addr, "/healthz", None).0, 200);
 
-    // The status page asks a browser for credentials (Basic) and takes the
-    // admin token as the password.
-    let (status, head, _) = request(&cp.addr, "/", None);
-    assert_eq!(status, 401);
-    assert!(head.contains("www-authenticate: basic"), "{head}");
+    // A browser is sent to the login page; HTTP Basic is not a way in.
+    let (status, head, _) = request(&cp.addr, "/deployments/adm", None);
+    assert_eq!(status, 303);
+    assert!(
+        head.contains("location: /login?next=/deployments/adm"),
+        "{head}"
+    );
     let basic = base64::engine::general_purpose::STANDARD.encode(format!("admin:{admin}"));
-    let (status, _, body) = request(&cp.addr, "/", Some(&format!("Basic {basic}")));
+    let (status, _, _) = request(&cp.addr, "/status", Some(&format!("Basic {basic}")));
+    assert_eq!(status, 303);
+    let (status, _, body) = request(&cp.addr, "/status", Some(&bearer));
     assert_eq!(status, 200);
     assert!(
         body.contains("Exo control plane") && body.contains("adm"),

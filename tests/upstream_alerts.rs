@@ -131,7 +131,7 @@ async fn alerts_reach_the_control_plane_and_wait_out_its_downtime() {
     );
 
     // The status page shows the count and the newest alert.
-    let (status, page) = cp.get("/");
+    let (status, page) = cp.get("/status");
     assert_eq!(status, 200);
     let page = page.as_str().unwrap_or_default().to_owned();
     assert!(

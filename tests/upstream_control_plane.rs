@@ -80,7 +80,7 @@ async fn python_client_registers_streams_and_is_shown_online() {
         actions.contains(&("operator", "client.registered")),
         "{actions:?}"
     );
-    let (status, page) = cp.get("/");
+    let (status, page) = cp.get("/status");
     assert_eq!(status, 200);
     assert!(page.as_str().unwrap().contains(">online<"), "{page}");
 

@@ -99,6 +99,9 @@ pub struct ServeArgs {
     /// no admin token exists (behind an authenticating proxy).
     #[arg(long)]
     pub allow_unauthenticated_api: bool,
+    /// How long a dashboard login lasts.
+    #[arg(long, default_value = "12h", value_parser = parse_duration)]
+    pub session_ttl: Duration,
 }
 
 #[derive(Debug, Subcommand)]
@@ -262,6 +265,7 @@ fn serve(s: ServeArgs, store: Store) -> Result<(), String> {
         max_frame_bytes: s.max_frame_bytes,
         admin,
         tls,
+        session_ttl: s.session_ttl,
     };
     let scheme = if cfg.tls.is_some() { "https" } else { "http" };
     let rt = tokio::runtime::Runtime::new().map_err(|e| format!("tokio runtime: {e}"))?;

@@ -8,28 +8,19 @@
 //!   revoked one still counts, so revoking the last locks the API), every
 //!   route except `/healthz` and the operators' WebSocket endpoint (which
 //!   takes deployment tokens) needs one: `Authorization: Bearer <token>`, or
-//!   HTTP Basic with the token as the password so a browser can open the
-//!   status page. A missing or wrong token gets 401 with a message that says
-//!   which, never the presented value.
+//!   a dashboard session opened with one (`authn`, `session`). A missing or
+//!   wrong token gets 401 with a message that says which, never the
+//!   presented value.
 //! - Without any admin token the API is open, and `serve` then refuses a
 //!   non-loopback address unless told `--allow-unauthenticated-api`.
 //! - A deployment token is not an admin token (separate table).
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
 
-use axum::Json;
-use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use base64::Engine;
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
-use tracing::warn;
 
-use super::App;
 use super::store::{Store, StoreError};
 use crate::wire::now_ms;
 use crate::wire::token::{SecretToken, hash_token};
@@ -155,7 +146,11 @@ impl Store {
 
     /// Whether `token` is an admin token that is not revoked.
     pub fn admin_token_valid(&self, token: &SecretToken) -> Result<bool, AdminError> {
-        let hash = token.hash();
+        self.admin_hash_valid(&token.hash())
+    }
+
+    /// Whether the admin token with this SHA-256 exists and is not revoked.
+    pub fn admin_hash_valid(&self, hash: &str) -> Result<bool, AdminError> {
         Ok(self.with(|c| {
             let n: i64 = c.query_row(
                 "SELECT count(*) FROM admin_tokens WHERE hash = ?1 AND revoked_ms IS NULL",
@@ -206,6 +201,21 @@ impl AdminAuth {
         })
     }
 
+    /// Whether admin authentication is on: a token file, or any admin
+    /// token ever created.
+    pub fn required(&self, store: &Store) -> Result<bool, AdminError> {
+        Ok(self.file_hash.is_some() || store.admin_auth_enabled()?)
+    }
+
+    /// Whether the admin token with this SHA-256 is valid now (the file's,
+    /// or one in the database that is not revoked).
+    pub fn hash_valid(&self, store: &Store, hash: &str) -> Result<bool, AdminError> {
+        if self.file_hash.as_deref() == Some(hash) {
+            return Ok(true);
+        }
+        store.admin_hash_valid(hash)
+    }
+
     /// Refuses an unauthenticated API on a non-loopback address.
     pub fn check_exposure(
         &self,
@@ -224,114 +234,9 @@ impl AdminAuth {
     }
 }
 
-/// The token presented with a request: Bearer, or the password of Basic.
-fn presented(headers: &HeaderMap) -> Option<SecretToken> {
-    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
-    if let Some(t) = v.strip_prefix("Bearer ") {
-        let t = t.trim();
-        return (!t.is_empty()).then(|| SecretToken::new(t));
-    }
-    let b = v.strip_prefix("Basic ")?;
-    let raw = base64::engine::general_purpose::STANDARD
-        .decode(b.trim())
-        .ok()?;
-    let text = String::from_utf8(raw).ok()?;
-    let (_, pass) = text.split_once(':')?;
-    (!pass.is_empty()).then(|| SecretToken::new(pass))
-}
-
-enum Verdict {
-    Allowed,
-    Missing,
-    Invalid,
-    Failed(String),
-}
-
-fn judge(app: &App, headers: &HeaderMap) -> Verdict {
-    let file = app.admin.file_hash.as_deref();
-    let required = match app.store.admin_auth_enabled() {
-        Ok(on) => on || file.is_some(),
-        Err(e) => return Verdict::Failed(e.to_string()),
-    };
-    if !required {
-        return Verdict::Allowed;
-    }
-    let Some(token) = presented(headers) else {
-        return Verdict::Missing;
-    };
-    if file.is_some_and(|h| h == token.hash()) {
-        return Verdict::Allowed;
-    }
-    match app.store.admin_token_valid(&token) {
-        Ok(true) => Verdict::Allowed,
-        Ok(false) => Verdict::Invalid,
-        Err(e) => Verdict::Failed(e.to_string()),
-    }
-}
-
-/// Middleware for every admin route.
-pub async fn require(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
-    let msg = match judge(&app, req.headers()) {
-        Verdict::Allowed => return next.run(req).await,
-        Verdict::Failed(e) => {
-            warn!(error = %e, "admin token lookup failed");
-            return (
-                StatusCode::SERVICE_UNAVAILABLE,
-                Json(serde_json::json!({ "error": "admin token lookup failed" })),
-            )
-                .into_response();
-        }
-        Verdict::Missing => {
-            "admin token required: send `Authorization: Bearer <admin token>` \
-             (create one with `exo control-plane admin-token create`)"
-        }
-        Verdict::Invalid => "invalid admin token (unknown or revoked)",
-    };
-    app.stats
-        .admin_rejected
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    tracing::info!(path = %req.uri().path(), "admin request refused: {msg}");
-    // The status page is opened in browsers: Basic makes them ask for it.
-    let challenge = if req.uri().path() == "/" {
-        "Basic realm=\"exo control plane\", charset=\"UTF-8\""
-    } else {
-        "Bearer realm=\"exo control plane\""
-    };
-    (
-        StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, challenge)],
-        Json(serde_json::json!({ "error": msg })),
-    )
-        .into_response()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn headers(v: &str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(header::AUTHORIZATION, v.parse().unwrap());
-        h
-    }
-
-    #[test]
-    fn bearer_and_basic_password_are_presented_tokens() {
-        assert_eq!(
-            presented(&headers("Bearer exo_at_x")).unwrap().expose(),
-            "exo_at_x"
-        );
-        let basic = base64::engine::general_purpose::STANDARD.encode("admin:exo_at_y");
-        assert_eq!(
-            presented(&headers(&format!("Basic {basic}")))
-                .unwrap()
-                .expose(),
-            "exo_at_y"
-        );
-        assert!(presented(&headers("Bearer ")).is_none());
-        assert!(presented(&headers("Basic !!")).is_none());
-        assert!(presented(&HeaderMap::new()).is_none());
-    }
 
     #[test]
     fn admin_tokens_are_hashed_listed_without_secrets_and_revocable() {

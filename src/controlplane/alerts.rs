@@ -178,6 +178,14 @@ impl Store {
             tx.commit()?;
             Ok(n > 0)
         })
+        .inspect(|&new| {
+            if new {
+                let d = origin.deployment.to_owned();
+                self.bus().publish(super::events::Change::Alerts(d.clone()));
+                // Its count of active alerts may have changed.
+                self.bus().publish(super::events::Change::Deployment(d));
+            }
+        })
     }
 
     /// Up to `limit` alerts of a deployment received before the alert

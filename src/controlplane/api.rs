@@ -60,16 +60,25 @@ pub async fn list(State(app): State<Arc<App>>) -> Response {
     }
 }
 
+/// A deployment's view with its count of active alerts: what the API and
+/// the events stream show.
+pub fn deployment_view(app: &App, name: &str) -> super::live::DeploymentView {
+    let mut v = app.live.view(name);
+    match app.store.list_active(name) {
+        Ok(a) => v.active_alerts = a.len() as u64,
+        Err(e) => tracing::warn!(deployment = %name, error = %e, "active alerts unreadable"),
+    }
+    v
+}
+
 pub async fn get(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
     if let Some(r) = unknown(&app, &name) {
         return r;
     }
-    let mut v = app.live.view(&name);
-    match app.store.list_active(&name) {
-        Ok(a) => v.active_alerts = a.len() as u64,
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    if let Err(e) = app.store.list_active(&name) {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, e);
     }
-    Json(v).into_response()
+    Json(deployment_view(&app, &name)).into_response()
 }
 
 pub async fn resources(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
@@ -83,6 +92,9 @@ pub async fn resources(State(app): State<Arc<App>>, Path(name): Path<String>) ->
 pub struct AuditQuery {
     #[serde(default)]
     limit: Option<usize>,
+    /// Paging cursor: only records older than the one with this `id`.
+    #[serde(default)]
+    before: Option<i64>,
 }
 
 pub async fn audit(
@@ -93,11 +105,15 @@ pub async fn audit(
     if let Some(r) = unknown(&app, &name) {
         return r;
     }
-    match app
-        .store
-        .list_audit(&name, q.limit.unwrap_or(200).min(10_000))
-    {
-        Ok(rows) => Json(json!({ "audit": rows })).into_response(),
+    let limit = q.limit.unwrap_or(200).clamp(1, 10_000);
+    match app.store.list_audit_before(&name, limit, q.before) {
+        Ok(rows) => {
+            // Oldest first; a full page may have older records behind it.
+            let next_before = (rows.len() == limit)
+                .then(|| rows.first().map(|r| r.id))
+                .flatten();
+            Json(json!({ "audit": rows, "next_before": next_before })).into_response()
+        }
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
 }

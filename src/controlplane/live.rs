@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
-use super::resources::ResourceView;
-use crate::wire::{CommandResult, Frame, Hello, Resource};
+use super::events::{Bus, Change};
+use super::resources::{ResourceError, ResourceView};
+use crate::wire::{CommandResult, Delta, Frame, Hello, Resource, SnapshotChunk};
 
 /// What the socket task of a connection is told to do.
 #[derive(Debug)]
@@ -95,6 +96,9 @@ pub struct DeploymentView {
     pub hostname: Option<String>,
     pub connected_since_ms: Option<u64>,
     pub last_frame_age_ms: Option<u64>,
+    /// Wall-clock time of the last frame (ms since the epoch), so a page
+    /// can count the age itself; derived from the same receive time.
+    pub last_frame_at_ms: Option<u64>,
     pub resources: usize,
     pub snapshots_completed: u64,
     pub deltas_applied: u64,
@@ -118,6 +122,8 @@ pub struct Live {
     deps: Mutex<HashMap<String, Dep>>,
     waiters: Mutex<HashMap<String, Waiter>>,
     pub thresholds: Thresholds,
+    /// Where registrations, snapshots and deltas are announced.
+    bus: Bus,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -129,11 +135,12 @@ pub enum LiveError {
 }
 
 impl Live {
-    pub fn new(thresholds: Thresholds) -> Self {
+    pub fn new(thresholds: Thresholds, bus: Bus) -> Self {
         Self {
             deps: Mutex::new(HashMap::new()),
             waiters: Mutex::new(HashMap::new()),
             thresholds,
+            bus,
         }
     }
 
@@ -172,6 +179,8 @@ impl Live {
         dep.connections += 1;
         dep.last_frame = Some(Instant::now());
         dep.resources.new_connection();
+        drop(deps);
+        self.bus.publish(Change::Deployment(deployment.to_owned()));
         Ok(evicted)
     }
 
@@ -188,10 +197,49 @@ impl Live {
             dep.conn = None;
             dep.disconnects += 1;
             dep.last_close = Some(reason.to_owned());
+            drop(deps);
+            self.bus.publish(Change::Deployment(deployment.to_owned()));
             true
         } else {
             false
         }
+    }
+
+    /// Applies a snapshot chunk if `session` still holds the deployment;
+    /// the last chunk announces the new view.
+    pub fn apply_chunk(
+        &self,
+        deployment: &str,
+        session: &str,
+        chunk: SnapshotChunk,
+    ) -> Option<Result<(), ResourceError>> {
+        let last = chunk.last;
+        let r = self.with_session(deployment, session, |v| v.apply_chunk(chunk));
+        if last && matches!(r, Some(Ok(()))) {
+            self.bus.publish(Change::Resources(deployment.to_owned()));
+            self.bus.publish(Change::Deployment(deployment.to_owned()));
+        }
+        r
+    }
+
+    /// Applies a delta if `session` still holds the deployment, and
+    /// announces it.
+    pub fn apply_delta(
+        &self,
+        deployment: &str,
+        session: &str,
+        d: Delta,
+    ) -> Option<Result<(), ResourceError>> {
+        let (op, resource) = (d.op, Box::new(d.resource.clone()));
+        let r = self.with_session(deployment, session, |v| v.apply_delta(d));
+        if matches!(r, Some(Ok(()))) {
+            self.bus.publish(Change::Resource {
+                deployment: deployment.to_owned(),
+                op,
+                resource,
+            });
+        }
+        r
     }
 
     /// Runs `f` on the deployment's state if `session` still holds it.
@@ -242,6 +290,9 @@ impl Live {
         let empty = Dep::default();
         let d = dep.unwrap_or(&empty);
         let hello = d.conn.as_ref().map(|c| &c.hello).or(d.last_hello.as_ref());
+        let age = d.last_frame.map(|t| {
+            u64::try_from(now.saturating_duration_since(t).as_millis()).unwrap_or(u64::MAX)
+        });
         DeploymentView {
             name: deployment.to_owned(),
             state: Health::judge(d.last_frame, now, self.thresholds),
@@ -252,9 +303,8 @@ impl Live {
             agent_version: hello.map(|h| h.agent_version.clone()),
             hostname: hello.map(|h| h.host.hostname.clone()),
             connected_since_ms: d.conn.as_ref().map(|c| c.connected_ms),
-            last_frame_age_ms: d.last_frame.map(|t| {
-                u64::try_from(now.saturating_duration_since(t).as_millis()).unwrap_or(u64::MAX)
-            }),
+            last_frame_age_ms: age,
+            last_frame_at_ms: age.map(|a| crate::wire::now_ms().saturating_sub(a)),
             resources: d.resources.len(),
             snapshots_completed: d.resources.snapshots_completed,
             deltas_applied: d.resources.deltas_applied,
@@ -422,7 +472,7 @@ mod tests {
 
     #[test]
     fn newer_connection_evicts_and_stale_cleanup_is_ignored() {
-        let live = Live::new(T);
+        let live = Live::new(T, Bus::default());
         let (tx1, mut rx1) = mpsc::unbounded_channel();
         let (tx2, _rx2) = mpsc::unbounded_channel();
         assert_eq!(
@@ -452,7 +502,7 @@ mod tests {
 
     #[test]
     fn requests_are_refused_offline_and_answered_only_by_their_session() {
-        let live = Live::new(T);
+        let live = Live::new(T, Bus::default());
         let frame = Frame::Heartbeat(crate::wire::Heartbeat {
             sent_at_ms: 0,
             resources: 0,

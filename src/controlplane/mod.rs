@@ -9,17 +9,24 @@
 //! `disconnect` (the control plane's own alert for a lost operator),
 //! `resources` (snapshot/delta
 //! view, pure), `live` (registration, eviction, health), `ws` (the socket
-//! endpoint) and `api` (HTTP).
+//! endpoint), `api` (HTTP), `authn` (who may use the API: Bearer, session
+//! cookie with CSRF), `session` (dashboard sessions), `events` (the change
+//! broadcast and its server-sent events stream) and `dashboard` (pages,
+//! assets, login).
 
 pub mod active;
 pub mod admin;
 pub mod alerts;
 pub mod api;
 pub mod attach;
+pub mod authn;
+pub mod dashboard;
 pub mod disconnect;
+pub mod events;
 pub mod fs;
 pub mod live;
 pub mod resources;
+pub mod session;
 pub mod store;
 pub mod tls;
 pub mod ws;
@@ -77,6 +84,8 @@ pub struct ServeConfig {
     pub admin: admin::AdminAuth,
     /// Serve HTTPS (and so `wss://`) with this configuration.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// How long a dashboard session lasts after its login.
+    pub session_ttl: Duration,
 }
 
 impl Default for ServeConfig {
@@ -93,6 +102,7 @@ impl Default for ServeConfig {
             max_frame_bytes: crate::wire::DEFAULT_MAX_FRAME_BYTES,
             admin: admin::AdminAuth::default(),
             tls: None,
+            session_ttl: Duration::from_secs(12 * 3600),
         }
     }
 }
@@ -141,13 +151,23 @@ pub struct App {
     pub shutdown: tokio::sync::watch::Sender<bool>,
     /// Operator sockets not yet closed and recorded; `serve` waits for 0.
     pub open_sockets: tokio::sync::watch::Sender<usize>,
+    /// Every change, for the dashboard's events stream (shared with the
+    /// store and the live state).
+    pub bus: events::Bus,
+    /// Logged-in dashboard browsers.
+    pub sessions: session::Sessions,
 }
 
 pub fn router(app: Arc<App>) -> Router {
     // Everything but the liveness probe and the operators' endpoint (which
     // takes deployment tokens) needs an admin token once one exists.
     let admin = Router::new()
-        .route("/", get(api::page))
+        .route("/", get(dashboard::overview))
+        .route("/deployments/{name}", get(dashboard::deployment))
+        .route("/deployments/{name}/{page}", get(dashboard::subpage))
+        .route("/logout", post(dashboard::logout))
+        .route("/status", get(api::page))
+        .route("/api/v1/events", get(events::events))
         .route("/api/v1/stats", get(api::stats))
         .route("/api/v1/deployments", get(api::list))
         .route("/api/v1/deployments/{name}", get(api::get))
@@ -167,12 +187,15 @@ pub fn router(app: Arc<App>) -> Router {
         )
         .route_layer(axum::middleware::from_fn_with_state(
             app.clone(),
-            admin::require,
+            authn::require,
         ));
     Router::new()
         .route("/healthz", get(api::healthz))
         .route(crate::wire::CONNECT_PATH, get(ws::connect))
+        .route("/login", get(dashboard::login_form).post(dashboard::login))
+        .route("/assets/{*path}", get(dashboard::assets))
         .merge(admin)
+        .layer(axum::middleware::from_fn(dashboard::security_headers))
         .with_state(app)
 }
 
@@ -222,11 +245,17 @@ pub async fn serve(
 ) -> Result<(), ControlPlaneError> {
     let admin = cfg.admin.clone();
     let tls = cfg.tls.clone();
+    let bus = store.bus().clone();
     let app = Arc::new(App {
-        live: Live::new(Thresholds {
-            degraded_after: cfg.degraded_after,
-            offline_after: cfg.offline_after,
-        }),
+        live: Live::new(
+            Thresholds {
+                degraded_after: cfg.degraded_after,
+                offline_after: cfg.offline_after,
+            },
+            bus.clone(),
+        ),
+        sessions: session::Sessions::new(cfg.session_ttl),
+        bus,
         cfg,
         store,
         stats: Stats::default(),
@@ -239,6 +268,7 @@ pub async fn serve(
     });
     let checker = tokio::spawn(ws::token_checker(app.clone()));
     let offline_check = tokio::spawn(disconnect::watch(app.clone()));
+    let health = tokio::spawn(events::watch_health(app.clone()));
     let app2 = app.clone();
     let mut open = app.open_sockets.subscribe();
     let shutdown = async move {
@@ -275,5 +305,6 @@ pub async fn serve(
     }
     checker.abort();
     offline_check.abort();
+    health.abort();
     served
 }

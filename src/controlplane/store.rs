@@ -103,6 +103,8 @@ pub struct NewAudit<'a> {
 #[derive(Clone)]
 pub struct Store {
     conn: Arc<Mutex<Connection>>,
+    /// Announces audit records and alerts (`events`).
+    bus: super::events::Bus,
 }
 
 impl std::fmt::Debug for Store {
@@ -169,6 +171,7 @@ impl Store {
         conn.execute_batch(super::alerts::SCHEMA)?;
         migrate(&mut conn)?;
         Ok(Self {
+            bus: super::events::Bus::default(),
             conn: Arc::new(Mutex::new(conn)),
         })
     }
@@ -360,9 +363,15 @@ impl Store {
         self.append_audit_at(a, now_ms())
     }
 
+    /// Where this store announces what it wrote; the server's live state
+    /// publishes on the same bus.
+    pub fn bus(&self) -> &super::events::Bus {
+        &self.bus
+    }
+
     pub fn append_audit_at(&self, a: &NewAudit<'_>, at_ms: u64) -> Result<(), StoreError> {
         let detail = a.detail.as_ref().map(|d| d.to_string());
-        self.with(|c| {
+        let id = self.with(|c| {
             c.execute(
                 "INSERT INTO audit (deployment, connection_id, at_ms, source, actor, action,
                  target, outcome, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -378,20 +387,50 @@ impl Store {
                     detail
                 ],
             )?;
-            Ok(())
-        })
+            Ok(c.last_insert_rowid())
+        })?;
+        self.bus
+            .publish(super::events::Change::Audit(Box::new(AuditRow {
+                id,
+                deployment: a.deployment.to_owned(),
+                connection_id: a.connection_id.map(str::to_owned),
+                at_ms,
+                source: a.source.to_owned(),
+                actor: a.actor.to_owned(),
+                action: a.action.to_owned(),
+                target: a.target.to_owned(),
+                outcome: a.outcome.to_owned(),
+                detail: a.detail.clone().unwrap_or(serde_json::Value::Null),
+            })));
+        Ok(())
     }
 
     /// The newest `limit` audit records of a deployment, oldest first.
     pub fn list_audit(&self, deployment: &str, limit: usize) -> Result<Vec<AuditRow>, StoreError> {
+        self.list_audit_before(deployment, limit, None)
+    }
+
+    /// The newest `limit` audit records of a deployment older than the
+    /// record `before` (all when `None`), oldest first.
+    pub fn list_audit_before(
+        &self,
+        deployment: &str,
+        limit: usize,
+        before: Option<i64>,
+    ) -> Result<Vec<AuditRow>, StoreError> {
         self.with(|c| {
             let mut st = c.prepare(
                 "SELECT id, deployment, connection_id, at_ms, source, actor, action, target,
-                 outcome, detail FROM audit WHERE deployment = ?1 ORDER BY id DESC LIMIT ?2",
+                 outcome, detail FROM audit WHERE deployment = ?1 AND id < ?3
+                 ORDER BY id DESC LIMIT ?2",
             )?;
             let mut rows = st
                 .query_map(
-                    params![deployment, i64::try_from(limit).unwrap_or(i64::MAX)],
+                    params![
+                        deployment,
+                        i64::try_from(limit).unwrap_or(i64::MAX),
+                        before.unwrap_or(i64::MAX)
+                    ],
                     |r| {
                         let detail: Option<String> = r.get(9)?;
                         Ok(AuditRow {

@@ -478,12 +478,12 @@ impl Session {
             Frame::Snapshot(chunk) => self
                 .app
                 .live
-                .with_session(&dep, &self.session, |v| v.apply_chunk(chunk))
+                .apply_chunk(&dep, &self.session, chunk)
                 .map(|r| r.map_err(|e| e.to_string())),
             Frame::Delta(d) => self
                 .app
                 .live
-                .with_session(&dep, &self.session, |v| v.apply_delta(d))
+                .apply_delta(&dep, &self.session, d)
                 .map(|r| r.map_err(|e| e.to_string())),
             Frame::Heartbeat(_) => {
                 self.app.stats.heartbeats_received.fetch_add(1, ORD);

@@ -1,0 +1,251 @@
+//! Live changes for the dashboard: one broadcast of what changed, fed by
+//! the live state (registrations, snapshots, deltas, health transitions)
+//! and the store (audit records, alerts), and the `GET /api/v1/events`
+//! server-sent events stream that turns it into browser events.
+//!
+//! Guarantees:
+//! - A `deployment` event carries the view as it is when the event is sent
+//!   (read then, not when the change happened), so a slow subscriber never
+//!   shows an older state than a fast one.
+//! - A subscriber that falls behind the ring gets one `resync` instead of
+//!   the events it missed, and fetches everything again.
+//! - Health (online, degraded, offline) changes with time alone; a ticker
+//!   judges every known deployment every [`HEALTH_TICK`] and publishes the
+//!   transitions.
+//! - The stream ends when the server shuts down, so graceful shutdown does
+//!   not wait on open browsers.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Query, State};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use futures::Stream;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::broadcast;
+
+use super::App;
+use super::live::Health;
+use super::store::AuditRow;
+use crate::wire::{DeltaOp, Resource};
+
+/// How often health is judged for transitions.
+pub const HEALTH_TICK: Duration = Duration::from_millis(250);
+
+/// Events kept for slow subscribers before they are told to resync.
+const RING: usize = 4096;
+
+/// One change. Deployment views are not carried: they are read when sent.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// Something in the deployment's view changed (connection, state,
+    /// snapshot, active alerts).
+    Deployment(String),
+    /// A delta was applied to the deployment's resource view.
+    Resource {
+        deployment: String,
+        op: DeltaOp,
+        resource: Box<Resource>,
+    },
+    /// A snapshot replaced the deployment's resource view.
+    Resources(String),
+    /// An audit record was written.
+    Audit(Box<AuditRow>),
+    /// An alert arrived for the deployment (its active set may have changed).
+    Alerts(String),
+}
+
+impl Change {
+    fn deployment(&self) -> &str {
+        match self {
+            Change::Deployment(d) | Change::Resources(d) | Change::Alerts(d) => d,
+            Change::Resource { deployment, .. } => deployment,
+            Change::Audit(a) => &a.deployment,
+        }
+    }
+}
+
+/// The broadcast every change goes through; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Bus {
+    tx: broadcast::Sender<Arc<Change>>,
+}
+
+impl Default for Bus {
+    fn default() -> Self {
+        Self {
+            tx: broadcast::Sender::new(RING),
+        }
+    }
+}
+
+impl Bus {
+    /// Publishes a change; nobody listening is not an error.
+    pub fn publish(&self, c: Change) {
+        let _ = self.tx.send(Arc::new(c));
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Change>> {
+        self.tx.subscribe()
+    }
+}
+
+/// Publishes health transitions; runs for the server's lifetime.
+pub async fn watch_health(app: Arc<App>) {
+    let mut last: HashMap<String, Health> = HashMap::new();
+    let mut tick = tokio::time::interval(HEALTH_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        for (name, state) in transitions(&mut last, app.live.known()) {
+            tracing::debug!(deployment = %name, ?state, "health changed");
+            app.bus.publish(Change::Deployment(name));
+        }
+    }
+}
+
+/// The deployments whose state differs from the last judged one (pure).
+fn transitions(
+    last: &mut HashMap<String, Health>,
+    now: Vec<(String, bool, Health, String)>,
+) -> Vec<(String, Health)> {
+    let mut changed = Vec::new();
+    for (name, _, state, _) in now {
+        if last.insert(name.clone(), state) != Some(state) {
+            changed.push((name, state));
+        }
+    }
+    changed
+}
+
+#[derive(Debug, Deserialize)]
+pub struct EventsQuery {
+    #[serde(default)]
+    deployment: Option<String>,
+}
+
+/// `GET /api/v1/events`: the changes as server-sent events.
+pub async fn events(
+    State(app): State<Arc<App>>,
+    Query(q): Query<EventsQuery>,
+) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    let rx = app.bus.subscribe();
+    let shutdown = app.shutdown.subscribe();
+    let state = Subscriber {
+        app,
+        rx,
+        shutdown,
+        only: q.deployment,
+        greeted: false,
+    };
+    let stream = futures::stream::unfold(state, |mut s| async move {
+        let ev = s.next().await?;
+        Some((Ok(ev), s))
+    });
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+struct Subscriber {
+    app: Arc<App>,
+    rx: broadcast::Receiver<Arc<Change>>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    only: Option<String>,
+    greeted: bool,
+}
+
+impl Subscriber {
+    /// The next event to send; `None` ends the stream (shutdown).
+    async fn next(&mut self) -> Option<SseEvent> {
+        if !self.greeted {
+            self.greeted = true;
+            return Some(sse("hello", &json!({})));
+        }
+        loop {
+            let got = tokio::select! {
+                r = self.rx.recv() => r,
+                _ = self.shutdown.wait_for(|s| *s) => return None,
+            };
+            let change = match got {
+                Ok(c) => c,
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::debug!(missed = n, "events subscriber fell behind; resync");
+                    return Some(sse("resync", &json!({})));
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            };
+            if self
+                .only
+                .as_deref()
+                .is_some_and(|d| d != change.deployment())
+            {
+                continue;
+            }
+            return Some(self.render(&change));
+        }
+    }
+
+    fn render(&self, c: &Change) -> SseEvent {
+        match c {
+            Change::Deployment(d) => sse("deployment", &super::api::deployment_view(&self.app, d)),
+            Change::Resource {
+                deployment,
+                op,
+                resource,
+            } => sse(
+                "resource",
+                &json!({ "deployment": deployment, "op": op, "resource": resource }),
+            ),
+            Change::Resources(d) => sse("resources", &json!({ "deployment": d })),
+            Change::Audit(a) => sse("audit", a),
+            Change::Alerts(d) => sse("alerts", &json!({ "deployment": d })),
+        }
+    }
+}
+
+fn sse(name: &str, data: &impl serde::Serialize) -> SseEvent {
+    let text = serde_json::to_string(data).unwrap_or_else(|_| "{}".into());
+    SseEvent::default().event(name).data(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, state: Health) -> (String, bool, Health, String) {
+        (name.into(), true, state, String::new())
+    }
+
+    #[test]
+    fn only_transitions_are_published() {
+        let mut last = HashMap::new();
+        let first = transitions(
+            &mut last,
+            vec![row("a", Health::Online), row("b", Health::Offline)],
+        );
+        assert_eq!(first.len(), 2, "first sight of each is a change");
+        assert!(transitions(&mut last, vec![row("a", Health::Online)]).is_empty());
+        assert_eq!(
+            transitions(
+                &mut last,
+                vec![row("a", Health::Degraded), row("b", Health::Offline)]
+            ),
+            [("a".to_owned(), Health::Degraded)]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_that_falls_behind_is_told_to_resync() {
+        let bus = Bus::default();
+        let mut rx = bus.subscribe();
+        for i in 0..RING + 5 {
+            bus.publish(Change::Alerts(format!("d{i}")));
+        }
+        assert!(matches!(
+            rx.recv().await,
+            Err(broadcast::error::RecvError::Lagged(_))
+        ));
+    }
+}
