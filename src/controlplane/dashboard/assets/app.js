@@ -65,8 +65,11 @@
     return text.trim() || `${resp.status} ${resp.statusText}`;
   }
 
+  // The login page sends the browser back here (`next`, a local path).
   function toLogin() {
-    if (location.pathname !== '/login') location.assign('/login');
+    if (location.pathname !== '/login') {
+      location.assign(`/login?next=${enc(location.pathname + location.search)}`);
+    }
   }
 
   async function request(path, options = {}) {
@@ -235,9 +238,12 @@
     }
   }
 
+  // Only a session (cookie) has a CSRF token: without one there is nothing
+  // to log out of (open dashboard, or a Bearer client).
   function setupLogout() {
     const button = $('#logout');
     if (!button) return;
+    if (!csrfToken()) { button.hidden = true; return; }
     button.addEventListener('click', async () => {
       button.disabled = true;
       try {
