@@ -358,6 +358,14 @@
     }
   }
 
+  // A delta is a frame the server just received: the age restarts. (A
+  // heartbeat sends no event; see the report on docs/dashboard.md.)
+  function frameSeen(name) {
+    const h = heartbeats.get(name);
+    const skew = h ? h.skew : 0;
+    heartbeats.set(name, { atMs: Date.now() - skew, skew });
+  }
+
   function heartbeatText(name) {
     const h = heartbeats.get(name);
     if (!h) return 'never';
@@ -472,6 +480,7 @@
         if (changed) fetchAlerts(d);
       },
       alerts: (a) => { const row = rows.get(a.deployment); if (row) fetchAlerts(row.d); },
+      resource: (ev) => { if (rows.has(ev.deployment)) frameSeen(ev.deployment); },
     }, load);
   }
 
@@ -503,6 +512,7 @@
     const handlers = {
       resource: (ev) => {
         if (ev.deployment !== deployment || !ev.resource) return;
+        frameSeen(deployment);
         const key = resKey(ev.resource);
         if (ev.op === 'remove') map.delete(key); else map.set(key, ev.resource);
         onChange([key]);
@@ -1029,7 +1039,8 @@
       if (before) q.set('before', before);
       try {
         const res = await getJSON(`/api/v1/deployments/${enc(deployment)}/audit?${q}`);
-        const list = Array.isArray(res.audit) ? res.audit : [];
+        // newest first, whatever order the page comes in
+        const list = (Array.isArray(res.audit) ? res.audit : []).slice().sort((x, y) => y.id - x.id);
         clear(tbody);
         seen.clear();
         for (const a of list) { seen.add(a.id); tbody.append(row(a)); }
