@@ -856,13 +856,14 @@
       return tr;
     };
 
-    // date over time, so the column stays narrow
+    // `MM-DD HH:MM` (the year and seconds in the title), so the column
+    // stays narrow
     const verifiedEl = (value) => {
       const t = timeEl(value, 'verified-at');
       const text = t.textContent;
-      if (t.localName === 'time' && text.includes(' ')) {
-        const [day, time] = text.split(' ');
-        clear(t).append(el('span', null, day), el('span', null, time));
+      if (t.localName === 'time' && /^\d{4}-\d\d-\d\d \d\d:\d\d/.test(text)) {
+        t.textContent = `${text.slice(5, 10)} ${text.slice(11, 16)}`;
+        t.title = `${text} (${t.title})`;
       }
       return t;
     };
