@@ -14,6 +14,7 @@
     if (attrs) {
       for (const [key, value] of Object.entries(attrs)) {
         if (value === undefined || value === null || value === false) continue;
+        if (key === 'style') throw new Error('no inline styles (CSP): use a class');
         if (key === 'class') node.className = value;
         else if (key === 'dataset') {
           for (const [k, v] of Object.entries(value)) if (v !== undefined && v !== null) node.dataset[k] = String(v);
@@ -1091,13 +1092,14 @@
 
   // xterm.js 6 styles its DOM renderer with <style> elements it fills with
   // text, and truecolour cells with setAttribute('style', …); the CSP
-  // (style-src 'self') refuses both as inline styles. Both are re-applied
-  // through the CSSOM, which the CSP allows: (1) the text of every <style>
-  // element inside the terminal goes into a constructed stylesheet;
-  // (2) on the shell page only, setAttribute('style', v) on an HTML element
-  // becomes element.style.cssText = v, which any script could do anyway
-  // (the CSP's protection against style attributes in parsed markup, the
-  // part an injection could use, is untouched).
+  // (style-src 'self') refuses both as inline styles. On the shell page
+  // only, both go through the CSSOM instead, which the CSP allows and which
+  // any script could use anyway (the CSP's protection against styles in
+  // parsed markup, the part an injection could use, is untouched):
+  // (1) createElement('style') makes an inert <exo-style> element (hidden by
+  //     app.css) whose text is copied into a constructed stylesheet;
+  // (2) setAttribute('style', v) on an HTML element sets element.style.cssText.
+  const STYLE_TAG = 'exo-style';
   function cspStyleBridge(root) {
     const nativeSetAttribute = Element.prototype.setAttribute;
     Element.prototype.setAttribute = function setAttribute(name, value) {
@@ -1107,10 +1109,16 @@
       }
       nativeSetAttribute.call(this, name, value);
     };
-    if (typeof CSSStyleSheet !== 'function' || !('adoptedStyleSheets' in document)) return;
-    const sheets = new Map(); // <style> element -> CSSStyleSheet
+    const nativeCreateElement = Document.prototype.createElement;
+    Document.prototype.createElement = function createElement(name, options) {
+      const tag = String(name).toLowerCase() === 'style' ? STYLE_TAG : name;
+      return nativeCreateElement.call(this, tag, options);
+    };
+    const sheets = new Map(); // <exo-style> element -> CSSStyleSheet
     const sync = () => {
-      for (const node of root.querySelectorAll('style')) if (!sheets.has(node)) sheets.set(node, new CSSStyleSheet());
+      for (const scope of [root, document.head]) {
+        for (const node of scope.querySelectorAll(STYLE_TAG)) if (!sheets.has(node)) sheets.set(node, new CSSStyleSheet());
+      }
       const ours = new Set(sheets.values());
       const others = document.adoptedStyleSheets.filter((sheet) => !ours.has(sheet));
       for (const [node, sheet] of sheets) {
@@ -1119,15 +1127,18 @@
       }
       document.adoptedStyleSheets = [...others, ...sheets.values()];
     };
-    const touchesStyle = (n) => n.nodeType === Node.ELEMENT_NODE && (n.localName === 'style' || n.querySelector('style'));
-    new MutationObserver((records) => {
+    const touches = (n) => n.nodeType === Node.ELEMENT_NODE && (n.localName === STYLE_TAG || n.querySelector(STYLE_TAG));
+    const observer = new MutationObserver((records) => {
       const styles = records.some((rec) => {
         const parent = rec.type === 'characterData' ? rec.target.parentNode : rec.target;
-        return (parent && parent.localName === 'style') ||
-          [...rec.addedNodes].some(touchesStyle) || [...rec.removedNodes].some(touchesStyle);
+        return (parent && parent.localName === STYLE_TAG) ||
+          [...rec.addedNodes].some(touches) || [...rec.removedNodes].some(touches);
       });
       if (styles) sync();
-    }).observe(root, { subtree: true, childList: true, characterData: true });
+    });
+    for (const scope of [root, document.head]) {
+      observer.observe(scope, { subtree: true, childList: true, characterData: true });
+    }
     sync();
   }
 
