@@ -369,10 +369,9 @@ pub async fn page(State(app): State<Arc<App>>) -> Response {
     };
     let mut html = String::from(
         "<!doctype html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" \
-         content=\"5\"><title>Exo control plane</title><style>body{font-family:sans-serif;\
-         margin:2em}table{border-collapse:collapse}td,th{padding:.3em .8em;border-bottom:1px \
-         solid #ddd;text-align:left}.online{color:#1a7f37}.degraded{color:#9a6700}\
-         .offline{color:#cf222e}</style></head><body><h1>Exo control plane</h1>\
+         content=\"5\"><title>Exo control plane</title><link rel=\"stylesheet\" \
+         href=\"/assets/status.css\"></head><body><h1>Exo control plane</h1>\
+         <p><a href=\"/\">Dashboard</a></p>\
          <table><tr><th>Deployment</th><th>State</th><th>Connected</th><th>Host</th>\
          <th>Agent version</th><th>Capabilities</th><th>Resources</th><th>Last frame</th><th>Evictions</th>\
          <th>Disconnects</th><th>Active alerts</th><th>Alerts</th></tr>",
