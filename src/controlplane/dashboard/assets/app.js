@@ -798,7 +798,7 @@
         if (!waves.has(wave)) waves.set(wave, []);
         waves.get(wave).push(r);
       }
-      for (const wave of [...waves.keys()].sort(compareWave)) {
+      [...waves.keys()].sort(compareWave).forEach((wave, waveIndex) => {
         const list = waves.get(wave).sort((a, b) => {
           const ta = str((a.spec && a.spec.tenant) || a.namespace);
           const tb = str((b.spec && b.spec.tenant) || b.namespace);
@@ -808,9 +808,9 @@
         const tbody = el('tbody');
         const verified = list.filter((r) => rolloutIsCurrent(r) && r.status.phase === 'Verified').length;
         for (const r of list) tbody.append(tenantRow(r, maxSteps));
-        body.append(el('section', { class: 'wave card', dataset: { wave }, 'aria-labelledby': `wave-${wave}` },
+        body.append(el('section', { class: 'wave card', dataset: { wave }, 'aria-labelledby': `wave-${waveIndex}` },
           el('div', { class: 'wave-head' },
-            el('h2', { id: `wave-${wave}` }, wave),
+            el('h2', { id: `wave-${waveIndex}` }, wave),
             el('span', { class: 'muted' }, `${list.length} tenant${list.length === 1 ? '' : 's'}, ${verified} verified`)),
           el('div', { class: 'table-wrap' },
             el('table', null,
@@ -820,7 +820,7 @@
                 el('th', { scope: 'col' }, 'Verified'),
                 el('th', { scope: 'col', colspan: String(maxSteps) }, 'Saga steps'))),
               tbody))));
-      }
+      });
     };
 
     const tenantRow = (r, maxSteps) => {
@@ -829,7 +829,6 @@
       const tenant = str(spec.tenant || r.namespace);
       const current = rolloutIsCurrent(r);
       const tr = el('tr', { class: 'tenant', dataset: { tenant, stale: current ? null : 'true' } });
-      if (!current) tr.dataset.stale = 'true';
       const phaseText = current ? dash(status.phase) : 'stale';
       const headTitle = [status.message, status.currentStep ? `step: ${status.currentStep}` : null].filter(Boolean).join('\n');
       tr.append(el('th', { scope: 'row', title: headTitle || null },
