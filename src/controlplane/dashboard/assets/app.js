@@ -306,6 +306,15 @@
         if (hellos > 1) onResync();
       });
       source.addEventListener('resync', () => onResync());
+      // A heartbeat is a frame the server just received: the age restarts.
+      source.addEventListener('heartbeat', (ev) => {
+        let data;
+        try { data = JSON.parse(ev.data); } catch (_) { return; }
+        if (data && typeof data.deployment === 'string') {
+          frameSeen(data.deployment);
+          tickHeartbeats();
+        }
+      });
       for (const [name, fn] of Object.entries(handlers)) {
         source.addEventListener(name, (ev) => {
           let data;
@@ -359,8 +368,8 @@
     }
   }
 
-  // A delta is a frame the server just received: the age restarts. (A
-  // heartbeat sends no event; see the report on docs/dashboard.md.)
+  // A delta or a `heartbeat` event is a frame the server just received:
+  // the age restarts.
   function frameSeen(name) {
     const h = heartbeats.get(name);
     const skew = h ? h.skew : 0;
