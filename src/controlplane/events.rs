@@ -56,12 +56,17 @@ pub enum Change {
     Audit(Box<AuditRow>),
     /// An alert arrived for the deployment (its active set may have changed).
     Alerts(String),
+    /// A heartbeat frame arrived: the deployment's last frame is now.
+    Heartbeat(String),
 }
 
 impl Change {
     fn deployment(&self) -> &str {
         match self {
-            Change::Deployment(d) | Change::Resources(d) | Change::Alerts(d) => d,
+            Change::Deployment(d)
+            | Change::Resources(d)
+            | Change::Alerts(d)
+            | Change::Heartbeat(d) => d,
             Change::Resource { deployment, .. } => deployment,
             Change::Audit(a) => &a.deployment,
         }
@@ -201,6 +206,10 @@ impl Subscriber {
             Change::Resources(d) => sse("resources", &json!({ "deployment": d })),
             Change::Audit(a) => sse("audit", a),
             Change::Alerts(d) => sse("alerts", &json!({ "deployment": d })),
+            Change::Heartbeat(d) => sse(
+                "heartbeat",
+                &json!({ "deployment": d, "last_frame_at_ms": crate::wire::now_ms() }),
+            ),
         }
     }
 }

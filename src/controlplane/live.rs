@@ -222,6 +222,16 @@ impl Live {
         r
     }
 
+    /// Notes a heartbeat frame if `session` still holds the deployment, and
+    /// announces it (pages count the heartbeat age from it).
+    pub fn heartbeat(&self, deployment: &str, session: &str) -> Option<()> {
+        let r = self.with_session(deployment, session, |_| ());
+        if r.is_some() {
+            self.bus.publish(Change::Heartbeat(deployment.to_owned()));
+        }
+        r
+    }
+
     /// Applies a delta if `session` still holds the deployment, and
     /// announces it.
     pub fn apply_delta(

@@ -487,7 +487,7 @@ impl Session {
                 .map(|r| r.map_err(|e| e.to_string())),
             Frame::Heartbeat(_) => {
                 self.app.stats.heartbeats_received.fetch_add(1, ORD);
-                self.app.live.with_session(&dep, &self.session, |_| Ok(()))
+                self.app.live.heartbeat(&dep, &self.session).map(Ok)
             }
             Frame::CommandAck(_) => self.app.live.with_session(&dep, &self.session, |_| Ok(())),
             Frame::CommandResult(r) => {

@@ -67,7 +67,9 @@ pub async fn security_headers(req: Request, next: Next) -> Response {
     );
     h.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        // Not `no-referrer`: a form posted under it carries `Origin: null`,
+        // and the login checks the origin. Other sites still get nothing.
+        HeaderValue::from_static("same-origin"),
     );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     if !h.contains_key(header::CACHE_CONTROL) {
