@@ -255,7 +255,7 @@ impl Ctx {
                     let n = tracker.len();
                     self.health.update(|h| h.watch_event(n));
                     for (op, r) in changes {
-                        if link.data_tx.send(DataItem::Delta(op, r)).await.is_err() {
+                        if link.data_tx.send(DataItem::Delta(op, Box::new(r))).await.is_err() {
                             return retry("writer stopped", true);
                         }
                     }
