@@ -1,15 +1,17 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a test failure
 //! `exo operator connect` (real process, real apiserver) against
 //! `exo control-plane serve` (real process): snapshot and deltas, eviction,
-//! control-plane restart, tunnelled commands and pod control.
+//! control-plane restart, tunnelled commands and pod control; and the
+//! tenants' Rollouts, under `operator connect` and `operator run`.
 
 mod support;
 mod upstream_support;
 
 use std::time::Duration;
 
-use exo::crd::{Agent, AgentFS};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use exo::crd::{Agent, AgentFS, Rollout, RolloutSpec};
+use exo::rollout::engine::ROLLOUT_NAME;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{TestNamespace, eventually};
 use upstream_support::{Connector, ControlPlane, agentfs, connector_until, install_crds};
@@ -358,7 +360,212 @@ async fn operator_run_streams_its_own_caches_upstream() {
     let log = op.log();
     assert!(
         log.contains("streaming the operator's caches")
-            && log.contains(r#"[\"Agent\", \"Tool\", \"AgentFS\", \"Pod\"]"#),
+            && log.contains(r#"[\"Agent\", \"Tool\", \"AgentFS\", \"Rollout\", \"Pod\"]"#),
         "the upstream reads the operator's caches, no watches of its own:\n{log}"
     );
+}
+
+/// A tenant's Rollout as the engine writes it, with a status for
+/// generation 1 (phase Progressing) and an inventory and settings the wire
+/// form leaves out.
+async fn create_rollout(ns: &TestNamespace) -> Rollout {
+    let api = ns.api::<Rollout>();
+    let spec = RolloutSpec {
+        tenant: ns.name.clone(),
+        wave: "canary".into(),
+        release: "r1".into(),
+        commit: "c1".into(),
+        desired_hash: "h1".into(),
+        settings: serde_json::from_value(json!({ "nodeTier": "gpu" })).unwrap(),
+    };
+    api.create(&PostParams::default(), &Rollout::new(ROLLOUT_NAME, spec))
+        .await
+        .unwrap();
+    set_status(
+        &api,
+        json!({ "phase": "Progressing", "release": "r1", "observedGeneration": 1,
+                "desiredHash": "h1", "appliedCommit": "c1",
+                "currentStep": "configmaps-published",
+                "steps": [{ "name": "configmaps-published", "owner": "operator", "state": "Running" }],
+                "inventory": [{ "kind": "Agent", "name": "worker" }] }),
+    )
+    .await
+}
+
+async fn set_status(api: &Api<Rollout>, status: serde_json::Value) -> Rollout {
+    api.patch_status(
+        ROLLOUT_NAME,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .unwrap()
+}
+
+/// The control plane's wire form of the namespace's Rollout, once it is at
+/// the apiserver's `resourceVersion` of `ro`.
+async fn shown_rollout(
+    cp: &ControlPlane,
+    dep: &str,
+    ro: &Rollout,
+    what: &str,
+) -> serde_json::Value {
+    let (ns, rv) = (
+        ro.metadata.namespace.clone(),
+        ro.metadata.resource_version.clone(),
+    );
+    eventually(what, Duration::from_secs(40), || async {
+        let (_, v) = cp.get(&format!("/api/v1/deployments/{dep}/resources"));
+        v["resources"].as_array()?.iter().find_map(|r| {
+            (r["kind"] == "Rollout"
+                && r["namespace"].as_str() == ns.as_deref()
+                && r["name"] == ROLLOUT_NAME
+                && r["resourceVersion"].as_str() == rv.as_deref())
+            .then(|| r.clone())
+        })
+    })
+    .await
+}
+
+/// A Rollout read back from its wire form alone, to apply the one
+/// staleness rule (`Rollout::current_status`) to what a dashboard sees.
+fn from_wire(r: &serde_json::Value) -> Rollout {
+    let mut ro = Rollout::new(
+        ROLLOUT_NAME,
+        serde_json::from_value(r["spec"].clone()).unwrap(),
+    );
+    ro.metadata.generation = r["generation"].as_i64();
+    ro.status = Some(serde_json::from_value(r["status"].clone()).unwrap());
+    ro
+}
+
+/// What every Rollout test checks, from the first listing on: the wire form
+/// (generation, phase, saga status; no settings, no inventory), a status
+/// write arriving as a delta (no snapshot in between), and a spec change
+/// showing the old status as stale.
+async fn rollout_streams(cp: &ControlPlane, dep: &str, ns: &TestNamespace, created: &Rollout) {
+    let api = ns.api::<Rollout>();
+    let r = shown_rollout(cp, dep, created, "the Rollout upstream").await;
+    assert_eq!(r["uid"].as_str(), created.metadata.uid.as_deref(), "{r}");
+    assert_eq!(r["generation"], 1, "{r}");
+    assert_eq!(r["phase"], "Progressing", "{r}");
+    assert_eq!(r["spec"]["desiredHash"], "h1", "{r}");
+    assert_eq!(r["spec"]["wave"], "canary", "{r}");
+    assert_eq!(r["status"]["observedGeneration"], 1, "{r}");
+    assert_eq!(r["status"]["steps"][0]["state"], "Running", "{r}");
+    assert!(r["spec"].get("settings").is_none(), "{r}");
+    assert!(r["status"].get("inventory").is_none(), "{r}");
+    assert!(from_wire(&r).current_status().is_some(), "current: {r}");
+
+    let before = cp.deployment(dep);
+    let verified = set_status(
+        &api,
+        json!({ "phase": "Verified", "currentStep": null,
+                "steps": [{ "name": "configmaps-published", "owner": "operator", "state": "Done" }] }),
+    )
+    .await;
+    let r = shown_rollout(cp, dep, &verified, "the status change upstream").await;
+    assert_eq!(r["phase"], "Verified", "{r}");
+    assert_eq!(r["status"]["steps"][0]["state"], "Done", "{r}");
+    let after = cp.deployment(dep);
+    assert_eq!(
+        after["snapshots_completed"], before["snapshots_completed"],
+        "the status came as a delta, not in a snapshot: {before} -> {after}"
+    );
+    assert!(
+        after["deltas_applied"].as_u64() > before["deltas_applied"].as_u64(),
+        "{before} -> {after}"
+    );
+
+    // A new spec: the generation moves on, the status (still for 1) is stale.
+    let respec = api
+        .patch(
+            ROLLOUT_NAME,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "desiredHash": "h2", "release": "r2" } })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(respec.metadata.generation, Some(2));
+    let r = shown_rollout(cp, dep, &respec, "the spec change upstream").await;
+    assert_eq!(r["generation"], 2, "{r}");
+    assert_eq!(r["status"]["observedGeneration"], 1, "{r}");
+    assert_eq!(r["phase"], "Verified", "{r}");
+    assert!(from_wire(&r).current_status().is_none(), "stale: {r}");
+}
+
+#[tokio::test]
+async fn operator_connect_streams_the_tenants_rollout() {
+    let ns = TestNamespace::new("up-ro").await;
+    install_crds(&ns.client).await;
+    let created = create_rollout(&ns).await;
+    let cp = ControlPlane::start(&[]);
+    let token = cp.create_deployment("ro-connect");
+    let c = Connector::start(&cp.base, &token, &ns.name, &[]);
+    rollout_streams(&cp, "ro-connect", &ns, &created).await;
+    assert!(
+        !c.log().contains("Rollouts cannot be listed"),
+        "{}",
+        c.log()
+    );
+}
+
+/// Under `operator run` the Rollouts come from the operator's one Rollout
+/// watch, which the (leading) GitOps engine reads too.
+#[tokio::test]
+async fn operator_run_streams_the_tenants_rollout_from_its_cache() {
+    let ns = TestNamespace::new("up-ro-fed").await;
+    install_crds(&ns.client).await;
+    let created = create_rollout(&ns).await;
+    let cp = ControlPlane::start(&[]);
+    let token = cp.create_deployment("ro-run");
+    let op =
+        support::operator::OperatorProcess::start_managed(&ns.name, "ro-a", &[], &cp.base, &token);
+    op.wait_leader().await;
+    rollout_streams(&cp, "ro-run", &ns, &created).await;
+    let log = op.log();
+    assert!(
+        log.contains("streaming the operator's caches") && log.contains(r#"\"Rollout\""#),
+        "the upstream reads the operator's Rollout cache:\n{log}"
+    );
+    assert!(
+        log.contains("gitops engine started") && !log.contains("Rollouts cannot be listed"),
+        "{log}"
+    );
+}
+
+/// Without the Rollout CRD (the proxy answers the apiserver's own 404 for
+/// it) `operator connect` streams every other kind: the first snapshot
+/// does not wait for a kind it cannot list.
+#[tokio::test]
+async fn operator_connect_without_the_rollout_crd_streams_the_rest() {
+    let ns = TestNamespace::new("up-ro-none").await;
+    install_crds(&ns.client).await;
+    let fs = ns.api::<AgentFS>();
+    fs.create(&PostParams::default(), &agentfs("kept", "1Gi"))
+        .await
+        .unwrap();
+    let proxy = support::proxy::HidingProxy::start(ns.client.clone(), "rollouts").await;
+    let dir = support::scratch();
+    let kubeconfig = proxy.kubeconfig(&dir);
+    let cp = ControlPlane::start(&[]);
+    let token = cp.create_deployment("ro-none");
+    let c = Connector::start_env(
+        &cp.base,
+        &[
+            ("AUTONOMIC_AUTH_TOKEN", &token),
+            ("KUBECONFIG", kubeconfig.to_str().unwrap()),
+        ],
+        &ns.name,
+        &[],
+    );
+    let got = converges(&cp, "ro-none", &fs, "the snapshot without Rollouts").await;
+    assert_eq!(got.len(), 1);
+    assert!(cp.resources("ro-none", "Rollout").is_empty());
+    assert_eq!(cp.deployment("ro-none")["snapshots_completed"], 1);
+    assert!(
+        proxy.hidden_hits.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "the connection never asked for Rollouts"
+    );
+    assert!(c.log().contains("Rollouts cannot be listed"), "{}", c.log());
 }
