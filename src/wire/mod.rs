@@ -137,6 +137,10 @@ pub struct Welcome {
     /// older server would close the connection on the unknown type.
     #[serde(default)]
     pub accepts_alerts: bool,
+    /// The server takes resources of kind `Rollout`. A client sends none
+    /// otherwise: an older server would close the connection on the kind.
+    #[serde(default)]
+    pub accepts_rollouts: bool,
 }
 
 /// One chunk of a snapshot. Chunks of one snapshot share `snapshot_id`, are
