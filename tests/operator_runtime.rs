@@ -6,8 +6,7 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use exo::crd::{Agent, AgentFS, AgentPhase, Tool};
@@ -18,6 +17,7 @@ use support::eventually;
 use support::operator::{
     OperatorProcess, agent, agentfs, create, mount, restricted_namespace, tool, wait_for,
 };
+use support::proxy::HidingProxy;
 
 fn phase(a: &Agent) -> Option<AgentPhase> {
     a.status.as_ref()?.phase
@@ -209,106 +209,6 @@ async fn graceful_stop_releases_the_lease() {
     }
 }
 
-/// A loopback HTTP proxy in front of the real apiserver that hides one
-/// `autonomic.sh` resource: its requests go to a resource name no CRD
-/// serves, so the 404 the operator sees is the apiserver's own answer for
-/// a CRD that is not installed. Everything else is passed through with the
-/// test's admin client. The shared CRDs stay installed.
-struct HidingProxy {
-    url: String,
-    /// Requests for the hidden resource.
-    hidden_hits: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for HidingProxy {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-#[derive(Clone)]
-struct ProxyState {
-    client: kube::Client,
-    plural: &'static str,
-    hidden_hits: Arc<AtomicUsize>,
-}
-
-async fn forward(
-    axum::extract::State(st): axum::extract::State<ProxyState>,
-    req: axum::extract::Request,
-) -> axum::response::Response {
-    use http_body_util::BodyExt;
-    let (parts, body) = req.into_parts();
-    let path = parts.uri.path();
-    let query = parts
-        .uri
-        .query()
-        .map(|q| format!("?{q}"))
-        .unwrap_or_default();
-    let path =
-        if path.starts_with("/apis/autonomic.sh/") && path.ends_with(&format!("/{}", st.plural)) {
-            st.hidden_hits.fetch_add(1, Ordering::SeqCst);
-            format!("{path}-not-installed")
-        } else {
-            path.to_owned()
-        };
-    let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
-    let mut out = axum::http::Request::builder()
-        .method(parts.method)
-        .uri(format!("{path}{query}"));
-    for (k, v) in &parts.headers {
-        if k != axum::http::header::HOST {
-            out = out.header(k, v);
-        }
-    }
-    let resp = st
-        .client
-        .send(out.body(kube::client::Body::from(body.to_vec())).unwrap())
-        .await
-        .unwrap();
-    let (parts, body) = resp.into_parts();
-    let bytes = body.collect().await.unwrap().to_bytes();
-    axum::response::Response::from_parts(parts, axum::body::Body::from(bytes))
-}
-
-impl HidingProxy {
-    async fn start(client: kube::Client, plural: &'static str) -> Self {
-        let hidden_hits = Arc::default();
-        let state = ProxyState {
-            client,
-            plural,
-            hidden_hits: Arc::clone(&hidden_hits),
-        };
-        let app = axum::Router::new().fallback(forward).with_state(state);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
-        HidingProxy {
-            url,
-            hidden_hits,
-            task,
-        }
-    }
-
-    /// A kubeconfig that reaches the apiserver only through this proxy.
-    fn kubeconfig(&self, dir: &tempfile::TempDir) -> std::path::PathBuf {
-        let path = dir.path().join("kubeconfig");
-        let text = format!(
-            "apiVersion: v1\nkind: Config\n\
-             clusters: [{{name: proxy, cluster: {{server: \"{}\"}}}}]\n\
-             users: [{{name: proxy, user: {{}}}}]\n\
-             contexts: [{{name: proxy, context: {{cluster: proxy, user: proxy}}}}]\n\
-             current-context: proxy\n",
-            self.url
-        );
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-}
-
 /// `exo operator run` stops at once when a CRD is not installed: exit code
 /// 2 and a message naming exactly the missing CRD.
 #[tokio::test]
@@ -355,4 +255,33 @@ async fn a_missing_crd_stops_the_operator_with_a_message_naming_it() {
             "{crd}: the operator never asked for it"
         );
     }
+}
+
+/// The Rollout CRD is optional: without it `exo operator run` gets ready
+/// and reconciles, and only the GitOps engine says it cannot start.
+#[tokio::test]
+async fn without_the_rollout_crd_the_operator_runs_without_the_engine() {
+    let ns = restricted_namespace("op-noro").await;
+    // Created first: the proxy answers a watch only when it ends, so the
+    // operator sees what its first lists return.
+    create(&ns.api::<Tool>(), &tool("gateway", true)).await;
+    let proxy = HidingProxy::start(ns.client.clone(), "rollouts").await;
+    let dir = support::scratch();
+    let op = OperatorProcess::start_as(&ns.name, "noro", &ns.name, &proxy.kubeconfig(&dir));
+    op.wait_ready().await;
+    op.wait_leader().await;
+    wait_for(&ns.api::<Tool>(), "gateway", "the Tool reconciled", |t| {
+        t.status
+            .as_ref()
+            .is_some_and(|s| s.observed_generation == Some(1))
+    })
+    .await;
+    eventually("the engine's refusal", Duration::from_secs(30), || async {
+        op.log().contains("gitops engine not started").then_some(())
+    })
+    .await;
+    let log = op.log();
+    assert!(log.contains("Rollouts cannot be listed"), "{log}");
+    assert!(!log.contains("gitops engine started"), "{log}");
+    assert!(proxy.hidden_hits.load(Ordering::SeqCst) > 0, "{log}");
 }

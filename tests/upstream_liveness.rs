@@ -74,6 +74,7 @@ async fn wedging_peer() -> (String, Arc<Mutex<Vec<String>>>) {
                 connection_id: hello.connection_id.clone(),
                 heartbeat_interval_ms: 15_000,
                 accepts_alerts: false,
+                accepts_rollouts: false,
             });
             ws.send(Message::Text(welcome.to_json().unwrap().into()))
                 .await

@@ -1,7 +1,8 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a test failure
 //! `exo operator connect` (real process, real apiserver) against
 //! `exo control-plane serve` (real process): snapshot and deltas, eviction,
-//! control-plane restart, tunnelled commands and pod control.
+//! control-plane restart, tunnelled commands and pod control (the tenants'
+//! Rollouts: `upstream_rollout.rs`).
 
 mod support;
 mod upstream_support;
@@ -348,7 +349,7 @@ async fn operator_run_streams_its_own_caches_upstream() {
     let log = op.log();
     assert!(
         log.contains("streaming the operator's caches")
-            && log.contains(r#"[\"Agent\", \"Tool\", \"AgentFS\", \"Pod\"]"#),
+            && log.contains(r#"[\"Agent\", \"Tool\", \"AgentFS\", \"Rollout\", \"Pod\"]"#),
         "the upstream reads the operator's caches, no watches of its own:\n{log}"
     );
 }

@@ -61,6 +61,7 @@ pub fn res(i: usize) -> Resource {
         },
         uid: wire::random_id(),
         resource_version: "1".into(),
+        generation: Some(1),
         phase: Some("Active".into()),
         labels: Default::default(),
         spec: serde_json::json!({"runtime": {"image": "r@sha256:0"}}),

@@ -286,6 +286,7 @@ impl Session {
             heartbeat_interval_ms: u64::try_from(self.app.cfg.heartbeat_interval.as_millis())
                 .unwrap_or(u64::MAX),
             accepts_alerts: true,
+            accepts_rollouts: true,
         });
         let evicted = self
             .app

@@ -107,6 +107,13 @@ pub fn is_not_found(e: &kube::Error) -> bool {
     api_code(e) == Some(404)
 }
 
+/// Whether a list was refused because the kind cannot be listed at all:
+/// its CRD is not installed (404) or RBAC does not allow it (403). A watch
+/// of it would only retry.
+pub fn is_unlistable(e: &kube::Error) -> bool {
+    matches!(api_code(e), Some(404 | 403))
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]

@@ -1,12 +1,13 @@
 //! The operator's watch feeds: one watch per kind, each filling the cache
 //! the reconcilers read and waking the controllers that care. Nothing else
-//! in the process watches these kinds: the upstream connection reads the
-//! same caches, told of each change through a [`Hub`].
+//! in the process watches these kinds: the upstream connection and the
+//! GitOps engine's Rollout controller read the same caches, told of each
+//! change through a [`Hub`].
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
@@ -18,7 +19,7 @@ use tokio::sync::broadcast;
 use tracing::warn;
 
 use super::{LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY};
-use crate::crd::{Agent, AgentFS, Tool};
+use crate::crd::{Agent, AgentFS, Rollout, Tool};
 
 /// A kind the operator watches into a cache.
 pub trait Watched:
@@ -75,6 +76,23 @@ where
         self.0.subscribe()
     }
 
+    /// The touches from now on, as a stream: subscribed at once, so a
+    /// read of the cache after this call misses no change. Falling behind
+    /// the hub reads as [`Touch::Relisted`] (re-read the whole cache). Ends
+    /// when the hub is gone.
+    pub fn touches(&self) -> impl Stream<Item = Touch<K>> + Send + 'static
+    where
+        K: Send + Sync + 'static,
+    {
+        futures::stream::unfold(self.subscribe(), |mut rx| async move {
+            match rx.recv().await {
+                Ok(t) => Some((t, rx)),
+                Err(broadcast::error::RecvError::Lagged(_)) => Some((Touch::Relisted, rx)),
+                Err(broadcast::error::RecvError::Closed) => None,
+            }
+        })
+    }
+
     /// Passes on one watch event (already in the cache).
     fn tell(&self, event: &watcher::Event<K>) {
         if self.0.receiver_count() == 0 {
@@ -97,16 +115,21 @@ pub struct Hubs {
     pub tools: Hub<Tool>,
     pub filesystems: Hub<AgentFS>,
     pub pods: Hub<Pod>,
+    /// Also what wakes the GitOps engine's Rollout controller: it lives
+    /// for a leadership term, the watch for the process.
+    pub rollouts: Hub<Rollout>,
 }
 
-/// The one watch of a kind that a controller reconciles (Tools, AgentFS):
-/// fills `writer`'s cache (the controller's store), tells `hub`, and wakes
-/// the controller for every changed or deleted object.
+/// The one watch of a kind that a controller reconciles (Tools, AgentFS,
+/// Rollouts): fills `writer`'s cache (the controller's store), tells
+/// `hub`, and wakes the controller, if `wake` is given, for every changed
+/// or deleted object. A controller that comes and goes (the engine's,
+/// leader-only) subscribes to `hub` instead.
 pub(super) async fn own_feed<K>(
     api: Api<K>,
     writer: reflector::store::Writer<K>,
     hub: Hub<K>,
-    wake: UnboundedSender<ObjectRef<K>>,
+    wake: Option<UnboundedSender<ObjectRef<K>>>,
 ) where
     K: Watched,
 {
@@ -117,9 +140,10 @@ pub(super) async fn own_feed<K>(
             match &event {
                 Ok(e) => {
                     hub.tell(e);
-                    if let watcher::Event::Apply(o)
-                    | watcher::Event::InitApply(o)
-                    | watcher::Event::Delete(o) = e
+                    if let Some(wake) = &wake
+                        && let watcher::Event::Apply(o)
+                        | watcher::Event::InitApply(o)
+                        | watcher::Event::Delete(o) = e
                     {
                         let _ = wake.unbounded_send(ObjectRef::from_obj(o));
                     }

@@ -5,7 +5,8 @@
 //! Every replica watches (so a standby's caches are warm and `/readyz`
 //! means "watches synced"), but only the Lease holder reconciles: the
 //! reconcilers return at once on a standby, and gaining the Lease
-//! re-reconciles every object.
+//! re-reconciles every object. Rollouts are watched the same way; the
+//! GitOps engine that drives them is a leader task over that cache.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,7 +26,7 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use super::apply::Ctx;
-use super::error::{Error, is_not_found};
+use super::error::{Error, is_not_found, is_unlistable};
 use super::feeds::{
     Hubs, agent_feed, child_feed, children, configmap_feed, managed_feed, own_feed,
 };
@@ -35,7 +36,7 @@ use super::leader_tasks::run_leader_tasks;
 pub use super::leader_tasks::{LeaderTask, Stop};
 use super::metrics::Metrics;
 use super::{CONTROLLER_NAME, agent, agentfs, tool};
-use crate::crd::{Agent, AgentFS, Tool};
+use crate::crd::{Agent, AgentFS, Rollout, Tool};
 
 /// How long in-flight reconciles get to finish after a shutdown request.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -83,17 +84,49 @@ where
         + DeserializeOwned
         + std::fmt::Debug,
 {
-    let kind: &'static str = match K::kind(&()).as_ref() {
+    let kind = crd_name::<K>();
+    match probe::<K>(client, namespace).await {
+        Ok(()) => Ok(()),
+        Err(e) if is_not_found(&e) => Err(Error::CrdMissing { kind }),
+        Err(e) => Err(Error::kube(format!("list {kind}"), e)),
+    }
+}
+
+fn crd_name<K: Resource<DynamicType = ()>>() -> &'static str {
+    match K::kind(&()).as_ref() {
         "Agent" => "agents.autonomic.sh",
         "Tool" => "tools.autonomic.sh",
+        "Rollout" => "rollouts.autonomic.sh",
         _ => "agentfs.autonomic.sh",
-    };
-    match api::<K>(client, namespace)
+    }
+}
+
+/// One list of at most one object's metadata: can `K` be listed at all?
+async fn probe<K>(client: &Client, namespace: Option<&str>) -> Result<(), kube::Error>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    api::<K>(client, namespace)
         .list_metadata(&ListParams::default().limit(1))
         .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Err(Error::CrdMissing { kind }),
+        .map(|_| ())
+}
+
+/// Whether Rollouts can be watched. They are optional: without their CRD
+/// (or RBAC to list them) the operator runs its controllers and streams
+/// the other kinds upstream, and the GitOps engine says it cannot start.
+/// Looked at once, at start: installing the CRD later takes a restart.
+async fn rollouts_listable(client: &Client, namespace: Option<&str>) -> Result<bool, Error> {
+    let kind = crd_name::<Rollout>();
+    match probe::<Rollout>(client, namespace).await {
+        Ok(()) => Ok(true),
+        Err(e) if is_unlistable(&e) => {
+            warn!(crd = kind, error = %e, "Rollouts cannot be listed (CRD not installed, or no RBAC): not watched; the GitOps engine will not run");
+            Ok(false)
+        }
         Err(e) => Err(Error::kube(format!("list {kind}"), e)),
     }
 }
@@ -122,6 +155,7 @@ pub async fn run(
     check_crd::<Agent>(&client, ns).await?;
     check_crd::<Tool>(&client, ns).await?;
     check_crd::<AgentFS>(&client, ns).await?;
+    let watch_rollouts = rollouts_listable(&client, ns).await?;
 
     let metrics = Arc::new(Metrics::new());
     let (leader_tx, leader_rx) = watch::channel(false);
@@ -181,13 +215,13 @@ pub async fn run(
         api::<Tool>(&client, ns),
         tools_writer,
         hubs.tools.clone(),
-        tool_tx.clone(),
+        Some(tool_tx.clone()),
     );
     let fs_feed = own_feed(
         api::<AgentFS>(&client, ns),
         fs_writer,
         hubs.filesystems.clone(),
-        fs_tx,
+        Some(fs_tx),
     );
     let pod_feed = child_feed(
         api::<Pod>(&client, ns),
@@ -241,6 +275,18 @@ pub async fn run(
     let cm_feed = configmap_feed(api::<ConfigMap>(&client, ns), configmaps_writer);
     let (policies_store, policies_writer) = reflector::store::<NetworkPolicy>();
     let np_feed = managed_feed(api::<NetworkPolicy>(&client, ns), policies_writer);
+    // The one Rollout watch: the engine's controller (leader-only, woken
+    // through the hub) and its sync read this cache, and so does the
+    // upstream relay. Without it the store stays empty and is not waited for.
+    let (rollouts_store, rollouts_writer) = reflector::store::<Rollout>();
+    let rollout_feed = {
+        let (api, hub) = (api::<Rollout>(&client, ns), hubs.rollouts.clone());
+        async move {
+            if watch_rollouts {
+                own_feed(api, rollouts_writer, hub, None).await;
+            }
+        }
+    };
     let (caches_tx, caches_rx) = watch::channel(false);
 
     let ctx = Arc::new(Ctx {
@@ -253,6 +299,7 @@ pub async fn run(
         filesystems: filesystems.store(),
         configmaps: configmaps_store.clone(),
         network_policies: policies_store.clone(),
+        rollouts: watch_rollouts.then(|| rollouts_store.clone()),
         services: services_store.clone(),
         caches_synced: caches_rx,
         hubs,
@@ -277,7 +324,8 @@ pub async fn run(
             && synced(&pods_store).await
             && synced(&services_store).await
             && synced(&configmaps_store).await
-            && synced(&policies_store).await;
+            && synced(&policies_store).await
+            && (!watch_rollouts || synced(&rollouts_store).await);
         caches_tx.send_replace(ok);
         if ok {
             info!("watches synced: ready");
@@ -310,6 +358,7 @@ pub async fn run(
             service_feed,
             cm_feed,
             np_feed,
+            rollout_feed,
             agents
                 .run(agent::reconcile, agent::error_policy, ctx.clone())
                 .for_each(log),

@@ -11,22 +11,26 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{self, Store};
 use serde::Serialize;
 use tokio::sync::{broadcast, mpsc, watch};
 
 use super::apply::Ctx;
 use super::feeds::{Hub, Touch};
 use super::{LABEL_MANAGED_BY, MANAGED_BY};
+use crate::crd::Rollout;
 use crate::upstream::tracker::{WatchEvent, encode};
 use crate::upstream::{Feed, UpstreamConfig};
 use crate::wire::ResourceKind;
 
 type Tx = mpsc::Sender<(ResourceKind, WatchEvent)>;
 
-/// The kinds the operator's caches can feed for `cfg`: Agents, Tools and
-/// AgentFS always; Pods when the upstream streams exactly the operator's
-/// own (the default selector), else the connection watches Pods itself.
+/// The kinds the operator's caches can feed for `cfg`: Agents, Tools,
+/// AgentFS and Rollouts always; Pods when the upstream streams exactly the
+/// operator's own (the default selector), else the connection watches Pods
+/// itself. Rollouts the operator cannot list (no CRD or RBAC) are fed as
+/// an empty list: the connection does not try a watch the operator could
+/// not have either.
 pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
     let (tx, events) = mpsc::channel(1024);
     let synced = ctx.caches_synced.clone();
@@ -34,6 +38,7 @@ pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
         ResourceKind::Agent,
         ResourceKind::Tool,
         ResourceKind::AgentFS,
+        ResourceKind::Rollout,
     ];
     relay(
         ResourceKind::Agent,
@@ -53,6 +58,18 @@ pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
         ResourceKind::AgentFS,
         ctx.filesystems.clone(),
         &ctx.hubs.filesystems,
+        &tx,
+        &synced,
+    );
+    // Unwatched: a store no watch writes, so it lists empty.
+    let rollouts = ctx
+        .rollouts
+        .clone()
+        .unwrap_or_else(|| reflector::store::<Rollout>().0);
+    relay(
+        ResourceKind::Rollout,
+        rollouts,
+        &ctx.hubs.rollouts,
         &tx,
         &synced,
     );

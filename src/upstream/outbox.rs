@@ -23,7 +23,8 @@ pub const DELTAS_PER_CHUNK: usize = 16;
 
 #[derive(Debug)]
 pub enum DataItem {
-    Delta(DeltaOp, Resource),
+    /// Boxed: a resource is much larger than a snapshot's `Vec`.
+    Delta(DeltaOp, Box<Resource>),
     Snapshot(Vec<Resource>),
 }
 
@@ -128,13 +129,13 @@ impl Outbox {
             if delta_first {
                 a.deltas_since_chunk += 1;
                 if let Some(DataItem::Delta(op, r)) = self.queue.pop_front() {
-                    return Some(self.delta(op, r));
+                    return Some(self.delta(op, *r));
                 }
             }
             return self.next_chunk();
         }
         match self.queue.pop_front()? {
-            DataItem::Delta(op, r) => Some(self.delta(op, r)),
+            DataItem::Delta(op, r) => Some(self.delta(op, *r)),
             DataItem::Snapshot(resources) => {
                 self.snapshots_started += 1;
                 let chunks = self.chunk(resources);
@@ -184,8 +185,8 @@ mod tests {
             r("b", "1"),
             r("c", "1"),
         ]));
-        o.push(DataItem::Delta(DeltaOp::Upsert, r("b", "2")));
-        o.push(DataItem::Delta(DeltaOp::Remove, r("c", "1")));
+        o.push(DataItem::Delta(DeltaOp::Upsert, Box::new(r("b", "2"))));
+        o.push(DataItem::Delta(DeltaOp::Remove, Box::new(r("c", "1"))));
         let frames = drain(&mut o);
         assert_eq!(
             shape(&frames),
@@ -212,7 +213,10 @@ mod tests {
         let mut o = Outbox::new(1, 1 << 20);
         o.push(DataItem::Snapshot(vec![r("a", "1"), r("b", "1")]));
         for i in 0..40 {
-            o.push(DataItem::Delta(DeltaOp::Upsert, r("x", &i.to_string())));
+            o.push(DataItem::Delta(
+                DeltaOp::Upsert,
+                Box::new(r("x", &i.to_string())),
+            ));
         }
         let s = shape(&drain(&mut o));
         let last_chunk = s.iter().position(|x| x == "chunk1!").unwrap();
@@ -223,7 +227,7 @@ mod tests {
     #[test]
     fn a_newer_snapshot_supersedes_queued_items_and_empty_snapshots_send_one_chunk() {
         let mut o = Outbox::new(10, 1 << 20);
-        o.push(DataItem::Delta(DeltaOp::Upsert, r("x", "1")));
+        o.push(DataItem::Delta(DeltaOp::Upsert, Box::new(r("x", "1"))));
         o.push(DataItem::Snapshot(vec![]));
         assert_eq!(shape(&drain(&mut o)), ["chunk0!"]);
         assert!(o.is_idle());

@@ -123,15 +123,17 @@ pub fn encode<K: kube::Resource + Serialize>(kind: ResourceKind, obj: &K) -> Opt
 }
 
 /// Converts a typed object to its wire form: identity, resourceVersion,
-/// labels, `status.phase`, and `spec`/`status` (for Pods only `nodeName`
-/// of the spec, to keep frames small).
+/// generation, labels, `status.phase`, and `spec`/`status`, less what a
+/// control plane does not show, to keep frames small: of a Pod's spec only
+/// `nodeName`; of a Rollout's spec `settings` (the tenant's `tenant.yaml`)
+/// and of its status `inventory` (every object the saga applied).
 pub fn to_wire<K: kube::Resource + Serialize>(
     kind: ResourceKind,
     obj: &K,
 ) -> Result<Resource, serde_json::Error> {
     let meta = obj.meta();
     let mut v = serde_json::to_value(obj)?;
-    let status = v
+    let mut status = v
         .get_mut("status")
         .map(serde_json::Value::take)
         .unwrap_or_default();
@@ -139,8 +141,15 @@ pub fn to_wire<K: kube::Resource + Serialize>(
         .get_mut("spec")
         .map(serde_json::Value::take)
         .unwrap_or_default();
-    if kind == ResourceKind::Pod {
-        spec = serde_json::json!({ "nodeName": spec.get("nodeName") });
+    match kind {
+        ResourceKind::Pod => {
+            spec = serde_json::json!({ "nodeName": spec.get("nodeName") });
+        }
+        ResourceKind::Rollout => {
+            leave_out(&mut spec, "settings");
+            leave_out(&mut status, "inventory");
+        }
+        ResourceKind::Agent | ResourceKind::Tool | ResourceKind::AgentFS => {}
     }
     Ok(Resource {
         key: ResourceKey {
@@ -150,6 +159,7 @@ pub fn to_wire<K: kube::Resource + Serialize>(
         },
         uid: meta.uid.clone().unwrap_or_default(),
         resource_version: meta.resource_version.clone().unwrap_or_default(),
+        generation: meta.generation,
         phase: status
             .get("phase")
             .and_then(|p| p.as_str())
@@ -158,6 +168,13 @@ pub fn to_wire<K: kube::Resource + Serialize>(
         spec,
         status,
     })
+}
+
+/// Removes `field` from `v` when `v` is an object.
+fn leave_out(v: &mut serde_json::Value, field: &str) {
+    if let Some(o) = v.as_object_mut() {
+        o.remove(field);
+    }
 }
 
 #[cfg(test)]
@@ -246,5 +263,74 @@ mod tests {
         assert_eq!(w.resource_version, "42");
         assert_eq!(w.phase.as_deref(), Some("Active"));
         assert!(w.spec.get("runtime").is_some());
+    }
+
+    #[test]
+    fn wire_form_of_a_rollout_has_its_saga_without_settings_or_inventory() {
+        use crate::crd::{
+            InventoryEntry, Rollout, RolloutPhase, RolloutSpec, RolloutStatus, SagaStep, StepState,
+        };
+        let mut ro = Rollout::new(
+            "release",
+            RolloutSpec {
+                tenant: "t1".into(),
+                wave: "canary".into(),
+                release: "r2".into(),
+                commit: "c0ffee".into(),
+                desired_hash: "h2".into(),
+                settings: crate::fleet::tenant::TenantSpec {
+                    node_tier: Some("gpu".into()),
+                    ..Default::default()
+                },
+            },
+        );
+        ro.metadata.namespace = Some("t1".into());
+        ro.metadata.resource_version = Some("77".into());
+        ro.metadata.uid = Some("u-1".into());
+        ro.metadata.generation = Some(5);
+        ro.status = Some(RolloutStatus {
+            phase: Some(RolloutPhase::Progressing),
+            observed_generation: Some(5),
+            desired_hash: Some("h2".into()),
+            steps: vec![SagaStep {
+                name: "configmaps-published".into(),
+                owner: "operator".into(),
+                state: StepState::Done,
+                ..Default::default()
+            }],
+            inventory: vec![InventoryEntry {
+                name: "a".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let w = to_wire(ResourceKind::Rollout, &ro).unwrap();
+        assert_eq!(w.key.kind, ResourceKind::Rollout);
+        assert_eq!(
+            (w.key.namespace.as_str(), w.key.name.as_str()),
+            ("t1", "release")
+        );
+        assert_eq!((w.uid.as_str(), w.resource_version.as_str()), ("u-1", "77"));
+        assert_eq!(w.generation, Some(5));
+        assert_eq!(w.phase.as_deref(), Some("Progressing"));
+        assert_eq!(w.spec["desiredHash"], "h2");
+        assert_eq!(w.spec["commit"], "c0ffee");
+        assert!(w.spec.get("settings").is_none(), "{}", w.spec);
+        assert_eq!(w.status["observedGeneration"], 5);
+        assert_eq!(w.status["steps"][0]["state"], "Done");
+        assert!(w.status.get("inventory").is_none(), "{}", w.status);
+        // The same object as another kind keeps both: the cut is the Rollout's.
+        let a = to_wire(ResourceKind::Agent, &ro).unwrap();
+        assert!(a.spec.get("settings").is_some() && a.status.get("inventory").is_some());
+    }
+
+    #[test]
+    fn generation_is_carried_for_every_kind_and_absent_when_unset() {
+        let mut a = crate::crd::Agent::new("a1", crate::crd::AgentSpec::default());
+        assert_eq!(to_wire(Agent, &a).unwrap().generation, None);
+        a.metadata.generation = Some(2);
+        let w = to_wire(Agent, &a).unwrap();
+        assert_eq!(w.generation, Some(2));
+        assert_eq!(serde_json::to_value(&w).unwrap()["generation"], 2);
     }
 }

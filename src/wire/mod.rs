@@ -8,18 +8,18 @@
 //! violation. The protocol version is an integer carried in `hello`; a server
 //! that does not speak it closes with [`close::UNSUPPORTED_VERSION`].
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 mod alert;
 pub mod close;
 pub mod fs;
 mod parse;
+mod resource;
 pub mod token;
 pub use alert::{Alert, AlertAck, AlertError, AlertState, Severity, limits as alert_limits};
 pub use fs::{FsAbort, FsChunk, FsChunkAck};
 pub use parse::FrameError;
+pub use resource::{Resource, ResourceKey, ResourceKind};
 
 /// The protocol version this build speaks.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -137,75 +137,10 @@ pub struct Welcome {
     /// older server would close the connection on the unknown type.
     #[serde(default)]
     pub accepts_alerts: bool,
-}
-
-/// The kinds of resources on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum ResourceKind {
-    Agent,
-    Tool,
-    AgentFS,
-    Pod,
-}
-
-impl ResourceKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ResourceKind::Agent => "Agent",
-            ResourceKind::Tool => "Tool",
-            ResourceKind::AgentFS => "AgentFS",
-            ResourceKind::Pod => "Pod",
-        }
-    }
-}
-
-/// Identity of a resource on the wire.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct ResourceKey {
-    pub kind: ResourceKind,
-    pub namespace: String,
-    pub name: String,
-}
-
-/// The wire form of a watched object.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Resource {
-    #[serde(flatten)]
-    pub key: ResourceKey,
+    /// The server takes resources of kind `Rollout`. A client sends none
+    /// otherwise: an older server would close the connection on the kind.
     #[serde(default)]
-    pub uid: String,
-    #[serde(rename = "resourceVersion")]
-    pub resource_version: String,
-    /// `status.phase` when the object has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
-    /// `spec` (for Pods only `nodeName`) and `status`, as the apiserver has them.
-    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
-    pub spec: serde_json::Value,
-    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
-    pub status: serde_json::Value,
-}
-
-#[cfg(test)]
-impl Resource {
-    /// A bare resource `kind ns/name` at `rv`, for unit tests.
-    pub fn bare(kind: ResourceKind, name: &str, rv: &str) -> Self {
-        Resource {
-            key: ResourceKey {
-                kind,
-                namespace: "ns".into(),
-                name: name.into(),
-            },
-            uid: String::new(),
-            resource_version: rv.into(),
-            phase: None,
-            labels: BTreeMap::new(),
-            spec: serde_json::Value::Null,
-            status: serde_json::Value::Null,
-        }
-    }
+    pub accepts_rollouts: bool,
 }
 
 /// One chunk of a snapshot. Chunks of one snapshot share `snapshot_id`, are

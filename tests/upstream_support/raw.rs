@@ -37,7 +37,7 @@ pub async fn raw_client(cp: &ControlPlane, token: &str) -> Socket {
     });
     send(&mut ws, &hello).await;
     match next_frame(&mut ws).await {
-        Frame::Welcome(w) => assert!(w.accepts_alerts, "{w:?}"),
+        Frame::Welcome(w) => assert!(w.accepts_alerts && w.accepts_rollouts, "{w:?}"),
         other => panic!("expected welcome, got {other:?}"),
     }
     ws

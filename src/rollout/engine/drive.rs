@@ -11,16 +11,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::api::Api;
+use kube::ResourceExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
-use kube::{Client, ResourceExt};
 use tracing::{Instrument, info, warn};
 
 use super::{EngineConfig, Loaded, State, TenantPlan, now};
 use crate::crd::{Rollout, RolloutPhase, RolloutStatus, StepState};
 use crate::operator::apply::Ctx;
+use crate::operator::feeds::Touch;
 use crate::operator::metrics::Controller as Writer;
 use crate::rollout::actuate::{StepCtx, execute};
 use crate::rollout::saga::{self, Outcome, StartedFor, StepKind};
@@ -65,15 +64,28 @@ pub enum DriveError {
     Write(#[from] crate::operator::Error),
 }
 
-/// The Rollout controller, and its store (the sync compares Rollout specs
-/// with it instead of reading them).
-pub(super) fn controller(client: &Client) -> (Controller<Rollout>, Store<Rollout>) {
-    let c = Controller::new(
-        Api::<Rollout>::all(client.clone()),
-        watcher::Config::default(),
-    );
-    let store = c.store();
-    (c, store)
+/// The Rollout controller of one leadership term, over the operator's one
+/// Rollout watch (`operator::feeds`): `rollouts` is its cache (the sync
+/// compares Rollout specs with it too) and the Rollout hub wakes it for
+/// each changed Rollout. Every Rollout is reconciled when the term starts
+/// (the hub is subscribed first, so no change falls in between) and again
+/// after each relist of the watch, as a controller with a watch of its own
+/// would.
+pub(super) fn controller(op: &Ctx, rollouts: Store<Rollout>) -> Controller<Rollout> {
+    let hub = &op.hubs.rollouts;
+    let changed = hub.touches().filter_map(|t| {
+        futures::future::ready(match t {
+            Touch::Applied(r) => Some(r),
+            // Nothing is left to drive; the sync re-creates it from git.
+            Touch::Deleted(_) | Touch::Relisted => None,
+        })
+    });
+    let relisted = hub
+        .touches()
+        .filter_map(|t| futures::future::ready(matches!(t, Touch::Relisted).then_some(())));
+    Controller::for_stream(futures::stream::pending(), rollouts)
+        .reconcile_on(changed)
+        .reconcile_all_on(futures::stream::once(futures::future::ready(())).chain(relisted))
 }
 
 pub(super) async fn run(

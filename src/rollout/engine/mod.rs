@@ -19,7 +19,8 @@
 //!   and a reader never mistakes an old status for the current one;
 //! - every write goes through the operator's counted write path
 //!   ([`crate::operator::apply::Ctx`]) and every read of managed objects
-//!   outside a running step comes from the operator's watch caches;
+//!   outside a running step comes from the operator's watch caches, the
+//!   Rollouts' included (the engine runs no Rollout watch of its own);
 //! - nothing is applied, pruned or healed while the Fleet is suspended.
 
 mod drive;
@@ -34,7 +35,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::{Client, ResourceExt};
 use tokio::sync::RwLock;
-use tracing::info;
+use tracing::{info, warn};
 
 use super::desired::TenantDesired;
 use crate::crd::{DriftPolicy, Fleet as FleetCr};
@@ -138,9 +139,15 @@ pub async fn run(op: Arc<Ctx>, cfg: EngineConfig) {
     if synced.wait_for(|v| *v).await.is_err() {
         return;
     }
+    let Some(rollouts) = op.rollouts.clone() else {
+        warn!(
+            "gitops engine not started: Rollouts cannot be listed (install the rollouts.autonomic.sh CRD and its RBAC, then restart the operator)"
+        );
+        return;
+    };
     info!("gitops engine started");
     let state = Arc::new(State::default());
-    let (controller, rollouts) = drive::controller(&op.client);
+    let controller = drive::controller(&op, rollouts.clone());
     let sync = tokio::spawn(sync::run(op.clone(), cfg.clone(), state.clone(), rollouts));
     drive::run(controller, op, cfg, state).await;
     sync.abort();

@@ -29,7 +29,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::{FutureExt, SinkExt, StreamExt};
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::Serialize;
@@ -50,10 +49,8 @@ mod watch;
 mod writer;
 
 use session::Ctx;
-use watch::{api, spawn_watch};
 use writer::*;
 
-use crate::crd::{Agent, AgentFS, Tool};
 use crate::upstream::UpstreamError;
 use crate::upstream::actions;
 use crate::upstream::alerts::{self, AlertQueue};
@@ -67,12 +64,13 @@ use crate::wire::{
     PROTOCOL_VERSION, ResourceKind, close,
 };
 
-/// The kinds streamed on the wire.
-pub const WIRE_KINDS: [ResourceKind; 4] = [
+/// The kinds streamed on the wire (Rollouts only where they can be listed).
+pub const WIRE_KINDS: [ResourceKind; 5] = [
     ResourceKind::Agent,
     ResourceKind::Tool,
     ResourceKind::AgentFS,
     ResourceKind::Pod,
+    ResourceKind::Rollout,
 ];
 
 type Events = mpsc::Receiver<(ResourceKind, WatchEvent)>;
@@ -231,10 +229,7 @@ pub async fn run_fed(
 
     let (ev_tx, mut ev_rx) = mpsc::channel(1024);
     let mut watches = JoinSet::new();
-    let ns = cfg.namespace.as_deref();
-    let wc = watcher::Config::default();
     let fed: Vec<ResourceKind> = feed.as_ref().map(|f| f.kinds.clone()).unwrap_or_default();
-    let own = |k: ResourceKind| !fed.contains(&k);
     if let Some(mut feed) = feed {
         let tx = ev_tx.clone();
         watches.spawn(async move {
@@ -245,51 +240,15 @@ pub async fn run_fed(
             }
         });
     }
-    if own(ResourceKind::Agent) {
-        let api = api::<Agent>(&client, ns);
-        spawn_watch(
-            &mut watches,
-            api,
-            ResourceKind::Agent,
-            wc.clone(),
-            ev_tx.clone(),
-        );
-    }
-    if own(ResourceKind::Tool) {
-        let api = api::<Tool>(&client, ns);
-        spawn_watch(
-            &mut watches,
-            api,
-            ResourceKind::Tool,
-            wc.clone(),
-            ev_tx.clone(),
-        );
-    }
-    if own(ResourceKind::AgentFS) {
-        let api = api::<AgentFS>(&client, ns);
-        spawn_watch(
-            &mut watches,
-            api,
-            ResourceKind::AgentFS,
-            wc.clone(),
-            ev_tx.clone(),
-        );
-    }
-    if own(ResourceKind::Pod) {
-        let api = api::<Pod>(&client, ns);
-        spawn_watch(
-            &mut watches,
-            api,
-            ResourceKind::Pod,
-            wc.labels(&cfg.pod_selector),
-            ev_tx,
-        );
-    }
+    let mut kinds = fed.clone();
+    kinds.extend(watch::spawn_own(&mut watches, &client, &cfg, &fed, ev_tx).await);
     if !fed.is_empty() {
         info!(kinds = ?fed.iter().map(|k| k.as_str()).collect::<Vec<_>>(), "upstream: streaming the operator's caches");
     }
 
-    let mut tracker = Tracker::new(WIRE_KINDS);
+    // Only the kinds streamed: one that cannot be listed must not hold up
+    // the first snapshot forever.
+    let mut tracker = Tracker::new(kinds);
     let mut backoff = Backoff::new(cfg.backoff_base, cfg.backoff_max);
     let shutdown = shutdown.fuse();
     tokio::pin!(shutdown);

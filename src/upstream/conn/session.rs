@@ -176,7 +176,13 @@ impl Ctx {
             count,
             writer,
         };
-        let steady = self.steady(tracker, ev_rx, shutdown, &mut stream, &mut link);
+        if !welcome.accepts_rollouts {
+            info!("upstream: the control plane does not take Rollouts; not sending them");
+        }
+        let takes = Takes {
+            rollouts: welcome.accepts_rollouts,
+        };
+        let steady = self.steady(tracker, ev_rx, shutdown, &mut stream, &mut link, takes);
         // Beside the session, so a session stuck on a blocked write is
         // given up too (dropping it ends the socket with the writer).
         let end = tokio::select! {
@@ -215,6 +221,7 @@ impl Ctx {
         shutdown: &mut S,
         stream: &mut R,
         link: &mut Link,
+        takes: Takes,
     ) -> End
     where
         S: std::future::Future<Output = ()> + Unpin + futures::future::FusedFuture,
@@ -223,7 +230,7 @@ impl Ctx {
         let cfg = &self.cfg;
         if link
             .data_tx
-            .send(DataItem::Snapshot(tracker.all()))
+            .send(DataItem::Snapshot(takes.all(tracker)))
             .await
             .is_err()
         {
@@ -254,14 +261,14 @@ impl Ctx {
                     link.count.store(tracker.len() as u64, Ordering::Relaxed);
                     let n = tracker.len();
                     self.health.update(|h| h.watch_event(n));
-                    for (op, r) in changes {
-                        if link.data_tx.send(DataItem::Delta(op, r)).await.is_err() {
+                    for (op, r) in changes.into_iter().filter(|(_, r)| takes.kind(r.key.kind)) {
+                        if link.data_tx.send(DataItem::Delta(op, Box::new(r))).await.is_err() {
                             return retry("writer stopped", true);
                         }
                     }
                 }
                 _ = snapshot_tick.tick() => {
-                    if link.data_tx.send(DataItem::Snapshot(tracker.all())).await.is_err() {
+                    if link.data_tx.send(DataItem::Snapshot(takes.all(tracker))).await.is_err() {
                         return retry("writer stopped", true);
                     }
                 }
@@ -293,5 +300,25 @@ impl Ctx {
                 }
             }
         }
+    }
+}
+
+/// The kinds the control plane said it takes: one older than a kind
+/// closes the connection on it (4003), so it is never sent one.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Takes {
+    pub rollouts: bool,
+}
+
+impl Takes {
+    fn kind(self, kind: ResourceKind) -> bool {
+        self.rollouts || kind != ResourceKind::Rollout
+    }
+
+    /// The tracker's content the control plane takes, for a snapshot.
+    fn all(self, tracker: &Tracker) -> Vec<crate::wire::Resource> {
+        let mut all = tracker.all();
+        all.retain(|r| self.kind(r.key.kind));
+        all
     }
 }

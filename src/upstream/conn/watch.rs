@@ -1,8 +1,68 @@
 //! The connection's own watches, for `operator connect` (which has no
 //! caches) and for the kinds a [`super::Feed`] does not carry: each turns
 //! watch events into the wire form the tracker folds.
+//!
+//! Rollouts are optional: where they cannot be listed (the CRD is not
+//! installed, or RBAC does not allow it) they are not watched and not
+//! waited for, and the other kinds stream as before.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
 
 use super::*;
+use crate::crd::{Agent, AgentFS, Rollout, Tool};
+use crate::operator::error::is_unlistable;
+
+/// Starts a watch of each wire kind not in `fed`, and returns the kinds it
+/// watches (the ones the first snapshot waits for).
+pub(super) async fn spawn_own(
+    set: &mut JoinSet<()>,
+    client: &kube::Client,
+    cfg: &UpstreamConfig,
+    fed: &[ResourceKind],
+    tx: mpsc::Sender<(ResourceKind, WatchEvent)>,
+) -> Vec<ResourceKind> {
+    let ns = cfg.namespace.as_deref();
+    let wc = || watcher::Config::default();
+    let mut kinds = Vec::new();
+    for kind in WIRE_KINDS.into_iter().filter(|k| !fed.contains(k)) {
+        let tx = tx.clone();
+        match kind {
+            ResourceKind::Agent => spawn_watch(set, api::<Agent>(client, ns), kind, wc(), tx),
+            ResourceKind::Tool => spawn_watch(set, api::<Tool>(client, ns), kind, wc(), tx),
+            ResourceKind::AgentFS => spawn_watch(set, api::<AgentFS>(client, ns), kind, wc(), tx),
+            ResourceKind::Pod => {
+                let pods = wc().labels(&cfg.pod_selector);
+                spawn_watch(set, api::<Pod>(client, ns), kind, pods, tx);
+            }
+            ResourceKind::Rollout => {
+                let rollouts = api::<Rollout>(client, ns);
+                if !listable(&rollouts).await {
+                    continue;
+                }
+                spawn_watch(set, rollouts, kind, wc(), tx);
+            }
+        }
+        kinds.push(kind);
+    }
+    kinds
+}
+
+/// Whether Rollouts can be listed; a refusal other than "no such CRD" or
+/// "forbidden" (the apiserver is away, say) is left to the watch's retries.
+async fn listable(api: &Api<Rollout>) -> bool {
+    match api.list_metadata(&ListParams::default().limit(1)).await {
+        Ok(_) => true,
+        Err(e) if is_unlistable(&e) => {
+            warn!(crd = "rollouts.autonomic.sh", error = %e, "Rollouts cannot be listed (CRD not installed, or no RBAC): not streamed");
+            false
+        }
+        Err(e) => {
+            warn!(crd = "rollouts.autonomic.sh", error = %e, "cannot list Rollouts yet; watching them anyway");
+            true
+        }
+    }
+}
 
 pub(super) fn spawn_watch<K>(
     set: &mut JoinSet<()>,

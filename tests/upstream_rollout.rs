@@ -1,0 +1,308 @@
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a test failure
+//! The tenants' Rollouts upstream (real processes, real apiserver): under
+//! `exo operator connect` and `exo operator run` against `exo control-plane
+//! serve`, without the Rollout CRD, and towards a control plane older than
+//! the kind.
+
+mod support;
+mod upstream_support;
+
+use std::time::Duration;
+
+use exo::crd::{AgentFS, Rollout, RolloutSpec};
+use exo::rollout::engine::ROLLOUT_NAME;
+use futures::{SinkExt, StreamExt};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use support::{TestNamespace, eventually};
+use tokio_tungstenite::tungstenite::Message;
+use upstream_support::{Connector, ControlPlane, agentfs, install_crds};
+
+/// A tenant's Rollout as the engine writes it, with a status for
+/// generation 1 (phase Progressing) and an inventory and settings the wire
+/// form leaves out.
+async fn create_rollout(ns: &TestNamespace) -> Rollout {
+    let api = ns.api::<Rollout>();
+    let spec = RolloutSpec {
+        tenant: ns.name.clone(),
+        wave: "canary".into(),
+        release: "r1".into(),
+        commit: "c1".into(),
+        desired_hash: "h1".into(),
+        settings: serde_json::from_value(json!({ "nodeTier": "gpu" })).unwrap(),
+    };
+    api.create(&PostParams::default(), &Rollout::new(ROLLOUT_NAME, spec))
+        .await
+        .unwrap();
+    set_status(
+        &api,
+        json!({ "phase": "Progressing", "release": "r1", "observedGeneration": 1,
+                "desiredHash": "h1", "appliedCommit": "c1",
+                "currentStep": "configmaps-published",
+                "steps": [{ "name": "configmaps-published", "owner": "operator", "state": "Running" }],
+                "inventory": [{ "kind": "Agent", "name": "worker" }] }),
+    )
+    .await
+}
+
+async fn set_status(api: &Api<Rollout>, status: serde_json::Value) -> Rollout {
+    api.patch_status(
+        ROLLOUT_NAME,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .unwrap()
+}
+
+/// The control plane's wire form of the namespace's Rollout, once it is at
+/// the apiserver's `resourceVersion` of `ro`.
+async fn shown_rollout(
+    cp: &ControlPlane,
+    dep: &str,
+    ro: &Rollout,
+    what: &str,
+) -> serde_json::Value {
+    let (ns, rv) = (
+        ro.metadata.namespace.clone(),
+        ro.metadata.resource_version.clone(),
+    );
+    eventually(what, Duration::from_secs(40), || async {
+        let (_, v) = cp.get(&format!("/api/v1/deployments/{dep}/resources"));
+        v["resources"].as_array()?.iter().find_map(|r| {
+            (r["kind"] == "Rollout"
+                && r["namespace"].as_str() == ns.as_deref()
+                && r["name"] == ROLLOUT_NAME
+                && r["resourceVersion"].as_str() == rv.as_deref())
+            .then(|| r.clone())
+        })
+    })
+    .await
+}
+
+/// A Rollout read back from its wire form alone, to apply the one
+/// staleness rule (`Rollout::current_status`) to what a dashboard sees.
+fn from_wire(r: &serde_json::Value) -> Rollout {
+    let mut ro = Rollout::new(
+        ROLLOUT_NAME,
+        serde_json::from_value(r["spec"].clone()).unwrap(),
+    );
+    ro.metadata.generation = r["generation"].as_i64();
+    ro.status = Some(serde_json::from_value(r["status"].clone()).unwrap());
+    ro
+}
+
+/// What every Rollout test checks, from the first listing on: the wire form
+/// (generation, phase, saga status; no settings, no inventory), a status
+/// write arriving as a delta (no snapshot in between), and a spec change
+/// showing the old status as stale.
+async fn rollout_streams(cp: &ControlPlane, dep: &str, ns: &TestNamespace, created: &Rollout) {
+    let api = ns.api::<Rollout>();
+    let r = shown_rollout(cp, dep, created, "the Rollout upstream").await;
+    assert_eq!(r["uid"].as_str(), created.metadata.uid.as_deref(), "{r}");
+    assert_eq!(r["generation"], 1, "{r}");
+    assert_eq!(r["phase"], "Progressing", "{r}");
+    assert_eq!(r["spec"]["desiredHash"], "h1", "{r}");
+    assert_eq!(r["spec"]["wave"], "canary", "{r}");
+    assert_eq!(r["status"]["observedGeneration"], 1, "{r}");
+    assert_eq!(r["status"]["steps"][0]["state"], "Running", "{r}");
+    assert!(r["spec"].get("settings").is_none(), "{r}");
+    assert!(r["status"].get("inventory").is_none(), "{r}");
+    assert!(from_wire(&r).current_status().is_some(), "current: {r}");
+
+    let before = cp.deployment(dep);
+    let verified = set_status(
+        &api,
+        json!({ "phase": "Verified", "currentStep": null,
+                "steps": [{ "name": "configmaps-published", "owner": "operator", "state": "Done" }] }),
+    )
+    .await;
+    let r = shown_rollout(cp, dep, &verified, "the status change upstream").await;
+    assert_eq!(r["phase"], "Verified", "{r}");
+    assert_eq!(r["status"]["steps"][0]["state"], "Done", "{r}");
+    let after = cp.deployment(dep);
+    assert_eq!(
+        after["snapshots_completed"], before["snapshots_completed"],
+        "the status came as a delta, not in a snapshot: {before} -> {after}"
+    );
+    assert!(
+        after["deltas_applied"].as_u64() > before["deltas_applied"].as_u64(),
+        "{before} -> {after}"
+    );
+
+    // A new spec: the generation moves on, the status (still for 1) is stale.
+    let respec = api
+        .patch(
+            ROLLOUT_NAME,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "desiredHash": "h2", "release": "r2" } })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(respec.metadata.generation, Some(2));
+    let r = shown_rollout(cp, dep, &respec, "the spec change upstream").await;
+    assert_eq!(r["generation"], 2, "{r}");
+    assert_eq!(r["status"]["observedGeneration"], 1, "{r}");
+    assert_eq!(r["phase"], "Verified", "{r}");
+    assert!(from_wire(&r).current_status().is_none(), "stale: {r}");
+}
+
+#[tokio::test]
+async fn operator_connect_streams_the_tenants_rollout() {
+    let ns = TestNamespace::new("up-ro").await;
+    install_crds(&ns.client).await;
+    let created = create_rollout(&ns).await;
+    let cp = ControlPlane::start(&[]);
+    let token = cp.create_deployment("ro-connect");
+    let c = Connector::start(&cp.base, &token, &ns.name, &[]);
+    rollout_streams(&cp, "ro-connect", &ns, &created).await;
+    assert!(
+        !c.log().contains("Rollouts cannot be listed"),
+        "{}",
+        c.log()
+    );
+}
+
+/// Under `operator run` the Rollouts come from the operator's one Rollout
+/// watch, which the (leading) GitOps engine reads too.
+#[tokio::test]
+async fn operator_run_streams_the_tenants_rollout_from_its_cache() {
+    let ns = TestNamespace::new("up-ro-fed").await;
+    install_crds(&ns.client).await;
+    let created = create_rollout(&ns).await;
+    let cp = ControlPlane::start(&[]);
+    let token = cp.create_deployment("ro-run");
+    let op =
+        support::operator::OperatorProcess::start_managed(&ns.name, "ro-a", &[], &cp.base, &token);
+    op.wait_leader().await;
+    rollout_streams(&cp, "ro-run", &ns, &created).await;
+    let log = op.log();
+    assert!(
+        log.contains("streaming the operator's caches") && log.contains(r#"\"Rollout\""#),
+        "the upstream reads the operator's Rollout cache:\n{log}"
+    );
+    assert!(
+        log.contains("gitops engine started") && !log.contains("Rollouts cannot be listed"),
+        "{log}"
+    );
+}
+
+/// Without the Rollout CRD (the proxy answers the apiserver's own 404 for
+/// it) `operator connect` streams every other kind: the first snapshot
+/// does not wait for a kind it cannot list.
+#[tokio::test]
+async fn operator_connect_without_the_rollout_crd_streams_the_rest() {
+    let ns = TestNamespace::new("up-ro-none").await;
+    install_crds(&ns.client).await;
+    let fs = ns.api::<AgentFS>();
+    fs.create(&PostParams::default(), &agentfs("kept", "1Gi"))
+        .await
+        .unwrap();
+    let proxy = support::proxy::HidingProxy::start(ns.client.clone(), "rollouts").await;
+    let dir = support::scratch();
+    let kubeconfig = proxy.kubeconfig(&dir);
+    let cp = ControlPlane::start(&[]);
+    let token = cp.create_deployment("ro-none");
+    let c = Connector::start_env(
+        &cp.base,
+        &[
+            ("AUTONOMIC_AUTH_TOKEN", &token),
+            ("KUBECONFIG", kubeconfig.to_str().unwrap()),
+        ],
+        &ns.name,
+        &[],
+    );
+    eventually(
+        "the snapshot without Rollouts",
+        Duration::from_secs(30),
+        || async { (cp.resources("ro-none", "AgentFS").len() == 1).then_some(()) },
+    )
+    .await;
+    assert!(cp.resources("ro-none", "Rollout").is_empty());
+    assert_eq!(cp.deployment("ro-none")["snapshots_completed"], 1);
+    assert!(
+        proxy.hidden_hits.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "the connection never asked for Rollouts"
+    );
+    assert!(c.log().contains("Rollouts cannot be listed"), "{}", c.log());
+}
+
+/// A control plane older than the kind: its `welcome` has no
+/// `accepts_rollouts` (and it would close the connection on a `Rollout`).
+/// Accepts one connection, answers its hello, and returns every resource
+/// frame's `(kind, name)` until an AgentFS named `until` has arrived in a
+/// delta.
+async fn older_peer(
+    until: &'static str,
+) -> (String, tokio::task::JoinHandle<Vec<(String, String)>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+        let mut seen = Vec::new();
+        while let Some(Ok(msg)) = ws.next().await {
+            let Message::Text(t) = msg else { continue };
+            let f: serde_json::Value = serde_json::from_str(t.as_str()).unwrap();
+            let of = |r: &serde_json::Value| {
+                (
+                    r["kind"].as_str().unwrap().to_owned(),
+                    r["name"].as_str().unwrap().to_owned(),
+                )
+            };
+            match f["type"].as_str().unwrap() {
+                "hello" => {
+                    let welcome = json!({ "type": "welcome", "protocol": 1, "deployment": "old",
+                        "connection_id": f["connection_id"], "heartbeat_interval_ms": 15000 });
+                    ws.send(Message::Text(welcome.to_string().into()))
+                        .await
+                        .unwrap();
+                }
+                "snapshot" => seen.extend(f["resources"].as_array().unwrap().iter().map(of)),
+                "delta" => {
+                    let r = of(&f["resource"]);
+                    let done = r.0 == "AgentFS" && r.1 == until;
+                    seen.push(r);
+                    if done {
+                        return seen;
+                    }
+                }
+                _ => {}
+            }
+        }
+        seen
+    });
+    (base, task)
+}
+
+#[tokio::test]
+async fn a_control_plane_older_than_the_kind_gets_no_rollouts() {
+    let ns = TestNamespace::new("up-ro-old").await;
+    install_crds(&ns.client).await;
+    create_rollout(&ns).await;
+    let fs = ns.api::<AgentFS>();
+    fs.create(&PostParams::default(), &agentfs("before", "1Gi"))
+        .await
+        .unwrap();
+    let (base, peer) = older_peer("after").await;
+    let c = Connector::start(&base, "exo_dt_not_checked_by_this_peer", &ns.name, &[]);
+    eventually("the connection", Duration::from_secs(30), || async {
+        (c.health()["state"] == "connected").then_some(())
+    })
+    .await;
+    // A Rollout change, then an AgentFS one: the peer reads until the latter.
+    set_status(&ns.api::<Rollout>(), json!({ "phase": "Verified" })).await;
+    fs.create(&PostParams::default(), &agentfs("after", "1Gi"))
+        .await
+        .unwrap();
+    let seen = tokio::time::timeout(Duration::from_secs(40), peer)
+        .await
+        .expect("the AgentFS delta")
+        .unwrap();
+    assert!(
+        seen.contains(&("AgentFS".into(), "before".into())),
+        "{seen:?}"
+    );
+    assert!(seen.iter().all(|(k, _)| k != "Rollout"), "{seen:?}");
+    assert!(c.log().contains("does not take Rollouts"), "{}", c.log());
+}
