@@ -449,6 +449,18 @@ const WAVE_DONE: &str = "const [wave, tenants, release] = arguments;
         && Array.from(steps).every(s => s.dataset.state === 'done');
     });";
 
+/// Whether a tenant row of `wave` is on `release` with a step not done
+/// yet, or every row is done there.
+const WAVE_MOVING: &str = "const [wave, tenants, release] = arguments;
+    const sec = document.querySelector(`section.wave[data-wave=\"${wave}\"]`);
+    if (!sec) return false;
+    const rows = tenants.map(t => sec.querySelector(`tr.tenant[data-tenant=\"${t}\"]`));
+    const on = rows.filter(tr => tr && tr.querySelector('.release')
+      && tr.querySelector('.release').textContent.trim() === release);
+    const moving = on.some(tr => Array.from(tr.querySelectorAll('td.step'))
+      .some(s => s.dataset.state !== 'done'));
+    return moving || on.length === tenants.length;";
+
 /// Records every state a step cell takes, with its colour then: the
 /// computed background of the cell or, when that is transparent, of the
 /// first element inside it that has one (the contract names the cell, the
@@ -565,6 +577,19 @@ async fn the_waves_page_follows_a_three_wave_rollout_step_by_step() {
             .expect("run exo release rollout")
     });
     for (wave, tenants) in &plan {
+        if *wave == "fleet" {
+            // The picture mid-flight (README): the fleet wave on its way,
+            // or done already when it was quicker than the page's wait.
+            s.wait_js(
+                "the fleet wave moving",
+                Duration::from_secs(180),
+                WAVE_MOVING,
+                vec![json!(wave), json!(tenants), json!(NEW)],
+            )
+            .await;
+            let shot = s.screenshot("waves-progress").await;
+            println!("wave {wave} in progress: {}", shot.display());
+        }
         s.wait_js(
             &format!("wave {wave} verified on {NEW}"),
             Duration::from_secs(180),
