@@ -178,3 +178,47 @@ async fn a_delta_reaches_the_open_page_without_a_reload() {
     assert_eq!(shown, json!(true));
     s.close().await;
 }
+
+#[tokio::test]
+async fn the_shell_page_runs_a_command_in_the_agents_pod() {
+    let _cluster = CLUSTER.read().await;
+    let ns = namespace_with_agent("dash-shell", "worker").await;
+    let (cp, _op) = upstream_support::managed_operator(&ns.name, "shell").await;
+    let pods: Api<Pod> = ns.api();
+    support::operator::the_pod(&pods, "agent", "worker").await;
+
+    let (admin, s) = logged_in(&cp).await;
+    s.goto("/deployments/shell").await;
+    let row = agent_row(&ns.name, "worker");
+    s.click(&format!("{row} a.shell")).await;
+    s.wait_for(r#"body[data-page="shell"]"#).await;
+    // xterm takes keys through its helper textarea and draws rows as text.
+    s.wait_for_in(".xterm-helper-textarea", Duration::from_secs(20))
+        .await;
+    s.wait_js(
+        "the shell's socket to open",
+        Duration::from_secs(30),
+        "const r = document.querySelector('.xterm-rows');
+         return r && r.textContent.trim().length > 0 ? true : null;",
+        vec![],
+    )
+    .await;
+    // The typed line holds `$((6 * 7))`, so `exo-42` on screen is output.
+    s.type_into(".xterm-helper-textarea", "echo \"exo-$((6 * 7))\"\u{E007}")
+        .await;
+    s.wait_js(
+        "the command's output in the terminal",
+        Duration::from_secs(30),
+        "const r = document.querySelector('.xterm-rows');
+         return r && r.textContent.includes('exo-42') ? true : null;",
+        vec![],
+    )
+    .await;
+    s.screenshot("shell").await;
+    let audit = api_get(&cp, &admin, "/api/v1/deployments/shell/audit");
+    assert!(
+        audit.to_string().contains("attach.opened"),
+        "the session is audited: {audit}"
+    );
+    s.close().await;
+}
