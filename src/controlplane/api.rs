@@ -15,6 +15,7 @@ use serde_json::json;
 
 use super::App;
 use super::alerts::{AlertSummary, MAX_ALERTS_PER_DEPLOYMENT};
+use super::dashboard::esc;
 use super::live::LiveError;
 use super::store::NewAudit;
 use super::ws::MAX_COMMAND_TIMEOUT;
@@ -320,13 +321,6 @@ async fn dispatch(
             )
         }
     }
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// The status page's alert cell: the count (a link to the list) and the

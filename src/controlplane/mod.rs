@@ -19,6 +19,7 @@ pub mod admin;
 pub mod alerts;
 pub mod api;
 pub mod attach;
+pub mod audit_log;
 pub mod authn;
 pub mod dashboard;
 pub mod disconnect;

@@ -107,7 +107,8 @@ pub async fn assets(Path(path): Path<String>, headers: HeaderMap) -> Response {
         .into_response()
 }
 
-fn esc(s: &str) -> String {
+/// HTML-escapes text for an element or a quoted attribute.
+pub(super) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

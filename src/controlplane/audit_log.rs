@@ -1,0 +1,130 @@
+//! The session audit log in the control plane's database: records the
+//! server writes and the operators send (`audit` frames), announced on the
+//! store's bus as they are written, read back newest first in pages.
+
+use rusqlite::params;
+use serde::Serialize;
+
+use super::store::{Store, StoreError, to_i64, to_u64};
+use crate::wire::now_ms;
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct AuditRow {
+    pub id: i64,
+    pub deployment: String,
+    pub connection_id: Option<String>,
+    pub at_ms: u64,
+    /// `server` for records the control plane writes, `operator` for records
+    /// the operator sent in `audit` frames.
+    pub source: String,
+    pub actor: String,
+    pub action: String,
+    pub target: String,
+    pub outcome: String,
+    pub detail: serde_json::Value,
+}
+
+/// A new audit record.
+#[derive(Debug, Clone, Default)]
+pub struct NewAudit<'a> {
+    pub deployment: &'a str,
+    pub connection_id: Option<&'a str>,
+    pub source: &'a str,
+    pub actor: &'a str,
+    pub action: &'a str,
+    pub target: &'a str,
+    pub outcome: &'a str,
+    pub detail: Option<serde_json::Value>,
+}
+
+impl Store {
+    pub fn append_audit(&self, a: &NewAudit<'_>) -> Result<(), StoreError> {
+        self.append_audit_at(a, now_ms())
+    }
+
+    pub fn append_audit_at(&self, a: &NewAudit<'_>, at_ms: u64) -> Result<(), StoreError> {
+        let detail = a.detail.as_ref().map(|d| d.to_string());
+        let id = self.with(|c| {
+            c.execute(
+                "INSERT INTO audit (deployment, connection_id, at_ms, source, actor, action,
+                 target, outcome, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![
+                    a.deployment,
+                    a.connection_id,
+                    to_i64(at_ms),
+                    a.source,
+                    a.actor,
+                    a.action,
+                    a.target,
+                    a.outcome,
+                    detail
+                ],
+            )?;
+            Ok(c.last_insert_rowid())
+        })?;
+        self.bus()
+            .publish(super::events::Change::Audit(Box::new(AuditRow {
+                id,
+                deployment: a.deployment.to_owned(),
+                connection_id: a.connection_id.map(str::to_owned),
+                at_ms,
+                source: a.source.to_owned(),
+                actor: a.actor.to_owned(),
+                action: a.action.to_owned(),
+                target: a.target.to_owned(),
+                outcome: a.outcome.to_owned(),
+                detail: a.detail.clone().unwrap_or(serde_json::Value::Null),
+            })));
+        Ok(())
+    }
+
+    /// The newest `limit` audit records of a deployment, oldest first.
+    pub fn list_audit(&self, deployment: &str, limit: usize) -> Result<Vec<AuditRow>, StoreError> {
+        self.list_audit_before(deployment, limit, None)
+    }
+
+    /// The newest `limit` audit records of a deployment older than the
+    /// record `before` (all when `None`), oldest first.
+    pub fn list_audit_before(
+        &self,
+        deployment: &str,
+        limit: usize,
+        before: Option<i64>,
+    ) -> Result<Vec<AuditRow>, StoreError> {
+        self.with(|c| {
+            let mut st = c.prepare(
+                "SELECT id, deployment, connection_id, at_ms, source, actor, action, target,
+                 outcome, detail FROM audit WHERE deployment = ?1 AND id < ?3
+                 ORDER BY id DESC LIMIT ?2",
+            )?;
+            let mut rows = st
+                .query_map(
+                    params![
+                        deployment,
+                        i64::try_from(limit).unwrap_or(i64::MAX),
+                        before.unwrap_or(i64::MAX)
+                    ],
+                    |r| {
+                        let detail: Option<String> = r.get(9)?;
+                        Ok(AuditRow {
+                            id: r.get(0)?,
+                            deployment: r.get(1)?,
+                            connection_id: r.get(2)?,
+                            at_ms: to_u64(r.get(3)?),
+                            source: r.get(4)?,
+                            actor: r.get(5)?,
+                            action: r.get(6)?,
+                            target: r.get(7)?,
+                            outcome: r.get(8)?,
+                            detail: detail
+                                .and_then(|d| serde_json::from_str(&d).ok())
+                                .unwrap_or(serde_json::Value::Null),
+                        })
+                    },
+                )?
+                .collect::<Result<Vec<_>, _>>()?;
+            rows.reverse();
+            Ok(rows)
+        })
+    }
+}
