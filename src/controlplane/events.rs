@@ -105,25 +105,11 @@ pub async fn watch_health(app: Arc<App>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        for (name, state) in transitions(&mut last, app.live.known()) {
+        for (name, state) in app.live.health_changes(&mut last) {
             tracing::debug!(deployment = %name, ?state, "health changed");
             app.bus.publish(Change::Deployment(name));
         }
     }
-}
-
-/// The deployments whose state differs from the last judged one (pure).
-fn transitions(
-    last: &mut HashMap<String, Health>,
-    now: Vec<(String, bool, Health, String)>,
-) -> Vec<(String, Health)> {
-    let mut changed = Vec::new();
-    for (name, _, state, _) in now {
-        if last.insert(name.clone(), state) != Some(state) {
-            changed.push((name, state));
-        }
-    }
-    changed
 }
 
 #[derive(Debug, Deserialize)]
@@ -222,28 +208,6 @@ fn sse(name: &str, data: &impl serde::Serialize) -> SseEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn row(name: &str, state: Health) -> (String, bool, Health, String) {
-        (name.into(), true, state, String::new())
-    }
-
-    #[test]
-    fn only_transitions_are_published() {
-        let mut last = HashMap::new();
-        let first = transitions(
-            &mut last,
-            vec![row("a", Health::Online), row("b", Health::Offline)],
-        );
-        assert_eq!(first.len(), 2, "first sight of each is a change");
-        assert!(transitions(&mut last, vec![row("a", Health::Online)]).is_empty());
-        assert_eq!(
-            transitions(
-                &mut last,
-                vec![row("a", Health::Degraded), row("b", Health::Offline)]
-            ),
-            [("a".to_owned(), Health::Degraded)]
-        );
-    }
 
     #[tokio::test]
     async fn a_subscriber_that_falls_behind_is_told_to_resync() {

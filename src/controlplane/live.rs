@@ -352,6 +352,32 @@ impl Live {
             .collect()
     }
 
+    /// Judges every deployment now and returns those whose state differs
+    /// from `last`, which it updates. Allocates only for a change, so the
+    /// health ticker costs little at 10,000 deployments.
+    pub fn health_changes(&self, last: &mut HashMap<String, Health>) -> Vec<(String, Health)> {
+        let now = Instant::now();
+        let Ok(deps) = self.deps() else {
+            return Vec::new();
+        };
+        let mut changed = Vec::new();
+        for (name, d) in deps.iter() {
+            let state = Health::judge(d.last_frame, now, self.thresholds);
+            match last.get_mut(name) {
+                Some(seen) if *seen == state => {}
+                Some(seen) => {
+                    *seen = state;
+                    changed.push((name.clone(), state));
+                }
+                None => {
+                    last.insert(name.clone(), state);
+                    changed.push((name.clone(), state));
+                }
+            }
+        }
+        changed
+    }
+
     /// Whether the deployment has a live connection now.
     pub fn is_connected(&self, deployment: &str) -> bool {
         self.deps()
@@ -508,6 +534,32 @@ mod tests {
         assert_eq!((v.disconnects, v.evictions), (0, 1));
         assert!(live.unregister("d", "s2", "bye"));
         assert_eq!(live.view("d").disconnects, 1);
+    }
+
+    #[test]
+    fn only_health_transitions_are_reported() {
+        let live = Live::new(
+            Thresholds {
+                degraded_after: Duration::from_millis(30),
+                offline_after: Duration::from_secs(300),
+            },
+            Bus::default(),
+        );
+        let (tx, _rx) = mpsc::unbounded_channel();
+        live.register("d", "s1", "t", hello("c"), tx).unwrap();
+        let mut last = HashMap::new();
+        assert_eq!(
+            live.health_changes(&mut last),
+            [("d".to_owned(), Health::Online)],
+            "first sight is a change"
+        );
+        assert!(live.health_changes(&mut last).is_empty());
+        std::thread::sleep(Duration::from_millis(40));
+        assert_eq!(
+            live.health_changes(&mut last),
+            [("d".to_owned(), Health::Degraded)]
+        );
+        assert!(live.health_changes(&mut last).is_empty());
     }
 
     #[test]
