@@ -102,7 +102,7 @@ pub async fn rss(n: usize, hb: Duration, hold: Duration) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("cp.sqlite");
     let t_tok = Instant::now();
-    let toks = tokens(&db, n + 1);
+    let toks = tokens(&db.display().to_string(), n + 1);
     println!(
         "created {} deployments in {:.1} s",
         n + 1,

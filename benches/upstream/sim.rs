@@ -115,18 +115,22 @@ pub async fn sim_connect(
     Ok(ws)
 }
 
-pub fn tokens(db: &std::path::Path, n: usize) -> Vec<String> {
-    let store = Store::open(db).unwrap();
-    (0..n)
-        .map(|i| {
-            store
-                .create_deployment(&format!("d{i}"))
-                .unwrap()
-                .1
-                .expose()
-                .to_owned()
-        })
-        .collect()
+/// Creates `n` deployments in `db` (a SQLite path or a PostgreSQL URL) and
+/// returns their tokens.
+pub fn tokens(db: &str, n: usize) -> Vec<String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = Store::connect(db).await.unwrap();
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let (_, t) = store.create_deployment(&format!("d{i}")).await.unwrap();
+            out.push(t.expose().to_owned());
+        }
+        out
+    })
 }
 
 pub fn stats(addr: &str) -> serde_json::Value {

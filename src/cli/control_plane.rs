@@ -16,14 +16,16 @@ use crate::controlplane::{self, ServeConfig, Store};
 
 #[derive(Debug, Args)]
 pub struct ControlPlaneArgs {
-    /// The SQLite database holding deployments, hashed tokens and audit.
+    /// Where deployments, hashed tokens and audit live: the path of a SQLite
+    /// file (one server), or a `postgres://user@host:port/db` URL, which N
+    /// `serve` replicas share (docs/control-plane.md, "Replicas").
     #[arg(
         long,
         global = true,
         env = "EXO_CP_DB",
         default_value = "exo-control-plane.sqlite"
     )]
-    pub db: PathBuf,
+    pub db: String,
     #[command(subcommand)]
     pub command: ControlPlaneCommand,
 }
@@ -139,7 +141,18 @@ fn fmt_ms(ms: Option<u64>) -> String {
 }
 
 pub fn run(args: ControlPlaneArgs) -> u8 {
-    let store = match Store::open(&args.db) {
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("exo control-plane: tokio runtime: {e}");
+            return exit::UNUSABLE;
+        }
+    };
+    rt.block_on(run_in(args))
+}
+
+async fn run_in(args: ControlPlaneArgs) -> u8 {
+    let store = match Store::connect(&args.db).await {
         Ok(s) => s,
         Err(e) => {
             eprintln!("exo control-plane: {e}");
@@ -147,9 +160,10 @@ pub fn run(args: ControlPlaneArgs) -> u8 {
         }
     };
     let result: Result<(), String> = match args.command {
-        ControlPlaneCommand::Serve(s) => serve(s, store),
+        ControlPlaneCommand::Serve(s) => serve(s, store).await,
         ControlPlaneCommand::Deployment(DeploymentCommand::Create { name }) => store
             .create_deployment(&name)
+            .await
             .map(|(info, token)| {
                 eprintln!(
                     "created deployment {name}; token {} (shown once, store it now)",
@@ -160,6 +174,7 @@ pub fn run(args: ControlPlaneArgs) -> u8 {
             .map_err(|e| e.to_string()),
         ControlPlaneCommand::Deployment(DeploymentCommand::List) => store
             .list_deployments()
+            .await
             .map(|rows| {
                 for r in rows {
                     println!("{}\t{}", r.name, r.created_ms);
@@ -171,6 +186,7 @@ pub fn run(args: ControlPlaneArgs) -> u8 {
             overlap,
         }) => store
             .rotate(&deployment, overlap)
+            .await
             .map(|(info, token)| {
                 eprintln!(
                     "issued token {} for {deployment}; older tokens expire in {}s (shown once)",
@@ -185,11 +201,13 @@ pub fn run(args: ControlPlaneArgs) -> u8 {
             token_id,
         }) => store
             .revoke(&deployment, token_id.as_deref())
+            .await
             .map(|n| eprintln!("revoked {n} token(s) of {deployment}"))
             .map_err(|e| e.to_string()),
-        ControlPlaneCommand::AdminToken(c) => admin_token(c, &store),
+        ControlPlaneCommand::AdminToken(c) => admin_token(c, &store).await,
         ControlPlaneCommand::Token(TokenCommand::List { deployment }) => store
             .list_tokens(&deployment)
+            .await
             .map(|rows| {
                 println!("ID\tCREATED_MS\tEXPIRES_MS\tREVOKED_MS\tVALID");
                 let now = crate::wire::now_ms();
@@ -215,16 +233,16 @@ pub fn run(args: ControlPlaneArgs) -> u8 {
     }
 }
 
-fn admin_token(c: AdminTokenCommand, store: &Store) -> Result<(), String> {
+async fn admin_token(c: AdminTokenCommand, store: &Store) -> Result<(), String> {
     match c {
-        AdminTokenCommand::Create => store.create_admin_token().map(|(info, token)| {
+        AdminTokenCommand::Create => store.create_admin_token().await.map(|(info, token)| {
             eprintln!(
                 "created admin token {} (shown once, store it now); the API now needs an admin token",
                 info.id
             );
             println!("{}", token.expose());
         }),
-        AdminTokenCommand::List => store.list_admin_tokens().map(|rows| {
+        AdminTokenCommand::List => store.list_admin_tokens().await.map(|rows| {
             println!("ID\tCREATED_MS\tREVOKED_MS");
             for t in rows {
                 println!("{}\t{}\t{}", t.id, t.created_ms, fmt_ms(t.revoked_ms));
@@ -232,12 +250,13 @@ fn admin_token(c: AdminTokenCommand, store: &Store) -> Result<(), String> {
         }),
         AdminTokenCommand::Revoke { id } => store
             .revoke_admin_token(&id)
+            .await
             .map(|()| eprintln!("revoked admin token {id}")),
     }
     .map_err(|e| e.to_string())
 }
 
-fn serve(s: ServeArgs, store: Store) -> Result<(), String> {
+async fn serve(s: ServeArgs, store: Store) -> Result<(), String> {
     crate::cli::logging::init(s.log.log_format);
     if let Some((from, to)) = controlplane::raise_fd_limit() {
         tracing::info!(from, to, "raised the open-file limit (one per connection)");
@@ -246,6 +265,7 @@ fn serve(s: ServeArgs, store: Store) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     admin
         .check_exposure(&store, s.listen, s.allow_unauthenticated_api)
+        .await
         .map_err(|e| e.to_string())?;
     let tls = match (&s.tls_cert_file, &s.tls_key_file) {
         (Some(c), Some(k)) => {
@@ -268,16 +288,13 @@ fn serve(s: ServeArgs, store: Store) -> Result<(), String> {
         session_ttl: s.session_ttl,
     };
     let scheme = if cfg.tls.is_some() { "https" } else { "http" };
-    let rt = tokio::runtime::Runtime::new().map_err(|e| format!("tokio runtime: {e}"))?;
-    rt.block_on(async move {
-        // Before "listening" is printed: a signal after it stops cleanly.
-        let shutdown = crate::shutdown::requested();
-        let listener = controlplane::bind(&cfg).await.map_err(|e| e.to_string())?;
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        println!("listening on {scheme}://{addr}");
-        let _ = std::io::stdout().flush();
-        controlplane::serve(listener, cfg, store, shutdown)
-            .await
-            .map_err(|e| e.to_string())
-    })
+    // Before "listening" is printed: a signal after it stops cleanly.
+    let shutdown = crate::shutdown::requested();
+    let listener = controlplane::bind(&cfg).await.map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    println!("listening on {scheme}://{addr}");
+    let _ = std::io::stdout().flush();
+    controlplane::serve(listener, cfg, store, shutdown)
+        .await
+        .map_err(|e| e.to_string())
 }

@@ -173,7 +173,10 @@ fn active_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ActiveAlert> {
 
 impl Store {
     /// A deployment's active alerts, longest active first.
-    pub fn list_active(&self, deployment: &str) -> Result<Vec<ActiveAlert>, StoreError> {
+    pub async fn list_active(&self, deployment: &str) -> Result<Vec<ActiveAlert>, StoreError> {
+        if let Some(p) = self.pg() {
+            return p.list_active(deployment).await;
+        }
         self.with(|c| {
             let mut st = c.prepare(&format!(
                 "SELECT {COLUMNS}, since_ms FROM active_alerts WHERE deployment = ?1
@@ -187,7 +190,14 @@ impl Store {
     }
 
     /// The active alert of one key.
-    pub fn active(&self, deployment: &str, key: &str) -> Result<Option<ActiveAlert>, StoreError> {
+    pub async fn active(
+        &self,
+        deployment: &str,
+        key: &str,
+    ) -> Result<Option<ActiveAlert>, StoreError> {
+        if let Some(p) = self.pg() {
+            return p.active(deployment, key).await;
+        }
         use rusqlite::OptionalExtension;
         self.with(|c| {
             Ok(c.query_row(
@@ -203,7 +213,10 @@ impl Store {
     }
 
     /// How many alerts are active, per deployment (absent: none).
-    pub fn active_counts(&self) -> Result<HashMap<String, u64>, StoreError> {
+    pub async fn active_counts(&self) -> Result<HashMap<String, u64>, StoreError> {
+        if let Some(p) = self.pg() {
+            return p.active_counts().await;
+        }
         self.with(|c| {
             let mut st =
                 c.prepare("SELECT deployment, count(*) FROM active_alerts GROUP BY deployment")?;
@@ -220,7 +233,13 @@ impl Store {
     }
 
     /// The severity of every deployment's active alert under `key`.
-    pub fn active_severities(&self, key: &str) -> Result<HashMap<String, Severity>, StoreError> {
+    pub async fn active_severities(
+        &self,
+        key: &str,
+    ) -> Result<HashMap<String, Severity>, StoreError> {
+        if let Some(p) = self.pg() {
+            return p.active_severities(key).await;
+        }
         self.with(|c| {
             let mut st =
                 c.prepare("SELECT deployment, severity FROM active_alerts WHERE alert_key = ?1")?;
@@ -256,16 +275,17 @@ mod tests {
         source: Source::Operator,
     };
 
-    fn keys(s: &Store) -> Vec<(String, String)> {
+    async fn keys(s: &Store) -> Vec<(String, String)> {
         s.list_active("d")
+            .await
             .unwrap()
             .into_iter()
             .map(|a| (a.alert.key, a.alert.message))
             .collect()
     }
 
-    #[test]
-    fn changes_by_key_state_and_source() {
+    #[tokio::test]
+    async fn changes_by_key_state_and_source() {
         let plane = Source::ControlPlane;
         let op = Source::Operator;
         let f = finding("audit/a", "m");
@@ -286,76 +306,81 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_firing_alert_is_active_until_resolved() {
+    #[tokio::test]
+    async fn a_firing_alert_is_active_until_resolved() {
         let (_d, s) = store();
         let f = finding("audit/a", "m1");
-        assert!(s.insert_alert(&OP, &f).unwrap());
-        assert_eq!(keys(&s), [("audit/a".into(), "m1".into())]);
-        let since = s.list_active("d").unwrap()[0].since_ms;
+        assert!(s.insert_alert(&OP, &f).await.unwrap());
+        assert_eq!(keys(&s).await, [("audit/a".into(), "m1".into())]);
+        let since = s.list_active("d").await.unwrap()[0].since_ms;
         // Changed: replaced, still active since the first.
         let f2 = finding("audit/a", "m2");
-        s.insert_alert(&OP, &f2).unwrap();
-        let active = s.list_active("d").unwrap();
+        s.insert_alert(&OP, &f2).await.unwrap();
+        let active = s.list_active("d").await.unwrap();
         assert_eq!(active.len(), 1);
         assert_eq!(
             (active[0].alert.message.as_str(), active[0].since_ms),
             ("m2", since)
         );
         assert_eq!(active[0].alert.alert_id, f2.id);
-        assert_eq!(s.active_counts().unwrap().get("d"), Some(&1));
+        assert_eq!(s.active_counts().await.unwrap().get("d"), Some(&1));
         // Resolved: gone from the active set, both kept in the history.
         let r = f2.resolving("fixed");
-        s.insert_alert(&OP, &r).unwrap();
-        assert!(keys(&s).is_empty());
-        assert_eq!(s.active_counts().unwrap().get("d"), None);
-        let history = s.list_alerts("d", 10, None).unwrap();
+        s.insert_alert(&OP, &r).await.unwrap();
+        assert!(keys(&s).await.is_empty());
+        assert_eq!(s.active_counts().await.unwrap().get("d"), None);
+        let history = s.list_alerts("d", 10, None).await.unwrap();
         assert_eq!(history.len(), 3);
         assert_eq!(
             (history[0].key.as_str(), history[0].state),
             ("audit/a", AlertState::Resolved)
         );
         // Resolving again, or a key never active: nothing changes.
-        s.insert_alert(&OP, &f2.resolving("again")).unwrap();
+        s.insert_alert(&OP, &f2.resolving("again")).await.unwrap();
         s.insert_alert(&OP, &finding("audit/b", "x").resolving("never"))
+            .await
             .unwrap();
-        assert!(keys(&s).is_empty());
+        assert!(keys(&s).await.is_empty());
     }
 
-    #[test]
-    fn a_resent_firing_alert_does_not_come_back() {
+    #[tokio::test]
+    async fn a_resent_firing_alert_does_not_come_back() {
         let (_d, s) = store();
         let f = finding("audit/a", "m");
-        s.insert_alert(&OP, &f).unwrap();
-        s.insert_alert(&OP, &f.resolving("fixed")).unwrap();
+        s.insert_alert(&OP, &f).await.unwrap();
+        s.insert_alert(&OP, &f.resolving("fixed")).await.unwrap();
         // The operator missed the first ack and sends it again.
-        assert!(!s.insert_alert(&OP, &f).unwrap(), "stored once");
-        assert!(keys(&s).is_empty());
+        assert!(!s.insert_alert(&OP, &f).await.unwrap(), "stored once");
+        assert!(keys(&s).await.is_empty());
     }
 
-    #[test]
-    fn one_off_alerts_and_other_deployments_stay_apart() {
+    #[tokio::test]
+    async fn one_off_alerts_and_other_deployments_stay_apart() {
         let (_d, s) = store();
         s.insert_alert(
             &OP,
             &Alert::new(Severity::Critical, "ContentDrift", "t1", "Pod/p", "m"),
         )
+        .await
         .unwrap();
         let other = Origin {
             deployment: "e",
             ..OP
         };
-        s.insert_alert(&other, &finding("audit/a", "m")).unwrap();
-        assert!(keys(&s).is_empty());
-        assert_eq!(s.list_active("e").unwrap().len(), 1);
+        s.insert_alert(&other, &finding("audit/a", "m"))
+            .await
+            .unwrap();
+        assert!(keys(&s).await.is_empty());
+        assert_eq!(s.list_active("e").await.unwrap().len(), 1);
         // An operator cannot raise or clear the control plane's keys.
         s.insert_alert(&OP, &finding("plane/disconnected", "m"))
+            .await
             .unwrap();
-        assert!(keys(&s).is_empty());
+        assert!(keys(&s).await.is_empty());
     }
 
-    #[test]
-    fn an_old_database_is_migrated_in_place() {
+    #[tokio::test]
+    async fn an_old_database_is_migrated_in_place() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cp.sqlite");
         {
@@ -375,18 +400,18 @@ mod tests {
             .unwrap();
         }
         let s = Store::open(&path).unwrap();
-        let old = s.list_alerts("d", 10, None).unwrap();
+        let old = s.list_alerts("d", 10, None).await.unwrap();
         assert_eq!(old.len(), 1);
         assert_eq!(
             (old[0].key.as_str(), old[0].state),
             ("", AlertState::Firing)
         );
-        s.insert_alert(&OP, &finding("audit/a", "m")).unwrap();
-        assert_eq!(keys(&s).len(), 1);
+        s.insert_alert(&OP, &finding("audit/a", "m")).await.unwrap();
+        assert_eq!(keys(&s).await.len(), 1);
         drop(s);
         // Opening again runs no migration twice.
         let s = Store::open(&path).unwrap();
-        assert_eq!(keys(&s).len(), 1);
-        assert_eq!(s.list_alerts("d", 10, None).unwrap().len(), 2);
+        assert_eq!(keys(&s).await.len(), 1);
+        assert_eq!(s.list_alerts("d", 10, None).await.unwrap().len(), 2);
     }
 }

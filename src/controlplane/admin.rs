@@ -73,7 +73,7 @@ fn i64_of(v: u64) -> i64 {
 
 impl Store {
     /// Creates an admin token; the clear text is returned exactly once.
-    pub fn create_admin_token(&self) -> Result<(AdminTokenInfo, SecretToken), AdminError> {
+    pub async fn create_admin_token(&self) -> Result<(AdminTokenInfo, SecretToken), AdminError> {
         let secret = SecretToken::generate_with_prefix(ADMIN_TOKEN_PREFIX)
             .map_err(|e| AdminError::Store(e.into()))?;
         let info = AdminTokenInfo {
@@ -81,6 +81,10 @@ impl Store {
             created_ms: now_ms(),
             revoked_ms: None,
         };
+        if let Some(p) = self.pg() {
+            p.insert_admin_token(&info, &secret.hash()).await?;
+            return Ok((info, secret));
+        }
         self.with(|c| {
             c.execute(
                 "INSERT INTO admin_tokens (id, hash, created_ms) VALUES (?1, ?2, ?3)",
@@ -91,7 +95,10 @@ impl Store {
         Ok((info, secret))
     }
 
-    pub fn list_admin_tokens(&self) -> Result<Vec<AdminTokenInfo>, AdminError> {
+    pub async fn list_admin_tokens(&self) -> Result<Vec<AdminTokenInfo>, AdminError> {
+        if let Some(p) = self.pg() {
+            return Ok(p.list_admin_tokens().await?);
+        }
         Ok(self.with(|c| {
             let mut st = c.prepare(
                 "SELECT id, created_ms, revoked_ms FROM admin_tokens ORDER BY created_ms, id",
@@ -112,7 +119,14 @@ impl Store {
     }
 
     /// Revokes one admin token; it stops working at the next request.
-    pub fn revoke_admin_token(&self, id: &str) -> Result<(), AdminError> {
+    pub async fn revoke_admin_token(&self, id: &str) -> Result<(), AdminError> {
+        if let Some(p) = self.pg() {
+            return if p.revoke_admin_token(id).await? {
+                Ok(())
+            } else {
+                Err(AdminError::NoToken(id.to_owned()))
+            };
+        }
         let known = self.with(|c| {
             let known: Option<String> = c
                 .query_row("SELECT id FROM admin_tokens WHERE id = ?1", [id], |r| {
@@ -137,7 +151,10 @@ impl Store {
     /// Whether any admin token was ever created. Revoked ones count: once
     /// enabled, admin authentication stays on, so revoking the last token
     /// locks the API rather than opening it.
-    pub fn admin_auth_enabled(&self) -> Result<bool, AdminError> {
+    pub async fn admin_auth_enabled(&self) -> Result<bool, AdminError> {
+        if let Some(p) = self.pg() {
+            return Ok(p.admin_auth_enabled().await?);
+        }
         Ok(self.with(|c| {
             let n: i64 = c.query_row("SELECT count(*) FROM admin_tokens", [], |r| r.get(0))?;
             Ok(n > 0)
@@ -145,12 +162,15 @@ impl Store {
     }
 
     /// Whether `token` is an admin token that is not revoked.
-    pub fn admin_token_valid(&self, token: &SecretToken) -> Result<bool, AdminError> {
-        self.admin_hash_valid(&token.hash())
+    pub async fn admin_token_valid(&self, token: &SecretToken) -> Result<bool, AdminError> {
+        self.admin_hash_valid(&token.hash()).await
     }
 
     /// Whether the admin token with this SHA-256 exists and is not revoked.
-    pub fn admin_hash_valid(&self, hash: &str) -> Result<bool, AdminError> {
+    pub async fn admin_hash_valid(&self, hash: &str) -> Result<bool, AdminError> {
+        if let Some(p) = self.pg() {
+            return Ok(p.admin_hash_valid(hash).await?);
+        }
         Ok(self.with(|c| {
             let n: i64 = c.query_row(
                 "SELECT count(*) FROM admin_tokens WHERE hash = ?1 AND revoked_ms IS NULL",
@@ -203,21 +223,21 @@ impl AdminAuth {
 
     /// Whether admin authentication is on: a token file, or any admin
     /// token ever created.
-    pub fn required(&self, store: &Store) -> Result<bool, AdminError> {
-        Ok(self.file_hash.is_some() || store.admin_auth_enabled()?)
+    pub async fn required(&self, store: &Store) -> Result<bool, AdminError> {
+        Ok(self.file_hash.is_some() || store.admin_auth_enabled().await?)
     }
 
     /// Whether the admin token with this SHA-256 is valid now (the file's,
     /// or one in the database that is not revoked).
-    pub fn hash_valid(&self, store: &Store, hash: &str) -> Result<bool, AdminError> {
+    pub async fn hash_valid(&self, store: &Store, hash: &str) -> Result<bool, AdminError> {
         if self.file_hash.as_deref() == Some(hash) {
             return Ok(true);
         }
-        store.admin_hash_valid(hash)
+        store.admin_hash_valid(hash).await
     }
 
     /// Refuses an unauthenticated API on a non-loopback address.
-    pub fn check_exposure(
+    pub async fn check_exposure(
         &self,
         store: &Store,
         listen: SocketAddr,
@@ -226,7 +246,7 @@ impl AdminAuth {
         if self.file_hash.is_some()
             || allow_unauthenticated
             || listen.ip().is_loopback()
-            || store.admin_auth_enabled()?
+            || store.admin_auth_enabled().await?
         {
             return Ok(());
         }
@@ -238,53 +258,54 @@ impl AdminAuth {
 mod tests {
     use super::*;
 
-    #[test]
-    fn admin_tokens_are_hashed_listed_without_secrets_and_revocable() {
+    #[tokio::test]
+    async fn admin_tokens_are_hashed_listed_without_secrets_and_revocable() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("db")).unwrap();
-        assert!(!store.admin_auth_enabled().unwrap());
-        let (info, token) = store.create_admin_token().unwrap();
+        assert!(!store.admin_auth_enabled().await.unwrap());
+        let (info, token) = store.create_admin_token().await.unwrap();
         assert!(token.expose().starts_with(ADMIN_TOKEN_PREFIX));
-        assert!(store.admin_token_valid(&token).unwrap());
+        assert!(store.admin_token_valid(&token).await.unwrap());
         assert!(
             !store
                 .admin_token_valid(&SecretToken::new("exo_at_no"))
+                .await
                 .unwrap()
         );
-        let listed = format!("{:?}", store.list_admin_tokens().unwrap());
+        let listed = format!("{:?}", store.list_admin_tokens().await.unwrap());
         assert!(!listed.contains(&token.expose()[ADMIN_TOKEN_PREFIX.len()..]));
-        store.revoke_admin_token(&info.id).unwrap();
-        assert!(!store.admin_token_valid(&token).unwrap());
+        store.revoke_admin_token(&info.id).await.unwrap();
+        assert!(!store.admin_token_valid(&token).await.unwrap());
         // Revoking the last token keeps authentication on (locked, not open).
-        assert!(store.admin_auth_enabled().unwrap());
+        assert!(store.admin_auth_enabled().await.unwrap());
         assert!(matches!(
-            store.revoke_admin_token("adm_nope"),
+            store.revoke_admin_token("adm_nope").await,
             Err(AdminError::NoToken(_))
         ));
         // A deployment token is not an admin token.
-        let (_, dep) = store.create_deployment("d").unwrap();
-        assert!(!store.admin_token_valid(&dep).unwrap());
+        let (_, dep) = store.create_deployment("d").await.unwrap();
+        assert!(!store.admin_token_valid(&dep).await.unwrap());
     }
 
-    #[test]
-    fn exposure_needs_a_token_or_an_explicit_flag() {
+    #[tokio::test]
+    async fn exposure_needs_a_token_or_an_explicit_flag() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("db")).unwrap();
         let open = AdminAuth::default();
         let public: SocketAddr = "0.0.0.0:8700".parse().unwrap();
         let local: SocketAddr = "127.0.0.1:8700".parse().unwrap();
-        assert!(open.check_exposure(&store, local, false).is_ok());
+        assert!(open.check_exposure(&store, local, false).await.is_ok());
         assert!(matches!(
-            open.check_exposure(&store, public, false),
+            open.check_exposure(&store, public, false).await,
             Err(AdminError::Exposed(_))
         ));
-        assert!(open.check_exposure(&store, public, true).is_ok());
-        store.create_admin_token().unwrap();
-        assert!(open.check_exposure(&store, public, false).is_ok());
+        assert!(open.check_exposure(&store, public, true).await.is_ok());
+        store.create_admin_token().await.unwrap();
+        assert!(open.check_exposure(&store, public, false).await.is_ok());
     }
 
-    #[test]
-    fn a_token_file_is_checked_and_never_quoted() {
+    #[tokio::test]
+    async fn a_token_file_is_checked_and_never_quoted() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("admin");
         std::fs::write(&p, "short words here\n").unwrap();

@@ -129,7 +129,22 @@ impl Store {
     /// applies a new one to the active set (`active` module) and trims the
     /// deployment to its newest alerts, in one transaction. Returns whether
     /// it was new.
-    pub fn insert_alert(&self, origin: &Origin<'_>, a: &Alert) -> Result<bool, StoreError> {
+    pub async fn insert_alert(&self, origin: &Origin<'_>, a: &Alert) -> Result<bool, StoreError> {
+        let new = if let Some(p) = self.pg() {
+            p.insert_alert(origin, a).await?
+        } else {
+            self.sqlite_insert_alert(origin, a)?
+        };
+        if new {
+            let d = origin.deployment.to_owned();
+            self.bus().publish(super::events::Change::Alerts(d.clone()));
+            // Its count of active alerts may have changed.
+            self.bus().publish(super::events::Change::Deployment(d));
+        }
+        Ok(new)
+    }
+
+    fn sqlite_insert_alert(&self, origin: &Origin<'_>, a: &Alert) -> Result<bool, StoreError> {
         self.with(|c| {
             let tx = c.transaction()?;
             let received = to_i64(now_ms());
@@ -178,24 +193,19 @@ impl Store {
             tx.commit()?;
             Ok(n > 0)
         })
-        .inspect(|&new| {
-            if new {
-                let d = origin.deployment.to_owned();
-                self.bus().publish(super::events::Change::Alerts(d.clone()));
-                // Its count of active alerts may have changed.
-                self.bus().publish(super::events::Change::Deployment(d));
-            }
-        })
     }
 
     /// Up to `limit` alerts of a deployment received before the alert
     /// `before` (all when `None`), newest first.
-    pub fn list_alerts(
+    pub async fn list_alerts(
         &self,
         deployment: &str,
         limit: usize,
         before: Option<i64>,
     ) -> Result<Vec<AlertRow>, StoreError> {
+        if let Some(p) = self.pg() {
+            return p.list_alerts(deployment, limit, before).await;
+        }
         self.with(|c| {
             let mut st = c.prepare(&format!(
                 "SELECT {COLUMNS} FROM alerts WHERE deployment = ?1 AND id < ?2
@@ -212,7 +222,10 @@ impl Store {
     }
 
     /// How many alerts a deployment holds and the newest one.
-    pub fn alert_summary(&self, deployment: &str) -> Result<AlertSummary, StoreError> {
+    pub async fn alert_summary(&self, deployment: &str) -> Result<AlertSummary, StoreError> {
+        if let Some(p) = self.pg() {
+            return p.alert_summary(deployment).await;
+        }
         self.with(|c| {
             let count: i64 = c.query_row(
                 "SELECT count(*) FROM alerts WHERE deployment = ?1",
@@ -260,20 +273,20 @@ mod tests {
         source: Source::Operator,
     };
 
-    #[test]
-    fn a_resent_alert_is_stored_once() {
+    #[tokio::test]
+    async fn a_resent_alert_is_stored_once() {
         let (_d, s) = store();
-        assert!(s.insert_alert(&A, &alert("x")).unwrap());
-        assert!(!s.insert_alert(&A, &alert("x")).unwrap());
+        assert!(s.insert_alert(&A, &alert("x")).await.unwrap());
+        assert!(!s.insert_alert(&A, &alert("x")).await.unwrap());
         let other = Origin {
             deployment: "b",
             ..A
         };
         assert!(
-            s.insert_alert(&other, &alert("x")).unwrap(),
+            s.insert_alert(&other, &alert("x")).await.unwrap(),
             "per deployment"
         );
-        let rows = s.list_alerts("a", 10, None).unwrap();
+        let rows = s.list_alerts("a", 10, None).await.unwrap();
         assert_eq!(rows.len(), 1);
         let r = &rows[0];
         assert_eq!((r.alert_id.as_str(), r.severity), ("x", Severity::Critical));
@@ -285,21 +298,21 @@ mod tests {
         );
     }
 
-    #[test]
-    fn newest_first_paged_and_bounded() {
+    #[tokio::test]
+    async fn newest_first_paged_and_bounded() {
         let (dir, s) = store();
         let n = MAX_ALERTS_PER_DEPLOYMENT + 5;
         for i in 0..n {
-            s.insert_alert(&A, &alert(&format!("a{i}"))).unwrap();
+            s.insert_alert(&A, &alert(&format!("a{i}"))).await.unwrap();
         }
         drop(s);
         let s = Store::open(&dir.path().join("cp.sqlite")).unwrap();
-        let sum = s.alert_summary("a").unwrap();
+        let sum = s.alert_summary("a").await.unwrap();
         assert_eq!(sum.count, MAX_ALERTS_PER_DEPLOYMENT as u64);
         let newest = sum.newest.unwrap();
         assert_eq!(newest.alert_id, format!("a{}", n - 1));
 
-        let page1 = s.list_alerts("a", 3, None).unwrap();
+        let page1 = s.list_alerts("a", 3, None).await.unwrap();
         let ids: Vec<_> = page1.iter().map(|r| r.alert_id.clone()).collect();
         assert_eq!(
             ids,
@@ -309,12 +322,12 @@ mod tests {
                 format!("a{}", n - 3)
             ]
         );
-        let page2 = s.list_alerts("a", 2, Some(page1[2].id)).unwrap();
+        let page2 = s.list_alerts("a", 2, Some(page1[2].id)).await.unwrap();
         assert_eq!(page2[0].alert_id, format!("a{}", n - 4));
 
-        let all = s.list_alerts("a", 10_000, None).unwrap();
+        let all = s.list_alerts("a", 10_000, None).await.unwrap();
         assert_eq!(all.len(), MAX_ALERTS_PER_DEPLOYMENT);
         assert_eq!(all.last().unwrap().alert_id, "a5", "the oldest five went");
-        assert_eq!(s.alert_summary("nobody").unwrap().count, 0);
+        assert_eq!(s.alert_summary("nobody").await.unwrap().count, 0);
     }
 }

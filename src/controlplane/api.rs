@@ -25,8 +25,8 @@ fn error(status: StatusCode, msg: impl std::fmt::Display) -> Response {
     (status, Json(json!({ "error": msg.to_string() }))).into_response()
 }
 
-fn unknown(app: &App, name: &str) -> Option<Response> {
-    match app.store.deployment_exists(name) {
+async fn unknown(app: &App, name: &str) -> Option<Response> {
+    match app.store.deployment_exists(name).await {
         Ok(true) => None,
         Ok(false) => Some(error(
             StatusCode::NOT_FOUND,
@@ -41,9 +41,9 @@ pub async fn healthz() -> &'static str {
 }
 
 pub async fn list(State(app): State<Arc<App>>) -> Response {
-    match app.store.list_deployments() {
+    match app.store.list_deployments().await {
         Ok(rows) => {
-            let counts = match app.store.active_counts() {
+            let counts = match app.store.active_counts().await {
                 Ok(c) => c,
                 Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
             };
@@ -63,9 +63,9 @@ pub async fn list(State(app): State<Arc<App>>) -> Response {
 
 /// A deployment's view with its count of active alerts: what the API and
 /// the events stream show.
-pub fn deployment_view(app: &App, name: &str) -> super::live::DeploymentView {
+pub async fn deployment_view(app: &App, name: &str) -> super::live::DeploymentView {
     let mut v = app.live.view(name);
-    match app.store.list_active(name) {
+    match app.store.list_active(name).await {
         Ok(a) => v.active_alerts = a.len() as u64,
         Err(e) => tracing::warn!(deployment = %name, error = %e, "active alerts unreadable"),
     }
@@ -73,17 +73,17 @@ pub fn deployment_view(app: &App, name: &str) -> super::live::DeploymentView {
 }
 
 pub async fn get(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
-    if let Some(r) = unknown(&app, &name) {
+    if let Some(r) = unknown(&app, &name).await {
         return r;
     }
-    if let Err(e) = app.store.list_active(&name) {
+    if let Err(e) = app.store.list_active(&name).await {
         return error(StatusCode::INTERNAL_SERVER_ERROR, e);
     }
-    Json(deployment_view(&app, &name)).into_response()
+    Json(deployment_view(&app, &name).await).into_response()
 }
 
 pub async fn resources(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
-    if let Some(r) = unknown(&app, &name) {
+    if let Some(r) = unknown(&app, &name).await {
         return r;
     }
     Json(json!({ "resources": app.live.resources(&name) })).into_response()
@@ -103,11 +103,11 @@ pub async fn audit(
     Path(name): Path<String>,
     Query(q): Query<AuditQuery>,
 ) -> Response {
-    if let Some(r) = unknown(&app, &name) {
+    if let Some(r) = unknown(&app, &name).await {
         return r;
     }
     let limit = q.limit.unwrap_or(200).clamp(1, 10_000);
-    match app.store.list_audit_before(&name, limit, q.before) {
+    match app.store.list_audit_before(&name, limit, q.before).await {
         Ok(rows) => {
             // Oldest first; a full page may have older records behind it.
             let next_before = (rows.len() == limit)
@@ -134,15 +134,15 @@ pub async fn alerts(
     Path(name): Path<String>,
     Query(q): Query<AlertsQuery>,
 ) -> Response {
-    if let Some(r) = unknown(&app, &name) {
+    if let Some(r) = unknown(&app, &name).await {
         return r;
     }
     let limit = q.limit.unwrap_or(100).clamp(1, MAX_ALERTS_PER_DEPLOYMENT);
-    let rows = match app.store.list_alerts(&name, limit, q.before) {
+    let rows = match app.store.list_alerts(&name, limit, q.before).await {
         Ok(rows) => rows,
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
     };
-    let total = match app.store.alert_summary(&name) {
+    let total = match app.store.alert_summary(&name).await {
         Ok(s) => s.count,
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
     };
@@ -155,10 +155,10 @@ pub async fn alerts(
 
 /// A deployment's active alerts (`active` module), longest active first.
 pub async fn active_alerts(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
-    if let Some(r) = unknown(&app, &name) {
+    if let Some(r) = unknown(&app, &name).await {
         return r;
     }
-    match app.store.list_active(&name) {
+    match app.store.list_active(&name).await {
         Ok(rows) => Json(json!({ "count": rows.len(), "active": rows })).into_response(),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
@@ -201,7 +201,7 @@ pub async fn command(
     Path(name): Path<String>,
     Json(body): Json<CommandBody>,
 ) -> Response {
-    if let Some(r) = unknown(&app, &name) {
+    if let Some(r) = unknown(&app, &name).await {
         return r;
     }
     if body.command.streams() {
@@ -231,7 +231,7 @@ pub async fn pod_control(
     Path(name): Path<String>,
     Json(body): Json<PodControlBody>,
 ) -> Response {
-    if let Some(r) = unknown(&app, &name) {
+    if let Some(r) = unknown(&app, &name).await {
         return r;
     }
     let timeout = timeout_of(body.timeout_ms);
@@ -274,52 +274,74 @@ async fn dispatch(
     frame: Frame,
     timeout: Duration,
 ) -> Response {
-    let audit = |outcome: &str| {
-        let _ = app.store.append_audit(&NewAudit {
+    let action = format!("{what}.issued");
+    let audit = |outcome: &'static str| {
+        let record = NewAudit {
             deployment: name,
             connection_id: None,
             source: "server",
             actor,
-            action: &format!("{what}.issued"),
+            action: &action,
             target: id,
             outcome,
             detail: Some(target.clone()),
-        });
+        };
+        async move { app.store.append_audit(&record).await }
+    };
+    // The record is committed before the caller hears the outcome: a
+    // result that cannot be audited is not acknowledged as one.
+    let unaudited = |e: super::store::StoreError| {
+        error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the outcome could not be written to the audit log: {e}"),
+        )
     };
     let rx = match app.live.request(name, id, frame) {
         Ok(rx) => rx,
         Err(e @ LiveError::Offline(_)) => {
-            audit("refused: offline");
+            if let Err(a) = audit("refused: offline").await {
+                return unaudited(a);
+            }
             return error(StatusCode::CONFLICT, e);
         }
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
     };
-    match tokio::time::timeout(timeout, rx).await {
+    let (outcome, response) = match tokio::time::timeout(timeout, rx).await {
         Ok(Ok(res)) => {
-            audit(if res.ok { "ok" } else { "failed" });
             let status = if res.ok {
                 StatusCode::OK
             } else {
                 StatusCode::UNPROCESSABLE_ENTITY
             };
-            (status, Json(json!(res))).into_response()
+            (
+                if res.ok { "ok" } else { "failed" },
+                (status, Json(json!(res))).into_response(),
+            )
         }
         Ok(Err(_)) => {
             app.live.forget(id);
-            audit("connection lost");
-            error(
-                StatusCode::BAD_GATEWAY,
-                "the operator connection closed before answering",
+            (
+                "connection lost",
+                error(
+                    StatusCode::BAD_GATEWAY,
+                    "the operator connection closed before answering",
+                ),
             )
         }
         Err(_) => {
             app.live.forget(id);
-            audit("timed out");
-            error(
-                StatusCode::GATEWAY_TIMEOUT,
-                format!("no result within {} ms", timeout.as_millis()),
+            (
+                "timed out",
+                error(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    format!("no result within {} ms", timeout.as_millis()),
+                ),
             )
         }
+    };
+    match audit(outcome).await {
+        Ok(()) => response,
+        Err(e) => unaudited(e),
     }
 }
 
@@ -357,7 +379,7 @@ fn alerts_cell(name: &str, summary: Result<AlertSummary, super::store::StoreErro
 }
 
 pub async fn page(State(app): State<Arc<App>>) -> Response {
-    let rows = match app.store.list_deployments() {
+    let rows = match app.store.list_deployments().await {
         Ok(r) => r,
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
     };
@@ -370,9 +392,10 @@ pub async fn page(State(app): State<Arc<App>>) -> Response {
          <th>Agent version</th><th>Capabilities</th><th>Resources</th><th>Last frame</th><th>Evictions</th>\
          <th>Disconnects</th><th>Active alerts</th><th>Alerts</th></tr>",
     );
-    let counts = app.store.active_counts().unwrap_or_default();
+    let counts = app.store.active_counts().await.unwrap_or_default();
     for r in rows {
         let v = app.live.view(&r.name);
+        let summary = app.store.alert_summary(&r.name).await;
         let active = counts.get(&r.name).copied().unwrap_or(0);
         let state = serde_json::to_value(v.state)
             .ok()
@@ -407,7 +430,7 @@ pub async fn page(State(app): State<Arc<App>>) -> Response {
                     esc(&v.name)
                 )
             },
-            al = alerts_cell(&v.name, app.store.alert_summary(&r.name)),
+            al = alerts_cell(&v.name, summary),
         ));
     }
     html.push_str("</table></body></html>");

@@ -142,8 +142,8 @@ async fn bridge(app: Arc<App>, deployment: String, q: AttachQuery, mut user: Web
         rows: q.rows.unwrap_or(24),
         actor: actor.clone(),
     });
-    let audit = |action: &str, outcome: &str| {
-        let _ = app.store.append_audit(&NewAudit {
+    let audit = async |action: &str, outcome: &str| {
+        let record = NewAudit {
             deployment: &deployment,
             connection_id: None,
             source: "server",
@@ -152,12 +152,16 @@ async fn bridge(app: Arc<App>, deployment: String, q: AttachQuery, mut user: Web
             target: &target,
             outcome,
             detail: Some(serde_json::json!({ "attach_session": id })),
-        });
+        };
+        app.store.append_audit(&record).await
     };
-    let reason = if app.live.send_frame(&deployment, open).is_err() {
+    // The opening is audited before the operator is asked: a shell that
+    // cannot be audited is not opened.
+    let reason = if let Err(e) = audit("attach.opened", "ok").await {
+        format!("the shell could not be written to the audit log: {e}")
+    } else if app.live.send_frame(&deployment, open).is_err() {
         "deployment went offline".to_owned()
     } else {
-        audit("attach.opened", "ok");
         loop {
             tokio::select! {
                 m = user.recv() => {
@@ -194,7 +198,9 @@ async fn bridge(app: Arc<App>, deployment: String, q: AttachQuery, mut user: Web
             reason: reason.clone(),
         }),
     );
-    audit("attach.closed", &reason);
+    if let Err(e) = audit("attach.closed", &reason).await {
+        tracing::warn!(deployment = %deployment, error = %e, "attach close not audited");
+    }
     // Whole first: an error of the API server easily overruns the 123
     // bytes of a close reason.
     let whole = serde_json::json!({ "reason": reason }).to_string();

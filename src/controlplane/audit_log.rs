@@ -38,30 +38,18 @@ pub struct NewAudit<'a> {
 }
 
 impl Store {
-    pub fn append_audit(&self, a: &NewAudit<'_>) -> Result<(), StoreError> {
-        self.append_audit_at(a, now_ms())
+    pub async fn append_audit(&self, a: &NewAudit<'_>) -> Result<(), StoreError> {
+        self.append_audit_at(a, now_ms()).await
     }
 
-    pub fn append_audit_at(&self, a: &NewAudit<'_>, at_ms: u64) -> Result<(), StoreError> {
+    /// Writes one record (committed when this returns) and announces it.
+    pub async fn append_audit_at(&self, a: &NewAudit<'_>, at_ms: u64) -> Result<(), StoreError> {
         let detail = a.detail.as_ref().map(|d| d.to_string());
-        let id = self.with(|c| {
-            c.execute(
-                "INSERT INTO audit (deployment, connection_id, at_ms, source, actor, action,
-                 target, outcome, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![
-                    a.deployment,
-                    a.connection_id,
-                    to_i64(at_ms),
-                    a.source,
-                    a.actor,
-                    a.action,
-                    a.target,
-                    a.outcome,
-                    detail
-                ],
-            )?;
-            Ok(c.last_insert_rowid())
-        })?;
+        let id = if let Some(p) = self.pg() {
+            p.append_audit_at(a, at_ms).await?
+        } else {
+            self.sqlite_append(a, at_ms, detail)?
+        };
         self.bus()
             .publish(super::events::Change::Audit(Box::new(AuditRow {
                 id,
@@ -78,19 +66,52 @@ impl Store {
         Ok(())
     }
 
+    fn sqlite_append(
+        &self,
+        a: &NewAudit<'_>,
+        at_ms: u64,
+        detail: Option<String>,
+    ) -> Result<i64, StoreError> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO audit (deployment, connection_id, at_ms, source, actor, action,
+                 target, outcome, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![
+                    a.deployment,
+                    a.connection_id,
+                    to_i64(at_ms),
+                    a.source,
+                    a.actor,
+                    a.action,
+                    a.target,
+                    a.outcome,
+                    detail
+                ],
+            )?;
+            Ok(c.last_insert_rowid())
+        })
+    }
+
     /// The newest `limit` audit records of a deployment, oldest first.
-    pub fn list_audit(&self, deployment: &str, limit: usize) -> Result<Vec<AuditRow>, StoreError> {
-        self.list_audit_before(deployment, limit, None)
+    pub async fn list_audit(
+        &self,
+        deployment: &str,
+        limit: usize,
+    ) -> Result<Vec<AuditRow>, StoreError> {
+        self.list_audit_before(deployment, limit, None).await
     }
 
     /// The newest `limit` audit records of a deployment older than the
     /// record `before` (all when `None`), oldest first.
-    pub fn list_audit_before(
+    pub async fn list_audit_before(
         &self,
         deployment: &str,
         limit: usize,
         before: Option<i64>,
     ) -> Result<Vec<AuditRow>, StoreError> {
+        if let Some(p) = self.pg() {
+            return p.list_audit_before(deployment, limit, before).await;
+        }
         self.with(|c| {
             let mut st = c.prepare(
                 "SELECT id, deployment, connection_id, at_ms, source, actor, action, target,

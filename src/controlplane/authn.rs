@@ -62,8 +62,8 @@ pub fn cookie_session(headers: &HeaderMap) -> Option<&str> {
         .find_map(session::from_cookie_header)
 }
 
-fn judge(app: &App, headers: &HeaderMap) -> Verdict {
-    let required = match app.admin.required(&app.store) {
+async fn judge(app: &App, headers: &HeaderMap) -> Verdict {
+    let required = match app.admin.required(&app.store).await {
         Ok(on) => on,
         Err(e) => return Verdict::Failed(e.to_string()),
     };
@@ -76,7 +76,7 @@ fn judge(app: &App, headers: &HeaderMap) -> Verdict {
         let Some(token) = presented else {
             return Verdict::Invalid;
         };
-        return match app.admin.hash_valid(&app.store, &token.hash()) {
+        return match app.admin.hash_valid(&app.store, &token.hash()).await {
             Ok(true) => Verdict::Allowed(Via::Bearer),
             Ok(false) => Verdict::Invalid,
             Err(e) => Verdict::Failed(e.to_string()),
@@ -88,7 +88,7 @@ fn judge(app: &App, headers: &HeaderMap) -> Verdict {
     let Some(s) = app.sessions.get(id) else {
         return Verdict::Missing;
     };
-    match app.admin.hash_valid(&app.store, &s.admin_hash) {
+    match app.admin.hash_valid(&app.store, &s.admin_hash).await {
         Ok(true) => Verdict::Allowed(Via::Session(s)),
         Ok(false) => {
             app.sessions.close(id);
@@ -137,7 +137,7 @@ fn forbidden(msg: &str) -> Response {
 
 /// Middleware for every admin route.
 pub async fn require(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
-    let msg = match judge(&app, req.headers()) {
+    let msg = match judge(&app, req.headers()).await {
         Verdict::Allowed(via) => {
             if let Via::Session(s) = &via {
                 if changes_state(req.method()) {

@@ -19,7 +19,7 @@
 //! was connected before and never comes back is shown offline but not
 //! alerted (this server never saw it connected).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::warn;
@@ -94,7 +94,7 @@ pub fn decide(trigger: &Trigger, active: Option<Severity>, offline_after: Durati
 /// Serialises the decisions (see the module's guarantees).
 #[derive(Debug, Default)]
 pub struct DisconnectAlerts {
-    lock: Mutex<()>,
+    lock: tokio::sync::Mutex<()>,
 }
 
 /// What the alert names: the operator's host (its pod) as last seen.
@@ -111,7 +111,7 @@ impl App {
     /// or clears it. `host`, `boot_id` and `connection_id` describe the
     /// connection concerned. Store errors are logged: the next trigger or
     /// tick tries again.
-    pub fn on_connection(
+    pub async fn on_connection(
         &self,
         deployment: &str,
         trigger: Trigger,
@@ -119,17 +119,13 @@ impl App {
         boot_id: Option<&str>,
         connection_id: Option<&str>,
     ) {
-        let _serial = self
-            .disconnects
-            .lock
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _serial = self.disconnects.lock.lock().await;
         // A lost connection whose successor registered meanwhile is no
         // disconnect.
         if matches!(trigger, Trigger::Lost { .. }) && self.live.is_connected(deployment) {
             return;
         }
-        let active = match self.store.active(deployment, KEY) {
+        let active = match self.store.active(deployment, KEY).await {
             Ok(a) => a,
             Err(e) => {
                 warn!(%deployment, error = %e, "disconnect alert: cannot read the active set");
@@ -155,7 +151,7 @@ impl App {
                     .resolving("connected again")
             }
         };
-        if let Err(e) = self.store.insert_alert(&origin, &alert) {
+        if let Err(e) = self.store.insert_alert(&origin, &alert).await {
             warn!(%deployment, error = %e, "disconnect alert: write failed");
         } else {
             tracing::info!(%deployment, severity = alert.severity.as_str(), state = ?alert.state, message = %alert.message, "disconnect alert");
@@ -170,7 +166,7 @@ pub async fn watch(app: Arc<App>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let active = match app.store.active_severities(KEY) {
+        let active = match app.store.active_severities(KEY).await {
             Ok(a) => a,
             Err(e) => {
                 warn!(error = %e, "disconnect check: cannot read the active set");
@@ -181,7 +177,7 @@ pub async fn watch(app: Arc<App>) {
             let trigger = Trigger::Tick { connected, state };
             // Only a change is worth the lock and a write.
             if decide(&trigger, active.get(&dep).copied(), app.cfg.offline_after) != Step::Nothing {
-                app.on_connection(&dep, trigger, &host, None, None);
+                app.on_connection(&dep, trigger, &host, None, None).await;
             }
         }
     }

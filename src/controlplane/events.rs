@@ -174,13 +174,16 @@ impl Subscriber {
             {
                 continue;
             }
-            return Some(self.render(&change));
+            return Some(self.render(&change).await);
         }
     }
 
-    fn render(&self, c: &Change) -> SseEvent {
+    async fn render(&self, c: &Change) -> SseEvent {
         match c {
-            Change::Deployment(d) => sse("deployment", &super::api::deployment_view(&self.app, d)),
+            Change::Deployment(d) => sse(
+                "deployment",
+                &super::api::deployment_view(&self.app, d).await,
+            ),
             Change::Resource {
                 deployment,
                 op,

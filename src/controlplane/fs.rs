@@ -125,7 +125,7 @@ pub async fn fs(
     Path(name): Path<String>,
     ws: WebSocketUpgrade,
 ) -> Response {
-    match app.store.deployment_exists(&name) {
+    match app.store.deployment_exists(&name).await {
         Ok(true) => {}
         Ok(false) => {
             return refuse(
@@ -218,7 +218,7 @@ async fn serve(app: Arc<App>, deployment: String, mut user: WebSocket) {
     } else {
         format!("failed: {}", result.error.clone().unwrap_or_default())
     };
-    let _ = app.store.append_audit(&NewAudit {
+    let record = NewAudit {
         deployment: &deployment,
         connection_id: None,
         source: "server",
@@ -227,7 +227,16 @@ async fn serve(app: Arc<App>, deployment: String, mut user: WebSocket) {
         target: &id,
         outcome: &outcome,
         detail: Some(target),
-    });
+    };
+    // Committed before the user hears the outcome; one that cannot be
+    // audited is not reported as a success.
+    let result = match app.store.append_audit(&record).await {
+        Ok(()) => result,
+        Err(e) => failed(
+            &id,
+            format!("the outcome could not be written to the audit log: {e}"),
+        ),
+    };
     let _ = user
         .send(Message::Text(json!(result).to_string().into()))
         .await;

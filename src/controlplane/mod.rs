@@ -26,6 +26,7 @@ pub mod disconnect;
 pub mod events;
 pub mod fs;
 pub mod live;
+pub mod pg;
 pub mod resources;
 pub mod session;
 pub mod store;

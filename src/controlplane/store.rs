@@ -40,6 +40,23 @@ pub enum StoreError {
     Token(#[from] TokenError),
     #[error("the database lock was poisoned by a panic")]
     Poisoned,
+    #[error("postgres {url}: {source}")]
+    PgConnect {
+        /// The URL without its password.
+        url: String,
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    #[error("postgres: {0}")]
+    Pg(#[from] tokio_postgres::Error),
+    #[error("postgres pool: {0}")]
+    Pool(String),
+    #[error("postgres migration {version}: {source}")]
+    Migrate {
+        version: i64,
+        #[source]
+        source: tokio_postgres::Error,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -73,9 +90,17 @@ pub struct Authenticated {
 
 pub use super::audit_log::{AuditRow, NewAudit};
 
+/// Where the data lives: one SQLite file (one server), or PostgreSQL
+/// (shared by N replicas, `replica` module).
+#[derive(Clone)]
+enum Db {
+    Sqlite(Arc<Mutex<Connection>>),
+    Postgres(super::pg::Pg),
+}
+
 #[derive(Clone)]
 pub struct Store {
-    conn: Arc<Mutex<Connection>>,
+    db: Db,
     /// Announces audit records and alerts (`events`).
     bus: super::events::Bus,
 }
@@ -145,23 +170,57 @@ impl Store {
         migrate(&mut conn)?;
         Ok(Self {
             bus: super::events::Bus::default(),
-            conn: Arc::new(Mutex::new(conn)),
+            db: Db::Sqlite(Arc::new(Mutex::new(conn))),
         })
     }
 
+    /// Opens `--db`: a `postgres://` or `postgresql://` URL, or else the
+    /// path of a SQLite file. Runs the migrations either way.
+    pub async fn connect(db: &str) -> Result<Self, StoreError> {
+        if super::pg::is_url(db) {
+            Ok(Self {
+                bus: super::events::Bus::default(),
+                db: Db::Postgres(super::pg::Pg::connect(db).await?),
+            })
+        } else {
+            Self::open(Path::new(db))
+        }
+    }
+
+    /// The PostgreSQL backend, when this store is one.
+    pub fn pg(&self) -> Option<&super::pg::Pg> {
+        match &self.db {
+            Db::Postgres(p) => Some(p),
+            Db::Sqlite(_) => None,
+        }
+    }
+
+    /// Runs `f` on the SQLite connection. Only reached on the SQLite
+    /// backend: every method asks [`Store::pg`] first.
     pub(super) fn with<T>(
         &self,
         f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let mut guard = self.conn.lock().map_err(|_| StoreError::Poisoned)?;
+        let Db::Sqlite(conn) = &self.db else {
+            return Err(StoreError::Pool(
+                "a SQLite call on the PostgreSQL store".into(),
+            ));
+        };
+        let mut guard = conn.lock().map_err(|_| StoreError::Poisoned)?;
         f(&mut guard)
     }
 
     /// Creates a deployment and its first token. The token is returned in
     /// clear exactly once; only its hash is kept.
-    pub fn create_deployment(&self, name: &str) -> Result<(TokenInfo, SecretToken), StoreError> {
+    pub async fn create_deployment(
+        &self,
+        name: &str,
+    ) -> Result<(TokenInfo, SecretToken), StoreError> {
         if !valid_name(name) {
             return Err(StoreError::BadName(name.to_owned()));
+        }
+        if let Some(p) = self.pg() {
+            return p.create_deployment(name).await;
         }
         self.with(|c| {
             let tx = c.transaction()?;
@@ -185,7 +244,10 @@ impl Store {
         })
     }
 
-    pub fn list_deployments(&self) -> Result<Vec<DeploymentRow>, StoreError> {
+    pub async fn list_deployments(&self) -> Result<Vec<DeploymentRow>, StoreError> {
+        if let Some(p) = self.pg() {
+            return p.list_deployments().await;
+        }
         self.with(|c| {
             let mut st = c.prepare("SELECT name, created_ms FROM deployments ORDER BY name")?;
             let rows = st
@@ -200,7 +262,10 @@ impl Store {
         })
     }
 
-    pub fn deployment_exists(&self, name: &str) -> Result<bool, StoreError> {
+    pub async fn deployment_exists(&self, name: &str) -> Result<bool, StoreError> {
+        if let Some(p) = self.pg() {
+            return p.deployment_exists(name).await;
+        }
         self.with(|c| {
             Ok(c.query_row(
                 "SELECT count(*) FROM deployments WHERE name = ?1",
@@ -213,11 +278,14 @@ impl Store {
     /// Issues a new token and lets every other still-valid token of the
     /// deployment expire after `overlap`, so a running operator can switch
     /// without a gap. An `overlap` of zero ends them at once.
-    pub fn rotate(
+    pub async fn rotate(
         &self,
         deployment: &str,
         overlap: std::time::Duration,
     ) -> Result<(TokenInfo, SecretToken), StoreError> {
+        if let Some(p) = self.pg() {
+            return p.rotate(deployment, overlap).await;
+        }
         self.with(|c| {
             let tx = c.transaction()?;
             ensure_deployment(&tx, deployment)?;
@@ -235,7 +303,14 @@ impl Store {
 
     /// Revokes one token, or every token of the deployment when `token_id`
     /// is `None`. Returns how many were revoked.
-    pub fn revoke(&self, deployment: &str, token_id: Option<&str>) -> Result<usize, StoreError> {
+    pub async fn revoke(
+        &self,
+        deployment: &str,
+        token_id: Option<&str>,
+    ) -> Result<usize, StoreError> {
+        if let Some(p) = self.pg() {
+            return p.revoke(deployment, token_id).await;
+        }
         self.with(|c| {
             let tx = c.transaction()?;
             ensure_deployment(&tx, deployment)?;
@@ -272,7 +347,10 @@ impl Store {
         &self.bus
     }
 
-    pub fn list_tokens(&self, deployment: &str) -> Result<Vec<TokenInfo>, StoreError> {
+    pub async fn list_tokens(&self, deployment: &str) -> Result<Vec<TokenInfo>, StoreError> {
+        if let Some(p) = self.pg() {
+            return p.list_tokens(deployment).await;
+        }
         self.with(|c| {
             ensure_deployment(c, deployment)?;
             let mut st = c.prepare(
@@ -288,7 +366,13 @@ impl Store {
 
     /// Looks a presented token up by its hash; `None` when unknown, revoked
     /// or expired.
-    pub fn authenticate(&self, token: &SecretToken) -> Result<Option<Authenticated>, StoreError> {
+    pub async fn authenticate(
+        &self,
+        token: &SecretToken,
+    ) -> Result<Option<Authenticated>, StoreError> {
+        if let Some(p) = self.pg() {
+            return p.authenticate(token).await;
+        }
         let hash = token.hash();
         self.with(|c| {
             let row = c
@@ -310,7 +394,10 @@ impl Store {
 
     /// The ids of every token valid now: one query re-checks all live
     /// connections at once.
-    pub fn valid_token_ids(&self) -> Result<std::collections::HashSet<String>, StoreError> {
+    pub async fn valid_token_ids(&self) -> Result<std::collections::HashSet<String>, StoreError> {
+        if let Some(p) = self.pg() {
+            return p.valid_token_ids().await;
+        }
         self.with(|c| {
             let mut st = c.prepare_cached(
                 "SELECT id FROM tokens WHERE revoked_ms IS NULL
@@ -324,7 +411,10 @@ impl Store {
     }
 
     /// Whether a token (by id) is still valid now.
-    pub fn token_valid(&self, token_id: &str) -> Result<bool, StoreError> {
+    pub async fn token_valid(&self, token_id: &str) -> Result<bool, StoreError> {
+        if let Some(p) = self.pg() {
+            return p.token_valid(token_id).await;
+        }
         self.with(|c| {
             let row = c
                 .query_row(
@@ -391,7 +481,9 @@ fn ensure_deployment(c: &Connection, name: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn insert_token(c: &Connection, deployment: &str) -> Result<(TokenInfo, SecretToken), StoreError> {
+/// A new deployment token: its metadata and its clear text, for either
+/// backend to store (by hash).
+pub(super) fn new_token(deployment: &str) -> Result<(TokenInfo, SecretToken), StoreError> {
     let secret = SecretToken::generate()?;
     let info = TokenInfo {
         id: format!("tok_{}", &crate::wire::random_id()[..12]),
@@ -400,6 +492,11 @@ fn insert_token(c: &Connection, deployment: &str) -> Result<(TokenInfo, SecretTo
         expires_ms: None,
         revoked_ms: None,
     };
+    Ok((info, secret))
+}
+
+fn insert_token(c: &Connection, deployment: &str) -> Result<(TokenInfo, SecretToken), StoreError> {
+    let (info, secret) = new_token(deployment)?;
     c.execute(
         "INSERT INTO tokens (id, deployment, hash, created_ms) VALUES (?1, ?2, ?3, ?4)",
         params![
@@ -422,15 +519,16 @@ mod tests {
         (dir, s)
     }
 
-    #[test]
-    fn tokens_are_stored_hashed_and_authenticate() {
+    #[tokio::test]
+    async fn tokens_are_stored_hashed_and_authenticate() {
         let (dir, s) = store();
-        let (info, tok) = s.create_deployment("prod-eu").unwrap();
-        let auth = s.authenticate(&tok).unwrap().unwrap();
+        let (info, tok) = s.create_deployment("prod-eu").await.unwrap();
+        let auth = s.authenticate(&tok).await.unwrap().unwrap();
         assert_eq!(auth.deployment, "prod-eu");
         assert_eq!(auth.token_id, info.id);
         assert!(
             s.authenticate(&SecretToken::new("exo_dt_wrong"))
+                .await
                 .unwrap()
                 .is_none()
         );
@@ -443,44 +541,47 @@ mod tests {
         }
     }
 
-    #[test]
-    fn rotate_keeps_both_valid_during_overlap_then_revoke_ends_all() {
+    #[tokio::test]
+    async fn rotate_keeps_both_valid_during_overlap_then_revoke_ends_all() {
         let (_d, s) = store();
-        let (_, old) = s.create_deployment("a").unwrap();
-        let (_, new) = s.rotate("a", std::time::Duration::from_secs(3600)).unwrap();
-        assert!(s.authenticate(&old).unwrap().is_some());
-        assert!(s.authenticate(&new).unwrap().is_some());
-        let (_, newest) = s.rotate("a", std::time::Duration::ZERO).unwrap();
-        assert!(s.authenticate(&old).unwrap().is_none());
-        assert!(s.authenticate(&new).unwrap().is_none());
-        assert!(s.authenticate(&newest).unwrap().is_some());
-        assert_eq!(s.revoke("a", None).unwrap(), 3);
-        assert!(s.authenticate(&newest).unwrap().is_none());
-        assert_eq!(s.list_tokens("a").unwrap().len(), 3);
+        let (_, old) = s.create_deployment("a").await.unwrap();
+        let (_, new) = s
+            .rotate("a", std::time::Duration::from_secs(3600))
+            .await
+            .unwrap();
+        assert!(s.authenticate(&old).await.unwrap().is_some());
+        assert!(s.authenticate(&new).await.unwrap().is_some());
+        let (_, newest) = s.rotate("a", std::time::Duration::ZERO).await.unwrap();
+        assert!(s.authenticate(&old).await.unwrap().is_none());
+        assert!(s.authenticate(&new).await.unwrap().is_none());
+        assert!(s.authenticate(&newest).await.unwrap().is_some());
+        assert_eq!(s.revoke("a", None).await.unwrap(), 3);
+        assert!(s.authenticate(&newest).await.unwrap().is_none());
+        assert_eq!(s.list_tokens("a").await.unwrap().len(), 3);
     }
 
-    #[test]
-    fn names_are_checked_and_unique() {
+    #[tokio::test]
+    async fn names_are_checked_and_unique() {
         let (_d, s) = store();
         assert!(matches!(
-            s.create_deployment("Bad Name"),
+            s.create_deployment("Bad Name").await,
             Err(StoreError::BadName(_))
         ));
-        s.create_deployment("x").unwrap();
+        s.create_deployment("x").await.unwrap();
         assert!(matches!(
-            s.create_deployment("x"),
+            s.create_deployment("x").await,
             Err(StoreError::Exists(_))
         ));
         assert!(matches!(
-            s.rotate("nope", std::time::Duration::ZERO),
+            s.rotate("nope", std::time::Duration::ZERO).await,
             Err(StoreError::NoDeployment(_))
         ));
     }
 
-    #[test]
-    fn audit_is_durable_and_ordered() {
+    #[tokio::test]
+    async fn audit_is_durable_and_ordered() {
         let (dir, s) = store();
-        s.create_deployment("a").unwrap();
+        s.create_deployment("a").await.unwrap();
         for action in ["connection.opened", "command.issued"] {
             s.append_audit(&NewAudit {
                 deployment: "a",
@@ -488,11 +589,12 @@ mod tests {
                 action,
                 ..NewAudit::default()
             })
+            .await
             .unwrap();
         }
         drop(s);
         let s = Store::open(&dir.path().join("cp.sqlite")).unwrap();
-        let rows = s.list_audit("a", 10).unwrap();
+        let rows = s.list_audit("a", 10).await.unwrap();
         let actions: Vec<_> = rows.iter().map(|r| r.action.as_str()).collect();
         assert_eq!(actions, ["connection.opened", "command.issued"]);
     }

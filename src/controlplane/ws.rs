@@ -38,7 +38,11 @@ pub async fn connect(
     headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
-    let auth = match bearer(&headers).map(|t| app.store.authenticate(&t)) {
+    let looked_up = match bearer(&headers) {
+        Some(t) => Some(app.store.authenticate(&t).await),
+        None => None,
+    };
+    let auth = match looked_up {
         Some(Ok(Some(auth))) => auth,
         Some(Err(e)) => {
             warn!(error = %e, "token lookup failed");
@@ -202,20 +206,22 @@ impl Session {
                 clean,
                 reason: reason.clone(),
             };
-            s.app.on_connection(
-                &dep,
-                lost,
-                &s.host,
-                s.boot_id.as_deref(),
-                s.connection_id.as_deref(),
-            );
+            s.app
+                .on_connection(
+                    &dep,
+                    lost,
+                    &s.host,
+                    s.boot_id.as_deref(),
+                    s.connection_id.as_deref(),
+                )
+                .await;
         }
         info!(deployment = %dep, session = %s.session, %reason, was_live, "connection closed");
-        s.audit("connection.closed", &reason, None);
+        s.audit("connection.closed", &reason, None).await;
     }
 
-    fn audit(&self, action: &str, outcome: &str, detail: Option<serde_json::Value>) {
-        let r = self.app.store.append_audit(&NewAudit {
+    async fn audit(&self, action: &str, outcome: &str, detail: Option<serde_json::Value>) {
+        let record = NewAudit {
             deployment: &self.auth.deployment,
             connection_id: self.connection_id.as_deref(),
             source: "server",
@@ -224,8 +230,8 @@ impl Session {
             target: &self.session,
             outcome,
             detail,
-        });
-        if let Err(e) = r {
+        };
+        if let Err(e) = self.app.store.append_audit(&record).await {
             warn!(error = %e, action, "audit write failed");
         }
     }
@@ -294,20 +300,24 @@ impl Session {
             .register(&dep, &self.session, &self.auth.token_id, hello, tx)
             .map_err(|e| Outcome::Close(close::GOING_AWAY, e.to_string()))?;
         info!(deployment = %dep, session = %self.session, evicted = ?evicted, "connection registered");
-        self.audit("connection.opened", "registered", Some(detail));
-        self.app.on_connection(
-            &dep,
-            Trigger::Registered,
-            &self.host,
-            self.boot_id.as_deref(),
-            self.connection_id.as_deref(),
-        );
+        self.audit("connection.opened", "registered", Some(detail))
+            .await;
+        self.app
+            .on_connection(
+                &dep,
+                Trigger::Registered,
+                &self.host,
+                self.boot_id.as_deref(),
+                self.connection_id.as_deref(),
+            )
+            .await;
         if let Some(old) = evicted {
             self.audit(
                 "connection.evicted",
                 close::EVICTED_REASON,
                 Some(serde_json::json!({ "evicted_session": old })),
-            );
+            )
+            .await;
         }
         self.send(socket, &welcome).await
     }
@@ -416,7 +426,7 @@ impl Session {
                         Err(o) => return o,
                         Ok(None) => {}
                         Ok(Some(frame)) => {
-                            if let Err(o) = self.on_frame(frame) {
+                            if let Err(o) = self.on_frame(frame).await {
                                 return o;
                             }
                         }
@@ -451,14 +461,14 @@ impl Session {
     /// Stores a valid alert and acknowledges it, also when it was stored
     /// before (a resend). A failed write is not acknowledged: the operator
     /// sends the alert again on its next connection.
-    fn store_alert(&self, dep: &str, a: &Alert) {
+    async fn store_alert(&self, dep: &str, a: &Alert) {
         let origin = Origin {
             deployment: dep,
             boot_id: self.boot_id.as_deref(),
             connection_id: self.connection_id.as_deref(),
             source: Source::Operator,
         };
-        match self.app.store.insert_alert(&origin, a) {
+        match self.app.store.insert_alert(&origin, a).await {
             Ok(new) => {
                 if new {
                     info!(deployment = %dep, severity = a.severity.as_str(), reason = %a.reason, object = %a.object, key = %a.key, state = ?a.state, "alert");
@@ -472,7 +482,7 @@ impl Session {
         }
     }
 
-    fn on_frame(&mut self, frame: Frame) -> Result<(), Outcome> {
+    async fn on_frame(&mut self, frame: Frame) -> Result<(), Outcome> {
         let dep = self.auth.deployment.clone();
         let kind = frame.kind();
         let applied = match frame {
@@ -498,34 +508,30 @@ impl Session {
                 self.app.live.with_session(&dep, &self.session, |_| Ok(()))
             }
             Frame::Audit(a) => {
-                let r = self.app.store.append_audit_at(
-                    &NewAudit {
-                        deployment: &dep,
-                        connection_id: self.connection_id.as_deref(),
-                        source: "operator",
-                        actor: &a.actor,
-                        action: &a.action,
-                        target: &a.target,
-                        outcome: &a.outcome,
-                        detail: (!a.detail.is_null()).then_some(a.detail.clone()),
-                    },
-                    a.at_ms,
-                );
-                if let Err(e) = r {
+                let record = NewAudit {
+                    deployment: &dep,
+                    connection_id: self.connection_id.as_deref(),
+                    source: "operator",
+                    actor: &a.actor,
+                    action: &a.action,
+                    target: &a.target,
+                    outcome: &a.outcome,
+                    detail: (!a.detail.is_null()).then_some(a.detail.clone()),
+                };
+                if let Err(e) = self.app.store.append_audit_at(&record, a.at_ms).await {
                     warn!(error = %e, "audit write failed");
                 }
                 self.app.live.with_session(&dep, &self.session, |_| Ok(()))
             }
             Frame::Alert(a) => match a.validate() {
                 Err(e) => Some(Err(e.to_string())),
-                Ok(()) => self
-                    .app
-                    .live
-                    .with_session(&dep, &self.session, |_| ())
-                    .map(|()| {
-                        self.store_alert(&dep, &a);
-                        Ok(())
-                    }),
+                Ok(()) => match self.app.live.with_session(&dep, &self.session, |_| ()) {
+                    Some(()) => {
+                        self.store_alert(&dep, &a).await;
+                        Some(Ok(()))
+                    }
+                    None => None,
+                },
             },
             f @ (Frame::FsChunk(_) | Frame::FsChunkAck(_) | Frame::FsAbort(_)) => {
                 self.app.transfers.deliver(&dep, f);
@@ -576,7 +582,7 @@ pub async fn token_checker(app: Arc<App>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let valid = match app.store.valid_token_ids() {
+        let valid = match app.store.valid_token_ids().await {
             Ok(v) => v,
             Err(e) => {
                 warn!(error = %e, "token re-check failed");

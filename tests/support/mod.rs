@@ -12,6 +12,7 @@ pub mod fleet;
 pub mod fs;
 pub mod image;
 pub mod operator;
+pub mod postgres;
 pub mod proxy;
 
 pub use crds::install_crds;

@@ -152,8 +152,8 @@ pub async fn overview(Extension(via): Extension<Via>) -> Response {
     shell("overview", &via)
 }
 
-fn unknown_deployment(app: &App, name: &str) -> Option<Response> {
-    match app.store.deployment_exists(name) {
+async fn unknown_deployment(app: &App, name: &str) -> Option<Response> {
+    match app.store.deployment_exists(name).await {
         Ok(true) => None,
         Ok(false) => Some(
             (
@@ -175,7 +175,9 @@ pub async fn deployment(
     Path(name): Path<String>,
     Extension(via): Extension<Via>,
 ) -> Response {
-    unknown_deployment(&app, &name).unwrap_or_else(|| shell("deployment", &via))
+    unknown_deployment(&app, &name)
+        .await
+        .unwrap_or_else(|| shell("deployment", &via))
 }
 
 pub async fn subpage(
@@ -186,7 +188,9 @@ pub async fn subpage(
     let Some(page) = SUBPAGES.iter().find(|p| **p == sub) else {
         return (StatusCode::NOT_FOUND, "no such page\n").into_response();
     };
-    unknown_deployment(&app, &name).unwrap_or_else(|| shell(page, &via))
+    unknown_deployment(&app, &name)
+        .await
+        .unwrap_or_else(|| shell(page, &via))
 }
 
 #[derive(Debug, Deserialize)]
@@ -216,7 +220,7 @@ fn login_page(status: StatusCode, error: Option<&str>, next: &str) -> Response {
 /// `GET /login`.
 pub async fn login_form(State(app): State<Arc<App>>, Query(q): Query<NextQuery>) -> Response {
     let next = authn::local_target(q.next.as_deref());
-    if !app.admin.required(&app.store).unwrap_or(true) {
+    if !app.admin.required(&app.store).await.unwrap_or(true) {
         return Redirect::to(next).into_response();
     }
     login_page(StatusCode::OK, None, next)
@@ -246,7 +250,7 @@ pub async fn login(
         );
     }
     let token = SecretToken::new(form.token.trim());
-    let valid = match app.admin.hash_valid(&app.store, &token.hash()) {
+    let valid = match app.admin.hash_valid(&app.store, &token.hash()).await {
         Ok(v) => v && !token.expose().is_empty(),
         Err(e) => {
             tracing::warn!(error = %e, "admin token lookup failed");
