@@ -14,50 +14,10 @@ use exo::crd::Agent;
 use exo::operator::ANNOTATION_DEFAULT_CONTAINER;
 use exo::wire;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Patch, PatchParams, PostParams};
-use serde_json::json;
+use support::TestNamespace;
 use support::operator::{agent, create, restricted_namespace, wait_for, wait_pod};
-use support::{TestNamespace, eventually};
-use upstream_support::{
-    Connector, ControlPlane, connector_until, exo, install_crds, managed_operator,
-};
-
-async fn agent_with_pod(ns: &TestNamespace) {
-    let pods = ns.api::<Pod>();
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": { "name": "worker-pod" },
-        "spec": { "containers": [{ "name": "runtime",
-            "image": format!("registry.invalid/a@sha256:{}", "0".repeat(64)) }] }
-    }))
-    .unwrap();
-    pods.create(&PostParams::default(), &pod).await.unwrap();
-    eventually("the pod to be Running", Duration::from_secs(60), || {
-        let pods = pods.clone();
-        async move {
-            let p = pods.get("worker-pod").await.ok()?;
-            (p.status?.phase? == "Running").then_some(())
-        }
-    })
-    .await;
-    let image = format!("registry.invalid/a@sha256:{}", "a".repeat(64));
-    let agents = ns.api::<Agent>();
-    let a: Agent = serde_json::from_value(json!({
-        "apiVersion": "autonomic.sh/v1alpha1", "kind": "Agent",
-        "metadata": { "name": "worker" },
-        "spec": { "runtime": { "image": image }, "agentlet": { "image": image } }
-    }))
-    .unwrap();
-    agents.create(&PostParams::default(), &a).await.unwrap();
-    // What the reconciler will write; set here by hand.
-    agents
-        .patch_status(
-            "worker",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "status": { "podName": "worker-pod" } })),
-        )
-        .await
-        .unwrap();
-}
+use upstream_support::shell::{agent_with_pod, attach_cmd, shell_script};
+use upstream_support::{Connector, ControlPlane, connector_until, install_crds, managed_operator};
 
 /// A namespace with an agent and its pod, a control plane with deployment
 /// `shell`, and a connected operator.
@@ -70,35 +30,6 @@ async fn shell_session(prefix: &str) -> (TestNamespace, ControlPlane, Connector)
     let c = Connector::start(&cp.base, &token, &ns.name, &[]);
     connector_until(&c, "connected", |h| h["state"] == "connected").await;
     (ns, cp, c)
-}
-
-fn attach_cmd(cp: &ControlPlane, ns: &str, agent: &str, extra: &[&str]) -> std::process::Command {
-    let mut c = exo();
-    c.args(["attach", agent, "-n", ns, "--deployment", "shell"])
-        .args(["--control-plane", &cp.base])
-        .args(extra);
-    c
-}
-
-/// `exo attach worker --no-tty` with a script on stdin that prints
-/// `exo-42` and exits 0: the output and both streams as text.
-fn shell_script(cp: &ControlPlane, ns: &str) -> (std::process::Output, String, String) {
-    let mut child = attach_cmd(cp, ns, "worker", &["--no-tty"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"echo \"exo-$((6 * 7))\"\nexit 0\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    (out, stdout, stderr)
 }
 
 #[tokio::test]

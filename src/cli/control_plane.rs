@@ -104,6 +104,19 @@ pub struct ServeArgs {
     /// How long a dashboard login lasts.
     #[arg(long, default_value = "12h", value_parser = parse_duration)]
     pub session_ttl: Duration,
+    /// With `--db postgres://`: this replica's id (e.g. the pod name);
+    /// default a random one.
+    #[arg(long, env = "EXO_CP_REPLICA_ID")]
+    pub replica_id: Option<String>,
+    /// With `--db postgres://`: the plain-HTTP URL the other replicas reach
+    /// this one at (commands and shells hop to the replica holding the
+    /// operator); default `http://<listen address>`.
+    #[arg(long, env = "EXO_CP_ADVERTISE_URL")]
+    pub advertise_url: Option<String>,
+    /// With `--db postgres://`: a replica that does not renew its lease for
+    /// this long is dead, and its connections are released.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub replica_lease: Duration,
 }
 
 #[derive(Debug, Subcommand)]
@@ -256,6 +269,47 @@ async fn admin_token(c: AdminTokenCommand, store: &Store) -> Result<(), String> 
     .map_err(|e| e.to_string())
 }
 
+/// The replica settings of `serve` on a PostgreSQL store, checked.
+fn replica_config(s: &ServeArgs) -> Result<controlplane::ReplicaConfig, String> {
+    if s.tls_cert_file.is_some() {
+        return Err(
+            "--tls-cert-file with --db postgres://: replicas reach each other over plain \
+             HTTP at --advertise-url; terminate TLS at the load balancer in front of them \
+             (docs/control-plane.md, \"Replicas\")"
+                .into(),
+        );
+    }
+    let advertise_url = match &s.advertise_url {
+        Some(u) if !u.starts_with("http://") => {
+            return Err(format!(
+                "--advertise-url {u:?}: must be an http:// URL (replicas talk plain HTTP to \
+                 each other)"
+            ));
+        }
+        Some(u) => Some(u.trim_end_matches('/').to_owned()),
+        None if s.listen.ip().is_unspecified() => {
+            return Err(format!(
+                "--listen {} with --db postgres://: pass --advertise-url, the address the other \
+                 replicas reach this one at",
+                s.listen
+            ));
+        }
+        // The bound address (also when the port is 0).
+        None => None,
+    };
+    if s.replica_lease < Duration::from_secs(3) {
+        return Err("--replica-lease: at least 3s (it is renewed every third of it)".into());
+    }
+    Ok(controlplane::ReplicaConfig {
+        id: s
+            .replica_id
+            .clone()
+            .unwrap_or_else(|| format!("rep_{}", &crate::wire::random_id()[..12])),
+        advertise_url,
+        lease: s.replica_lease,
+    })
+}
+
 async fn serve(s: ServeArgs, store: Store) -> Result<(), String> {
     crate::cli::logging::init(s.log.log_format);
     if let Some((from, to)) = controlplane::raise_fd_limit() {
@@ -273,6 +327,11 @@ async fn serve(s: ServeArgs, store: Store) -> Result<(), String> {
         }
         _ => None,
     };
+    let replica = if store.pg().is_some() {
+        Some(replica_config(&s)?)
+    } else {
+        None
+    };
     let cfg = ServeConfig {
         listen: s.listen,
         degraded_after: s.degraded_after,
@@ -286,6 +345,7 @@ async fn serve(s: ServeArgs, store: Store) -> Result<(), String> {
         admin,
         tls,
         session_ttl: s.session_ttl,
+        replica,
     };
     let scheme = if cfg.tls.is_some() { "https" } else { "http" };
     // Before "listening" is printed: a signal after it stops cleanly.

@@ -3,6 +3,7 @@
 //! Authentication is the `admin` module's middleware (admin tokens); the
 //! operators' WebSocket endpoint takes deployment tokens instead.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,13 +17,54 @@ use serde_json::json;
 use super::App;
 use super::alerts::{AlertSummary, MAX_ALERTS_PER_DEPLOYMENT};
 use super::dashboard::esc;
-use super::live::LiveError;
+use super::live::{DeploymentView, LiveError};
+use super::replica::Holding;
 use super::store::NewAudit;
 use super::ws::MAX_COMMAND_TIMEOUT;
 use crate::wire::{self, Command, CommandRequest, Frame, PodAction, PodControlRequest};
 
 fn error(status: StatusCode, msg: impl std::fmt::Display) -> Response {
     (status, Json(json!({ "error": msg.to_string() }))).into_response()
+}
+
+/// With replicas: the database rows of deployments (one, or all). Empty
+/// on a single server, or when the database cannot be read (then this
+/// server's own view is all there is).
+async fn held_rows(app: &App, only: Option<&str>) -> HashMap<String, Holding> {
+    let Some(r) = &app.replica else {
+        return HashMap::new();
+    };
+    match r.holdings(only).await {
+        Ok(rows) => rows
+            .into_iter()
+            .map(|h| (h.deployment.clone(), h))
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "connection rows unreadable; showing this replica's view");
+            HashMap::new()
+        }
+    }
+}
+
+/// One deployment's view: this server's own when it holds (or last held)
+/// the connection, with the cluster-wide counters of the row; the row's
+/// otherwise.
+fn view_of(app: &App, name: &str, row: Option<&Holding>) -> DeploymentView {
+    let Some((h, me)) = row.zip(app.replica.as_ref()) else {
+        return app.live.view(name);
+    };
+    if h.replica != me.id && !app.live.is_connected(name) {
+        return DeploymentView::from_holding(h, app.live.thresholds);
+    }
+    let mut v = app.live.view(name);
+    v.connections = h.connections;
+    v.evictions = h.evictions;
+    v.disconnects = h.disconnects;
+    if !v.connected {
+        v.last_close = h.last_close.clone();
+    }
+    v.replica = Some(h.replica.clone());
+    v
 }
 
 async fn unknown(app: &App, name: &str) -> Option<Response> {
@@ -47,10 +89,11 @@ pub async fn list(State(app): State<Arc<App>>) -> Response {
                 Ok(c) => c,
                 Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
             };
+            let held = held_rows(&app, None).await;
             let views: Vec<_> = rows
                 .iter()
                 .map(|r| {
-                    let mut v = app.live.view(&r.name);
+                    let mut v = view_of(&app, &r.name, held.get(&r.name));
                     v.active_alerts = counts.get(&r.name).copied().unwrap_or(0);
                     v
                 })
@@ -64,7 +107,7 @@ pub async fn list(State(app): State<Arc<App>>) -> Response {
 /// A deployment's view with its count of active alerts: what the API and
 /// the events stream show.
 pub async fn deployment_view(app: &App, name: &str) -> super::live::DeploymentView {
-    let mut v = app.live.view(name);
+    let mut v = view_of(app, name, held_rows(app, Some(name)).await.get(name));
     match app.store.list_active(name).await {
         Ok(a) => v.active_alerts = a.len() as u64,
         Err(e) => tracing::warn!(deployment = %name, error = %e, "active alerts unreadable"),

@@ -38,6 +38,8 @@ pub enum Via {
     Open,
     Bearer,
     Session(Session),
+    /// Forwarded by another replica (`hop`), which authenticated the caller.
+    Peer,
 }
 
 enum Verdict {
@@ -63,6 +65,18 @@ pub fn cookie_session(headers: &HeaderMap) -> Option<&str> {
 }
 
 async fn judge(app: &App, headers: &HeaderMap) -> Verdict {
+    if let Some(presented) = headers.get(super::hop::PEER_HEADER) {
+        let ok = app
+            .replica
+            .as_ref()
+            .zip(presented.to_str().ok())
+            .is_some_and(|(r, p)| r.is_peer(p));
+        return if ok {
+            Verdict::Allowed(Via::Peer)
+        } else {
+            Verdict::Invalid
+        };
+    }
     let required = match app.admin.required(&app.store).await {
         Ok(on) => on,
         Err(e) => return Verdict::Failed(e.to_string()),

@@ -122,8 +122,16 @@ impl App {
         let _serial = self.disconnects.lock.lock().await;
         // A lost connection whose successor registered meanwhile is no
         // disconnect.
-        if matches!(trigger, Trigger::Lost { .. }) && self.live.is_connected(deployment) {
-            return;
+        if matches!(trigger, Trigger::Lost { .. }) {
+            if self.live.is_connected(deployment) {
+                return;
+            }
+            // Nor is one whose operator is connected to another replica.
+            if let Some(r) = &self.replica
+                && matches!(r.owner(deployment).await, Ok(Some(_)))
+            {
+                return;
+            }
         }
         let active = match self.store.active(deployment, KEY).await {
             Ok(a) => a,

@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::events::{Bus, Change};
 use super::resources::{ResourceError, ResourceView};
+pub use super::view::DeploymentView;
 use crate::wire::{CommandResult, Delta, Frame, Hello, Resource, SnapshotChunk};
 
 /// What the socket task of a connection is told to do.
@@ -46,10 +47,14 @@ pub struct Thresholds {
 
 impl Health {
     pub fn judge(last_frame: Option<Instant>, now: Instant, t: Thresholds) -> Health {
-        match last_frame {
+        Self::after(last_frame.map(|at| now.saturating_duration_since(at)), t)
+    }
+
+    /// The state after `silent` without a frame (`None`: never a frame).
+    pub fn after(silent: Option<Duration>, t: Thresholds) -> Health {
+        match silent {
             None => Health::Offline,
-            Some(at) => {
-                let silent = now.saturating_duration_since(at);
+            Some(silent) => {
                 if silent < t.degraded_after {
                     Health::Online
                 } else if silent < t.offline_after {
@@ -81,38 +86,9 @@ struct Dep {
     disconnects: u64,
     last_close: Option<String>,
     last_hello: Option<Hello>,
-}
-
-/// What `/api/v1/deployments/{name}` shows.
-#[derive(Debug, Clone, Serialize)]
-pub struct DeploymentView {
-    pub name: String,
-    pub state: Health,
-    pub connected: bool,
-    pub session: Option<String>,
-    pub connection_id: Option<String>,
-    pub boot_id: Option<String>,
-    pub agent_version: Option<String>,
-    pub hostname: Option<String>,
-    pub connected_since_ms: Option<u64>,
-    pub last_frame_age_ms: Option<u64>,
-    /// Wall-clock time of the last frame (ms since the epoch), so a page
-    /// can count the age itself; derived from the same receive time.
-    pub last_frame_at_ms: Option<u64>,
-    pub resources: usize,
-    pub snapshots_completed: u64,
-    pub deltas_applied: u64,
-    pub snapshot_in_progress: bool,
-    pub connections: u64,
-    pub evictions: u64,
-    /// Times the deployment lost its connection without a successor taking
-    /// over (evictions do not count).
-    pub disconnects: u64,
-    pub last_close: Option<String>,
-    /// What the operator advertised in its `hello` (last known).
-    pub capabilities: Vec<String>,
-    /// Alerts active now (`active` module); filled in by the API.
-    pub active_alerts: u64,
+    /// Evicted by a connection on another replica: that replica speaks for
+    /// the deployment now (health checks here skip it).
+    moved: bool,
 }
 
 type Waiter = (String, String, oneshot::Sender<CommandResult>);
@@ -177,6 +153,7 @@ impl Live {
             tx,
         });
         dep.connections += 1;
+        dep.moved = false;
         dep.last_frame = Some(Instant::now());
         dep.resources.new_connection();
         drop(deps);
@@ -203,6 +180,32 @@ impl Live {
         } else {
             false
         }
+    }
+
+    /// Evicts `session` for a newer connection on another replica: its
+    /// socket is told to close with the eviction code, and its late cleanup
+    /// finds nothing to unregister. Returns whether `session` held it.
+    pub fn evict(&self, deployment: &str, session: &str) -> bool {
+        let Ok(mut deps) = self.deps() else {
+            return false;
+        };
+        let Some(dep) = deps.get_mut(deployment) else {
+            return false;
+        };
+        if !dep.conn.as_ref().is_some_and(|c| c.session == session) {
+            return false;
+        }
+        if let Some(c) = dep.conn.take() {
+            let _ = c.tx.send(ToSocket::Close(
+                crate::wire::close::EVICTED,
+                crate::wire::close::EVICTED_REASON.to_owned(),
+            ));
+        }
+        dep.evictions += 1;
+        dep.moved = true;
+        drop(deps);
+        self.bus.publish(Change::Deployment(deployment.to_owned()));
+        true
     }
 
     /// Applies a snapshot chunk if `session` still holds the deployment;
@@ -325,6 +328,7 @@ impl Live {
             last_close: d.last_close.clone(),
             capabilities: hello.map(|h| h.capabilities.clone()).unwrap_or_default(),
             active_alerts: 0,
+            replica: None,
         }
     }
 
@@ -336,6 +340,7 @@ impl Live {
             return Vec::new();
         };
         deps.iter()
+            .filter(|(_, d)| !d.moved)
             .map(|(name, d)| {
                 let host = d
                     .last_hello

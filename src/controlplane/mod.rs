@@ -25,12 +25,15 @@ pub mod dashboard;
 pub mod disconnect;
 pub mod events;
 pub mod fs;
+pub mod hop;
 pub mod live;
 pub mod pg;
+pub mod replica;
 pub mod resources;
 pub mod session;
 pub mod store;
 pub mod tls;
+pub mod view;
 pub mod ws;
 
 use std::net::SocketAddr;
@@ -60,6 +63,8 @@ pub enum ControlPlaneError {
     Admin(#[from] admin::AdminError),
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
+    #[error("joining the replica set: {0}")]
+    Replica(#[from] replica::ReplicaError),
 }
 
 /// How long a stopping server waits for its operator sockets to close.
@@ -88,6 +93,18 @@ pub struct ServeConfig {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// How long a dashboard session lasts after its login.
     pub session_ttl: Duration,
+    /// This server as one of N replicas (only with a PostgreSQL store).
+    pub replica: Option<ReplicaConfig>,
+}
+
+/// `serve --replica-id --advertise-url --replica-lease`.
+#[derive(Debug, Clone)]
+pub struct ReplicaConfig {
+    pub id: String,
+    /// Where the other replicas reach this one (plain HTTP); `None`: the
+    /// bound listen address.
+    pub advertise_url: Option<String>,
+    pub lease: Duration,
 }
 
 impl Default for ServeConfig {
@@ -105,6 +122,7 @@ impl Default for ServeConfig {
             admin: admin::AdminAuth::default(),
             tls: None,
             session_ttl: Duration::from_secs(12 * 3600),
+            replica: None,
         }
     }
 }
@@ -158,6 +176,8 @@ pub struct App {
     pub bus: events::Bus,
     /// Logged-in dashboard browsers.
     pub sessions: session::Sessions,
+    /// This server's place among N replicas (PostgreSQL store only).
+    pub replica: Option<Arc<replica::Replica>>,
 }
 
 pub fn router(app: Arc<App>) -> Router {
@@ -187,6 +207,11 @@ pub fn router(app: Arc<App>) -> Router {
             "/api/v1/deployments/{name}/pod-control",
             post(api::pod_control),
         )
+        // Layers run outside in: authentication first, then the hop.
+        .route_layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            hop::route,
+        ))
         .route_layer(axum::middleware::from_fn_with_state(
             app.clone(),
             authn::require,
@@ -238,6 +263,12 @@ pub async fn bind(cfg: &ServeConfig) -> Result<tokio::net::TcpListener, ControlP
         })
 }
 
+fn listener_addr(l: &tokio::net::TcpListener) -> String {
+    l.local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "127.0.0.1:8700".into())
+}
+
 /// Serves until `shutdown` resolves.
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -248,6 +279,22 @@ pub async fn serve(
     let admin = cfg.admin.clone();
     let tls = cfg.tls.clone();
     let bus = store.bus().clone();
+    let replica = match (store.pg(), &cfg.replica) {
+        (Some(pg), rc) => {
+            let rc = rc.clone().unwrap_or_else(|| ReplicaConfig {
+                id: format!("rep_{}", &crate::wire::random_id()[..12]),
+                advertise_url: None,
+                lease: replica::DEFAULT_LEASE,
+            });
+            let url = rc
+                .advertise_url
+                .unwrap_or_else(|| format!("http://{}", listener_addr(&listener)));
+            Some(Arc::new(
+                replica::Replica::join(pg.clone(), rc.id, url, rc.lease).await?,
+            ))
+        }
+        (None, _) => None,
+    };
     let app = Arc::new(App {
         live: Live::new(
             Thresholds {
@@ -267,6 +314,13 @@ pub async fn serve(
         disconnects: disconnect::DisconnectAlerts::default(),
         shutdown: tokio::sync::watch::Sender::new(false),
         open_sockets: tokio::sync::watch::Sender::new(0),
+        replica: replica.clone(),
+    });
+    let replica_tasks = replica.as_ref().map(|r| {
+        [
+            tokio::spawn(replica::listen(r.clone(), app.clone())),
+            tokio::spawn(replica::maintain(r.clone(), app.clone())),
+        ]
     });
     let checker = tokio::spawn(ws::token_checker(app.clone()));
     let offline_check = tokio::spawn(disconnect::watch(app.clone()));
@@ -308,5 +362,11 @@ pub async fn serve(
     checker.abort();
     offline_check.abort();
     health.abort();
+    for t in replica_tasks.into_iter().flatten() {
+        t.abort();
+    }
+    if let Some(r) = &replica {
+        replica::leave(r).await;
+    }
     served
 }

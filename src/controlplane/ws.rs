@@ -201,6 +201,11 @@ impl Session {
         let dep = s.auth.deployment.clone();
         let was_live = s.app.live.unregister(&dep, &s.session, &reason);
         s.app.live.fail_session(&s.session);
+        if let Some(r) = &s.app.replica
+            && let Err(e) = r.release(&dep, &s.session, &reason).await
+        {
+            warn!(deployment = %dep, error = %e, "connection release failed; the lease reaper or the next claim ends it");
+        }
         if was_live {
             let lost = Trigger::Lost {
                 clean,
@@ -294,11 +299,34 @@ impl Session {
             accepts_alerts: true,
             accepts_rollouts: true,
         });
+        // With replicas, the database decides who holds the deployment; the
+        // claim and the registration here happen in one order per
+        // deployment (`replica`).
+        let mut remote = None;
+        let _order = match &self.app.replica {
+            Some(r) => {
+                let order = r.lock(&dep).await;
+                match r.claim(&dep, &self.session, &hello).await {
+                    Ok(prev) => remote = prev.filter(|p| p.replica != r.id),
+                    Err(e) => {
+                        warn!(deployment = %dep, error = %e, "connection claim failed");
+                        return Err(Outcome::Close(
+                            close::GOING_AWAY,
+                            "control plane database unavailable; reconnect".into(),
+                        ));
+                    }
+                }
+                Some(order)
+            }
+            None => None,
+        };
         let evicted = self
             .app
             .live
             .register(&dep, &self.session, &self.auth.token_id, hello, tx)
             .map_err(|e| Outcome::Close(close::GOING_AWAY, e.to_string()))?;
+        drop(_order);
+        let evicted = evicted.or_else(|| remote.map(|p| p.session));
         info!(deployment = %dep, session = %self.session, evicted = ?evicted, "connection registered");
         self.audit("connection.opened", "registered", Some(detail))
             .await;
@@ -558,7 +586,12 @@ impl Session {
         match applied {
             // Evicted meanwhile: the close is already queued.
             None => Ok(()),
-            Some(Ok(())) => Ok(()),
+            Some(Ok(())) => {
+                if let Some(r) = &self.app.replica {
+                    r.touch(&dep, &self.session);
+                }
+                Ok(())
+            }
             Some(Err(e)) => {
                 self.app.stats.frames_rejected.fetch_add(1, ORD);
                 Err(Outcome::Close(

@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub mod raw;
+pub mod shell;
 
 pub fn exo() -> Command {
     Command::new(env!("CARGO_BIN_EXE_exo"))
@@ -35,8 +36,36 @@ fn first_line(child: &mut Child, prefix: &str, log: &Path) -> String {
         .to_owned()
 }
 
+/// Which store the control planes of this run use:
+/// `EXO_TEST_CP_BACKEND=postgres` runs every suite on a fresh PostgreSQL
+/// database per control plane (`scripts/test` does both).
+pub fn postgres_backend() -> bool {
+    match std::env::var("EXO_TEST_CP_BACKEND").as_deref() {
+        Ok("postgres") => true,
+        Ok("sqlite") | Err(_) => false,
+        Ok(other) => panic!("EXO_TEST_CP_BACKEND={other:?}: use sqlite or postgres"),
+    }
+}
+
+/// A fresh PostgreSQL database (its URL), made on a thread of its own so
+/// that sync and async tests alike can call it.
+pub fn fresh_postgres(prefix: &str) -> String {
+    let prefix = prefix.to_owned();
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(crate::support::postgres::fresh_database(&prefix))
+    })
+    .join()
+    .expect("create a test database")
+}
+
 pub struct ControlPlane {
     pub dir: tempfile::TempDir,
+    /// `--db`: the SQLite file in `dir`, or a PostgreSQL URL.
+    pub db: String,
     pub base: String,
     pub addr: String,
     args: Vec<String>,
@@ -45,14 +74,28 @@ pub struct ControlPlane {
 }
 
 impl ControlPlane {
-    pub fn db(&self) -> PathBuf {
-        self.dir.path().join("cp.sqlite")
+    pub fn db(&self) -> &str {
+        &self.db
     }
 
-    /// Starts a control plane on a free port with `extra` flags.
+    /// Starts a control plane on a free port with `extra` flags, on the
+    /// run's backend ([`postgres_backend`]).
     pub fn start(extra: &[&str]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let db = if postgres_backend() {
+            fresh_postgres("cp")
+        } else {
+            dir.path().join("cp.sqlite").display().to_string()
+        };
+        Self::start_on(dir, db, extra)
+    }
+
+    /// Starts a control plane on `db` (a replica, when several share one
+    /// PostgreSQL database).
+    pub fn start_on(dir: tempfile::TempDir, db: String, extra: &[&str]) -> Self {
         let mut cp = ControlPlane {
-            dir: tempfile::tempdir().unwrap(),
+            dir,
+            db,
             base: String::new(),
             addr: "127.0.0.1:0".into(),
             args: extra.iter().map(|s| s.to_string()).collect(),
@@ -80,6 +123,10 @@ impl ControlPlane {
         self.base = first_line(&mut child, "listening on ", &log);
         self.addr = self.base.trim_start_matches("http://").to_owned();
         self.child = Some(child);
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
     }
 
     pub fn kill(&mut self) {

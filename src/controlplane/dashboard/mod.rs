@@ -139,7 +139,7 @@ fn shell(page: &str, via: &Via) -> Response {
     };
     let csrf = match via {
         Via::Session(s) => s.csrf.expose().to_owned(),
-        Via::Open | Via::Bearer => String::new(),
+        Via::Open | Via::Bearer | Via::Peer => String::new(),
     };
     Html(
         html.replace("{{CSRF}}", &esc(&csrf))

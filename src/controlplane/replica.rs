@@ -1,0 +1,664 @@
+//! N `serve` replicas on one PostgreSQL database: who holds which
+//! deployment's connection, and which replicas are alive.
+//!
+//! Tables (schema migration 2, [`SCHEMA`]): `replicas` (id, the URL peers
+//! reach it at, its lease) and `connections` (per deployment: the session
+//! holding it, on which replica, since when, the last frame's time and the
+//! `hello`).
+//!
+//! Guarantees:
+//! - **Last writer wins across replicas.** A registration takes the
+//!   deployment's row under a transaction-scoped advisory lock; the previous
+//!   holder, when on another replica, is told in the same transaction
+//!   (`NOTIFY exo_evict`, delivered on commit) and closes its socket with the
+//!   eviction code and reason. Within one replica the claim and the
+//!   in-memory registration run under a per-deployment lock, which the
+//!   eviction handler takes too, so the database's order is the sockets'.
+//! - **Compare-and-delete.** Releasing a row names the session; a late
+//!   cleanup never releases a successor.
+//! - **Leases.** Each replica renews its lease every third of it. Every
+//!   replica reaps expired leases once a second, releasing their
+//!   connections in the same statement. A replica that finds its own lease
+//!   gone (it was frozen, or cut off from the database) closes every socket
+//!   it holds, so their operators reconnect to a live replica, and takes a
+//!   new lease.
+//! - **Missed notifications are repaired:** every lease period each replica
+//!   compares the sockets it holds with the rows, and closes any it no
+//!   longer owns.
+//! - Frame times reach the row at most [`FLUSH`] after the frame, in one
+//!   statement per second for all of a replica's deployments.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+use super::App;
+use super::live::Live;
+use super::pg::Pg;
+use super::store::StoreError;
+use crate::wire::{Hello, close, now_ms};
+
+/// Schema version 2 (appended to `pg::schema`'s list).
+pub const SCHEMA: &str = "
+CREATE TABLE replicas (
+    id TEXT PRIMARY KEY,
+    url TEXT NOT NULL,
+    started_ms BIGINT NOT NULL,
+    lease_until_ms BIGINT NOT NULL
+);
+CREATE TABLE connections (
+    deployment TEXT PRIMARY KEY,
+    session TEXT,
+    replica TEXT NOT NULL,
+    connection_id TEXT NOT NULL,
+    taken_ms BIGINT NOT NULL,
+    last_frame_ms BIGINT NOT NULL,
+    hello JSONB NOT NULL,
+    released_ms BIGINT,
+    last_close TEXT,
+    connections BIGINT NOT NULL DEFAULT 0,
+    evictions BIGINT NOT NULL DEFAULT 0,
+    disconnects BIGINT NOT NULL DEFAULT 0
+);
+CREATE INDEX connections_by_replica ON connections (replica) WHERE session IS NOT NULL;
+CREATE TABLE cluster (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+";
+
+/// The channel evictions are announced on.
+pub const CHANNEL: &str = "exo_evict";
+
+/// How often frame times are written to the rows.
+pub const FLUSH: Duration = Duration::from_secs(1);
+
+/// How often expired leases are looked for. No faster: one cheap
+/// statement per replica per second.
+pub const REAP: Duration = Duration::from_secs(1);
+
+/// A replica whose lease is not renewed for this long is dead.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
+
+/// Advisory-lock namespace of deployment claims.
+const CLAIM_LOCK: i32 = 0x6578_6f01;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicaError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("postgres: {0}")]
+    Pg(#[from] tokio_postgres::Error),
+    #[error("hello of {0} does not encode: {1}")]
+    Hello(String, serde_json::Error),
+}
+
+/// What `NOTIFY exo_evict` carries.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Eviction {
+    /// The replica whose socket must close.
+    pub replica: String,
+    pub deployment: String,
+    pub session: String,
+    /// The replica the newer connection is on.
+    pub by: String,
+}
+
+/// The previous holder a claim displaced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Previous {
+    pub replica: String,
+    pub session: String,
+}
+
+/// A deployment's row, as any replica reads it.
+#[derive(Debug, Clone)]
+pub struct Holding {
+    pub deployment: String,
+    /// `None` once released.
+    pub session: Option<String>,
+    pub replica: String,
+    /// Whether `replica` holds a live lease.
+    pub replica_alive: bool,
+    pub replica_url: Option<String>,
+    pub taken_ms: u64,
+    pub last_frame_ms: u64,
+    pub hello: Option<Hello>,
+    pub last_close: Option<String>,
+    pub connections: u64,
+    pub evictions: u64,
+    pub disconnects: u64,
+}
+
+impl Holding {
+    /// Connected on a live replica.
+    pub fn connected(&self) -> bool {
+        self.session.is_some() && self.replica_alive
+    }
+}
+
+/// This replica.
+pub struct Replica {
+    pub id: String,
+    /// Where peers reach this replica (`--advertise-url`).
+    pub url: String,
+    pub lease: Duration,
+    pg: Pg,
+    /// The shared secret replicas present to each other (`hop`).
+    peer_secret: String,
+    /// Per-deployment order of claims and evictions on this replica.
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Frame times not yet written: deployment -> (session, ms).
+    touched: Mutex<HashMap<String, (String, u64)>>,
+}
+
+impl std::fmt::Debug for Replica {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replica")
+            .field("id", &self.id)
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn to_u64(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Replica {
+    /// Joins the cluster: reads (or makes) the peer secret and takes a
+    /// lease under `id`.
+    pub async fn join(
+        pg: Pg,
+        id: String,
+        url: String,
+        lease: Duration,
+    ) -> Result<Self, ReplicaError> {
+        let client = pg.client().await?;
+        let fresh = crate::wire::random_id() + &crate::wire::random_id();
+        client
+            .execute(
+                "INSERT INTO cluster (key, value) VALUES ('peer_secret', $1)
+                 ON CONFLICT (key) DO NOTHING",
+                &[&fresh],
+            )
+            .await?;
+        let peer_secret: String = client
+            .query_one("SELECT value FROM cluster WHERE key = 'peer_secret'", &[])
+            .await?
+            .get(0);
+        let now = now_ms();
+        client
+            .execute(
+                "INSERT INTO replicas (id, url, started_ms, lease_until_ms) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (id) DO UPDATE SET url = excluded.url,
+                   started_ms = excluded.started_ms, lease_until_ms = excluded.lease_until_ms",
+                &[&id, &url, &to_i64(now), &to_i64(now + ms(lease))],
+            )
+            .await?;
+        // A replica restarted under the same id holds nothing any more.
+        client
+            .execute(
+                "UPDATE connections SET session = NULL, released_ms = $2,
+                   last_close = 'replica restarted', disconnects = disconnects + 1
+                 WHERE replica = $1 AND session IS NOT NULL",
+                &[&id, &to_i64(now)],
+            )
+            .await?;
+        info!(replica = %id, %url, lease = ?lease, "joined the replica set");
+        Ok(Self {
+            id,
+            url,
+            lease,
+            pg,
+            peer_secret,
+            locks: Mutex::new(HashMap::new()),
+            touched: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Whether `presented` is the cluster's peer secret (constant time).
+    pub fn is_peer(&self, presented: &str) -> bool {
+        let a = crate::wire::token::hash_token(presented);
+        let b = crate::wire::token::hash_token(&self.peer_secret);
+        a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+    }
+
+    /// The secret to present to a peer.
+    pub fn peer_secret(&self) -> &str {
+        &self.peer_secret
+    }
+
+    /// The per-deployment lock: hold it across a claim and the in-memory
+    /// registration that follows.
+    pub async fn lock(&self, deployment: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let m = {
+            let mut locks = self
+                .locks
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            locks.entry(deployment.to_owned()).or_default().clone()
+        };
+        m.lock_owned().await
+    }
+
+    /// Takes the deployment for `session`; returns the holder it
+    /// displaced, which is told to close when it is on another replica.
+    pub async fn claim(
+        &self,
+        deployment: &str,
+        session: &str,
+        hello: &Hello,
+    ) -> Result<Option<Previous>, ReplicaError> {
+        let hello_json =
+            serde_json::to_value(hello).map_err(|e| ReplicaError::Hello(deployment.into(), e))?;
+        let mut client = self.pg.client().await?;
+        let tx = client.transaction().await?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+            &[&CLAIM_LOCK, &deployment],
+        )
+        .await?;
+        let old = tx
+            .query_opt(
+                "SELECT session, replica FROM connections WHERE deployment = $1",
+                &[&deployment],
+            )
+            .await?;
+        let previous = old.and_then(|r| {
+            let s: Option<String> = r.get(0);
+            s.map(|session| Previous {
+                session,
+                replica: r.get(1),
+            })
+        });
+        let now = to_i64(now_ms());
+        tx.execute(
+            "INSERT INTO connections (deployment, session, replica, connection_id, taken_ms,
+               last_frame_ms, hello, connections)
+             VALUES ($1, $2, $3, $4, $5, $5, $6, 1)
+             ON CONFLICT (deployment) DO UPDATE SET session = excluded.session,
+               replica = excluded.replica, connection_id = excluded.connection_id,
+               taken_ms = excluded.taken_ms, last_frame_ms = excluded.last_frame_ms,
+               hello = excluded.hello, released_ms = NULL,
+               connections = connections.connections + 1,
+               evictions = connections.evictions
+                 + CASE WHEN connections.session IS NULL THEN 0 ELSE 1 END",
+            &[
+                &deployment,
+                &session,
+                &self.id,
+                &hello.connection_id,
+                &now,
+                &hello_json,
+            ],
+        )
+        .await?;
+        if let Some(p) = previous.as_ref().filter(|p| p.replica != self.id) {
+            let note = Eviction {
+                replica: p.replica.clone(),
+                deployment: deployment.to_owned(),
+                session: p.session.clone(),
+                by: self.id.clone(),
+            };
+            let payload = serde_json::to_string(&note).unwrap_or_default();
+            tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload])
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(previous)
+    }
+
+    /// Compare-and-delete: releases the row only if `session` holds it.
+    pub async fn release(
+        &self,
+        deployment: &str,
+        session: &str,
+        reason: &str,
+    ) -> Result<bool, ReplicaError> {
+        let client = self.pg.client().await?;
+        let n = client
+            .execute(
+                "UPDATE connections SET session = NULL, released_ms = $3, last_close = $4,
+                   disconnects = disconnects + 1
+                 WHERE deployment = $1 AND session = $2",
+                &[&deployment, &session, &to_i64(now_ms()), &reason],
+            )
+            .await?;
+        Ok(n > 0)
+    }
+
+    /// Notes a frame from `session`; written within [`FLUSH`].
+    pub fn touch(&self, deployment: &str, session: &str) {
+        let mut t = self
+            .touched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match t.get_mut(deployment) {
+            Some((s, at)) if s == session => *at = now_ms(),
+            _ => {
+                t.insert(deployment.to_owned(), (session.to_owned(), now_ms()));
+            }
+        }
+    }
+
+    /// Writes the noted frame times, one statement for all.
+    async fn flush(&self) -> Result<usize, ReplicaError> {
+        let batch = std::mem::take(
+            &mut *self
+                .touched
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        if batch.is_empty() {
+            return Ok(0);
+        }
+        let mut deps = Vec::with_capacity(batch.len());
+        let mut sessions = Vec::with_capacity(batch.len());
+        let mut times = Vec::with_capacity(batch.len());
+        for (d, (s, t)) in batch {
+            deps.push(d);
+            sessions.push(s);
+            times.push(to_i64(t));
+        }
+        let client = self.pg.client().await?;
+        let n = client
+            .execute(
+                "UPDATE connections c SET last_frame_ms = GREATEST(c.last_frame_ms, v.t)
+                 FROM unnest($1::text[], $2::text[], $3::int8[]) AS v(d, s, t)
+                 WHERE c.deployment = v.d AND c.session = v.s",
+                &[&deps, &sessions, &times],
+            )
+            .await?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
+    /// Renews this replica's lease; `false` when it was lost (reaped).
+    async fn renew(&self) -> Result<bool, ReplicaError> {
+        let client = self.pg.client().await?;
+        let n = client
+            .execute(
+                "UPDATE replicas SET lease_until_ms = $2 WHERE id = $1",
+                &[&self.id, &to_i64(now_ms() + ms(self.lease))],
+            )
+            .await?;
+        Ok(n > 0)
+    }
+
+    /// Deletes expired leases and releases their connections; returns the
+    /// replicas reaped.
+    async fn reap(&self) -> Result<Vec<String>, ReplicaError> {
+        let client = self.pg.client().await?;
+        let now = to_i64(now_ms());
+        let rows = client
+            .query(
+                "WITH dead AS (DELETE FROM replicas WHERE lease_until_ms < $1 RETURNING id),
+                 released AS (
+                   UPDATE connections SET session = NULL, released_ms = $1,
+                     last_close = 'replica ' || replica || ' lost its lease',
+                     disconnects = disconnects + 1
+                   WHERE replica IN (SELECT id FROM dead) AND session IS NOT NULL
+                   RETURNING deployment)
+                 SELECT id FROM dead",
+                &[&now],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// The rows of the given deployments (all when `None`), with their
+    /// replicas' liveness.
+    pub async fn holdings(&self, only: Option<&str>) -> Result<Vec<Holding>, ReplicaError> {
+        let client = self.pg.client().await?;
+        let rows = client
+            .query(
+                "SELECT c.deployment, c.session, c.replica,
+                   r.lease_until_ms IS NOT NULL AND r.lease_until_ms >= $2, r.url, c.taken_ms,
+                   c.last_frame_ms, c.hello, c.last_close, c.connections, c.evictions,
+                   c.disconnects
+                 FROM connections c LEFT JOIN replicas r ON r.id = c.replica
+                 WHERE $1::text IS NULL OR c.deployment = $1",
+                &[&only, &to_i64(now_ms())],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| Holding {
+                deployment: r.get(0),
+                session: r.get(1),
+                replica: r.get(2),
+                replica_alive: r.get(3),
+                replica_url: r.get(4),
+                taken_ms: to_u64(r.get(5)),
+                last_frame_ms: to_u64(r.get(6)),
+                hello: serde_json::from_value(r.get::<_, serde_json::Value>(7)).ok(),
+                last_close: r.get(8),
+                connections: to_u64(r.get(9)),
+                evictions: to_u64(r.get(10)),
+                disconnects: to_u64(r.get(11)),
+            })
+            .collect())
+    }
+
+    /// The replica (id, url) that holds the deployment's live connection,
+    /// if a live one does.
+    pub async fn owner(&self, deployment: &str) -> Result<Option<(String, String)>, ReplicaError> {
+        Ok(self
+            .holdings(Some(deployment))
+            .await?
+            .into_iter()
+            .find(Holding::connected)
+            .and_then(|h| h.replica_url.map(|u| (h.replica, u))))
+    }
+}
+
+/// Applies one eviction notice to this replica's sockets.
+async fn on_eviction(replica: &Replica, live: &Live, e: &Eviction) {
+    if e.replica != replica.id {
+        return;
+    }
+    let _order = replica.lock(&e.deployment).await;
+    if live.evict(&e.deployment, &e.session) {
+        info!(deployment = %e.deployment, session = %e.session, by = %e.by, "evicted by a newer connection on another replica");
+    }
+}
+
+/// Closes the sockets this replica holds that the database says it does
+/// not (a missed notification, or a lost lease).
+async fn reconcile(replica: &Replica, live: &Live, reason: &str) -> Result<usize, ReplicaError> {
+    let rows = replica.holdings(None).await?;
+    let owned: HashMap<&str, Option<&str>> = rows
+        .iter()
+        .filter(|h| h.replica == replica.id)
+        .map(|h| (h.deployment.as_str(), h.session.as_deref()))
+        .collect();
+    let mut closed = 0;
+    for (dep, session, _) in live.sessions() {
+        if owned.get(dep.as_str()).copied().flatten() != Some(session.as_str()) {
+            let _order = replica.lock(&dep).await;
+            // Re-read: the claim may have just landed.
+            let now = replica.holdings(Some(&dep)).await?;
+            let mine = now
+                .first()
+                .is_some_and(|h| h.replica == replica.id && h.session.as_deref() == Some(&session));
+            if !mine {
+                live.close_session(&dep, &session, close::GOING_AWAY, reason);
+                closed += 1;
+            }
+        }
+    }
+    Ok(closed)
+}
+
+/// Listens for evictions on a dedicated connection, reconnecting with
+/// backoff; after each (re)connect it reconciles, so nothing said while
+/// it was away is missed.
+pub async fn listen(replica: Arc<Replica>, app: Arc<App>) {
+    let live = &app.live;
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        match replica.pg.dedicated().await {
+            Err(e) => warn!(error = %e, "eviction listener: cannot connect"),
+            Ok((client, mut conn)) => {
+                let (tx, mut rx) = mpsc::unbounded_channel();
+                let driver = tokio::spawn(async move {
+                    let mut messages = futures::stream::poll_fn(move |cx| conn.poll_message(cx));
+                    while let Some(m) = messages.next().await {
+                        match m {
+                            Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
+                                if tx.send(n.payload().to_owned()).is_err() {
+                                    break;
+                                }
+                            }
+                            Ok(_) => {}
+                            Err(e) => {
+                                warn!(error = %e, "eviction listener connection failed");
+                                break;
+                            }
+                        }
+                    }
+                });
+                match client.batch_execute(&format!("LISTEN {CHANNEL}")).await {
+                    Err(e) => warn!(error = %e, "eviction listener: LISTEN failed"),
+                    Ok(()) => {
+                        backoff = Duration::from_millis(200);
+                        if let Err(e) = reconcile(&replica, live, close::EVICTED_REASON).await {
+                            warn!(error = %e, "reconcile after LISTEN failed");
+                        }
+                        while let Some(payload) = rx.recv().await {
+                            match serde_json::from_str::<Eviction>(&payload) {
+                                Ok(e) => on_eviction(&replica, live, &e).await,
+                                Err(e) => warn!(error = %e, "unreadable eviction notice"),
+                            }
+                        }
+                    }
+                }
+                driver.abort();
+                drop(client);
+            }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// The lease, reaper, flush and reconcile loop.
+pub async fn maintain(replica: Arc<Replica>, app: Arc<App>) {
+    let live = &app.live;
+    let mut flush = tokio::time::interval(FLUSH);
+    let mut reap = tokio::time::interval(REAP);
+    let mut renew = tokio::time::interval(replica.lease / 3);
+    let mut audit = tokio::time::interval(replica.lease);
+    for t in [&mut flush, &mut reap, &mut renew, &mut audit] {
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    }
+    loop {
+        tokio::select! {
+            _ = flush.tick() => {
+                if let Err(e) = replica.flush().await {
+                    warn!(error = %e, "frame times not written");
+                }
+            }
+            _ = reap.tick() => match replica.reap().await {
+                Ok(dead) if !dead.is_empty() => {
+                    info!(?dead, "replicas lost their leases; their connections are released");
+                }
+                Ok(_) => {}
+                Err(e) => warn!(error = %e, "lease reaping failed"),
+            },
+            _ = renew.tick() => match replica.renew().await {
+                Ok(true) => {}
+                Ok(false) => {
+                    warn!(replica = %replica.id, "this replica's lease was lost; closing its sockets");
+                    for (dep, session, _) in live.sessions() {
+                        live.close_session(&dep, &session, close::GOING_AWAY, LEASE_LOST_REASON);
+                    }
+                    if let Err(e) = rejoin(&replica).await {
+                        warn!(error = %e, "cannot take a new lease");
+                    }
+                }
+                Err(e) => warn!(error = %e, "lease renewal failed"),
+            },
+            _ = audit.tick() => {
+                if let Err(e) = reconcile(&replica, live, close::EVICTED_REASON).await {
+                    warn!(error = %e, "ownership reconcile failed");
+                }
+            }
+        }
+    }
+}
+
+/// The close reason of the sockets of a replica that lost its lease.
+pub const LEASE_LOST_REASON: &str = "control plane replica lost its lease";
+
+async fn rejoin(replica: &Replica) -> Result<(), ReplicaError> {
+    let client = replica.pg.client().await?;
+    let now = now_ms();
+    client
+        .execute(
+            "INSERT INTO replicas (id, url, started_ms, lease_until_ms) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (id) DO UPDATE SET lease_until_ms = excluded.lease_until_ms",
+            &[
+                &replica.id,
+                &replica.url,
+                &to_i64(now),
+                &to_i64(now + ms(replica.lease)),
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Leaves the set on a clean stop: the lease ends now, so the others do not
+/// wait for it.
+pub async fn leave(replica: &Replica) {
+    let r = async {
+        let client = replica.pg.client().await?;
+        client
+            .execute(
+                "UPDATE connections SET session = NULL, released_ms = $2,
+                   last_close = 'replica stopped', disconnects = disconnects + 1
+                 WHERE replica = $1 AND session IS NOT NULL",
+                &[&replica.id, &to_i64(now_ms())],
+            )
+            .await?;
+        client
+            .execute("DELETE FROM replicas WHERE id = $1", &[&replica.id])
+            .await?;
+        Ok::<_, ReplicaError>(())
+    }
+    .await;
+    if let Err(e) = r {
+        warn!(error = %e, "leaving the replica set failed; the lease will expire");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eviction_notices_round_trip() {
+        let e = Eviction {
+            replica: "a".into(),
+            deployment: "d".into(),
+            session: "s".into(),
+            by: "b".into(),
+        };
+        let back: Eviction = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
+        assert_eq!(back, e);
+    }
+}
