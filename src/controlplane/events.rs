@@ -131,6 +131,7 @@ pub async fn events(
         shutdown,
         only: q.deployment,
         greeted: false,
+        ending: false,
     };
     let stream = futures::stream::unfold(state, |mut s| async move {
         let ev = s.next().await?;
@@ -145,6 +146,10 @@ struct Subscriber {
     shutdown: tokio::sync::watch::Receiver<bool>,
     only: Option<String>,
     greeted: bool,
+    /// The one deployment followed moved to another replica: after a
+    /// `resync`, the stream ends, and the browser's reconnect hops to the
+    /// new holder (`hop`).
+    ending: bool,
 }
 
 impl Subscriber {
@@ -153,6 +158,9 @@ impl Subscriber {
         if !self.greeted {
             self.greeted = true;
             return Some(sse("hello", &json!({})));
+        }
+        if self.ending {
+            return None;
         }
         loop {
             let got = tokio::select! {
@@ -173,6 +181,12 @@ impl Subscriber {
                 .is_some_and(|d| d != change.deployment())
             {
                 continue;
+            }
+            if let Some(d) = self.only.as_deref()
+                && self.app.live.moved(d)
+            {
+                self.ending = true;
+                return Some(sse("resync", &json!({})));
             }
             return Some(self.render(&change).await);
         }

@@ -3,8 +3,8 @@
 //! comes back the same way.
 //!
 //! What hops: the deployment's view, its resources, commands, pod control,
-//! shells (`attach`) and copies (`fs`), i.e. everything that needs the live
-//! connection. Audit, alerts and the lists are read from the shared
+//! shells (`attach`), copies (`fs`) and its events stream, i.e. everything
+//! that needs the live connection. Audit, alerts and the lists are read from the shared
 //! database wherever they are asked.
 //!
 //! How: the request is replayed over plain HTTP to the holder's
@@ -36,6 +36,20 @@ pub const PEER_HEADER: &str = "x-exo-peer";
 /// Names the replica a forwarded request came from.
 pub const HOP_HEADER: &str = "x-exo-hop";
 
+/// The deployment a request is about, when it is one that hops: the
+/// paths below, and one deployment's events stream
+/// (`/api/v1/events?deployment=NAME`).
+pub fn hopping_target(path: &str, query: Option<&str>) -> Option<String> {
+    if path == "/api/v1/events" {
+        return query?
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("deployment="))
+            .filter(|d| super::store::valid_name(d))
+            .map(str::to_owned);
+    }
+    hopping_deployment(path).map(str::to_owned)
+}
+
 /// The deployment a path is about, when it is one that hops.
 pub fn hopping_deployment(path: &str) -> Option<&str> {
     let rest = path.strip_prefix("/api/v1/deployments/")?;
@@ -60,7 +74,7 @@ pub async fn route(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
     if req.headers().contains_key(HOP_HEADER) {
         return next.run(req).await;
     }
-    let Some(name) = hopping_deployment(req.uri().path()).map(str::to_owned) else {
+    let Some(name) = hopping_target(req.uri().path(), req.uri().query()) else {
         return next.run(req).await;
     };
     if app.live.is_connected(&name) {
@@ -189,6 +203,19 @@ mod tests {
         ];
         for (path, want) in cases {
             assert_eq!(hopping_deployment(path), want, "{path}");
+        }
+        let events = [
+            (Some("deployment=prod"), Some("prod")),
+            (Some("x=1&deployment=prod"), Some("prod")),
+            (Some("deployment=Bad%20Name"), None),
+            (None, None),
+        ];
+        for (query, want) in events {
+            assert_eq!(
+                hopping_target("/api/v1/events", query).as_deref(),
+                want,
+                "{query:?}"
+            );
         }
     }
 }

@@ -208,6 +208,14 @@ impl Live {
         true
     }
 
+    /// Whether the deployment was last evicted by a connection on another
+    /// replica (and has not registered here since).
+    pub fn moved(&self, deployment: &str) -> bool {
+        self.deps()
+            .ok()
+            .is_some_and(|d| d.get(deployment).is_some_and(|d| d.moved))
+    }
+
     /// Applies a snapshot chunk if `session` still holds the deployment;
     /// the last chunk announces the new view.
     pub fn apply_chunk(
