@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use rusqlite::{Transaction, params};
 use serde::Serialize;
 
-use super::alerts::{AlertRow, COLUMNS, Origin, Source, row};
+use super::alerts::{AlertRow, COLUMNS, Origin, Source, parse_severity, row};
 use super::store::{Store, StoreError};
 use crate::wire::{Alert, AlertState, Severity};
 
@@ -246,7 +246,7 @@ impl Store {
             let rows = st
                 .query_map([key], |r| {
                     let s: String = r.get(1)?;
-                    Ok((r.get(0)?, Severity::parse(&s).unwrap_or(Severity::Warning)))
+                    Ok((r.get(0)?, parse_severity(&s)))
                 })?
                 .collect::<Result<HashMap<_, _>, _>>()?;
             Ok(rows)

@@ -21,7 +21,7 @@ use std::path::Path;
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
-use super::store::{Store, StoreError};
+use super::store::{Store, StoreError, to_i64};
 use crate::wire::now_ms;
 use crate::wire::token::{SecretToken, hash_token};
 
@@ -67,10 +67,6 @@ pub struct AdminTokenInfo {
     pub revoked_ms: Option<u64>,
 }
 
-fn i64_of(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
 impl Store {
     /// Creates an admin token; the clear text is returned exactly once.
     pub async fn create_admin_token(&self) -> Result<(AdminTokenInfo, SecretToken), AdminError> {
@@ -88,7 +84,7 @@ impl Store {
         self.with(|c| {
             c.execute(
                 "INSERT INTO admin_tokens (id, hash, created_ms) VALUES (?1, ?2, ?3)",
-                params![info.id, secret.hash(), i64_of(info.created_ms)],
+                params![info.id, secret.hash(), to_i64(info.created_ms)],
             )?;
             Ok(())
         })?;
@@ -136,7 +132,7 @@ impl Store {
             if known.is_some() {
                 c.execute(
                     "UPDATE admin_tokens SET revoked_ms = ?2 WHERE id = ?1 AND revoked_ms IS NULL",
-                    params![id, i64_of(now_ms())],
+                    params![id, to_i64(now_ms())],
                 )?;
             }
             Ok(known.is_some())

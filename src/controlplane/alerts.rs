@@ -10,7 +10,7 @@
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
-use super::store::{Store, StoreError};
+use super::store::{Store, StoreError, to_i64};
 use crate::wire::{Alert, AlertState, Severity, now_ms};
 
 /// Alerts kept per deployment.
@@ -84,19 +84,30 @@ pub struct AlertSummary {
     pub newest: Option<AlertRow>,
 }
 
-fn to_i64(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
 pub(super) const COLUMNS: &str = "id, deployment, alert_id, boot_id, connection_id, \
                        received_ms, at, severity, reason, namespace, object, message, alert_key, \
                        alert_state";
 
-fn state_str(s: AlertState) -> &'static str {
+/// An alert state as stored.
+pub(super) fn state_str(s: AlertState) -> &'static str {
     match s {
         AlertState::Firing => "firing",
         AlertState::Resolved => "resolved",
     }
+}
+
+/// A stored state back; only [`state_str`] values are written.
+pub(super) fn parse_state(s: &str) -> AlertState {
+    match s {
+        "resolved" => AlertState::Resolved,
+        _ => AlertState::Firing,
+    }
+}
+
+/// A stored severity back. Only `Severity::as_str` values are written;
+/// anything else is a hand-edited database, shown as the milder severity.
+pub(super) fn parse_severity(s: &str) -> Severity {
+    Severity::parse(s).unwrap_or(Severity::Warning)
 }
 
 pub(super) fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AlertRow> {
@@ -109,18 +120,13 @@ pub(super) fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AlertRow> {
         connection_id: r.get(4)?,
         received_ms: u64::try_from(r.get::<_, i64>(5)?).unwrap_or(0),
         at: r.get(6)?,
-        // Only `Severity::as_str` values are written; anything else is a
-        // hand-edited database, shown as the milder severity.
-        severity: Severity::parse(&severity).unwrap_or(Severity::Warning),
+        severity: parse_severity(&severity),
         reason: r.get(8)?,
         namespace: r.get(9)?,
         object: r.get(10)?,
         message: r.get(11)?,
         key: r.get(12)?,
-        state: match r.get::<_, String>(13)?.as_str() {
-            "resolved" => AlertState::Resolved,
-            _ => AlertState::Firing,
-        },
+        state: parse_state(&r.get::<_, String>(13)?),
     })
 }
 

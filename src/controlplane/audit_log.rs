@@ -37,6 +37,20 @@ pub struct NewAudit<'a> {
     pub detail: Option<serde_json::Value>,
 }
 
+impl NewAudit<'_> {
+    /// `detail` as stored: JSON text, or NULL.
+    pub(super) fn detail_text(&self) -> Option<String> {
+        self.detail.as_ref().map(|d| d.to_string())
+    }
+}
+
+/// A stored `detail` back as JSON; NULL (or text that is not JSON, from a
+/// hand-edited database) is `null`.
+pub(super) fn parse_detail(text: Option<String>) -> serde_json::Value {
+    text.and_then(|d| serde_json::from_str(&d).ok())
+        .unwrap_or(serde_json::Value::Null)
+}
+
 impl Store {
     pub async fn append_audit(&self, a: &NewAudit<'_>) -> Result<(), StoreError> {
         self.append_audit_at(a, now_ms()).await
@@ -44,11 +58,10 @@ impl Store {
 
     /// Writes one record (committed when this returns) and announces it.
     pub async fn append_audit_at(&self, a: &NewAudit<'_>, at_ms: u64) -> Result<(), StoreError> {
-        let detail = a.detail.as_ref().map(|d| d.to_string());
         let id = if let Some(p) = self.pg() {
             p.append_audit_at(a, at_ms).await?
         } else {
-            self.sqlite_append(a, at_ms, detail)?
+            self.sqlite_append(a, at_ms)?
         };
         self.bus()
             .publish(super::events::Change::Audit(Box::new(AuditRow {
@@ -66,12 +79,7 @@ impl Store {
         Ok(())
     }
 
-    fn sqlite_append(
-        &self,
-        a: &NewAudit<'_>,
-        at_ms: u64,
-        detail: Option<String>,
-    ) -> Result<i64, StoreError> {
+    fn sqlite_append(&self, a: &NewAudit<'_>, at_ms: u64) -> Result<i64, StoreError> {
         self.with(|c| {
             c.execute(
                 "INSERT INTO audit (deployment, connection_id, at_ms, source, actor, action,
@@ -85,7 +93,7 @@ impl Store {
                     a.action,
                     a.target,
                     a.outcome,
-                    detail
+                    a.detail_text()
                 ],
             )?;
             Ok(c.last_insert_rowid())
@@ -126,7 +134,6 @@ impl Store {
                         before.unwrap_or(i64::MAX)
                     ],
                     |r| {
-                        let detail: Option<String> = r.get(9)?;
                         Ok(AuditRow {
                             id: r.get(0)?,
                             deployment: r.get(1)?,
@@ -137,9 +144,7 @@ impl Store {
                             action: r.get(6)?,
                             target: r.get(7)?,
                             outcome: r.get(8)?,
-                            detail: detail
-                                .and_then(|d| serde_json::from_str(&d).ok())
-                                .unwrap_or(serde_json::Value::Null),
+                            detail: parse_detail(r.get(9)?),
                         })
                     },
                 )?

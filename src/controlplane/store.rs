@@ -79,6 +79,14 @@ impl TokenInfo {
     pub fn is_valid_at(&self, now: u64) -> bool {
         self.revoked_ms.is_none() && self.expires_ms.is_none_or(|e| now < e)
     }
+
+    /// Who the token authenticates at `now`; `None` once revoked or expired.
+    pub(super) fn authenticates(self, now: u64) -> Option<Authenticated> {
+        self.is_valid_at(now).then(|| Authenticated {
+            deployment: self.deployment,
+            token_id: self.id,
+        })
+    }
 }
 
 /// Who a valid token authenticates.
@@ -383,12 +391,7 @@ impl Store {
                     row_to_token,
                 )
                 .optional()?;
-            Ok(row
-                .filter(|t| t.is_valid_at(now_ms()))
-                .map(|t| Authenticated {
-                    deployment: t.deployment,
-                    token_id: t.id,
-                }))
+            Ok(row.and_then(|t| t.authenticates(now_ms())))
         })
     }
 

@@ -1,32 +1,69 @@
-//! Admin tokens.
+//! Admin tokens, stored by hash like deployment tokens. Each method is one
+//! statement, so concurrent replicas need no locks here.
 
 use super::Pg;
 use crate::controlplane::admin::AdminTokenInfo;
-use crate::controlplane::store::StoreError;
-
-fn missing() -> StoreError {
-    StoreError::Pool("not written yet".into())
-}
+use crate::controlplane::store::{StoreError, to_i64, to_u64};
+use crate::wire::now_ms;
 
 impl Pg {
     pub async fn insert_admin_token(
         &self,
-        _info: &AdminTokenInfo,
-        _hash: &str,
+        info: &AdminTokenInfo,
+        hash: &str,
     ) -> Result<(), StoreError> {
-        Err(missing())
+        self.execute(
+            "INSERT INTO admin_tokens (id, hash, created_ms) VALUES ($1, $2, $3)",
+            &[&info.id, &hash, &to_i64(info.created_ms)],
+        )
+        .await?;
+        Ok(())
     }
+
     pub async fn list_admin_tokens(&self) -> Result<Vec<AdminTokenInfo>, StoreError> {
-        Err(missing())
+        self.rows(
+            "SELECT id, created_ms, revoked_ms FROM admin_tokens
+             ORDER BY created_ms, id COLLATE \"C\"",
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(AdminTokenInfo {
+                id: r.try_get(0)?,
+                created_ms: to_u64(r.try_get(1)?),
+                revoked_ms: r.try_get::<_, Option<i64>>(2)?.map(to_u64),
+            })
+        })
+        .collect()
     }
+
     /// Whether the id is known (revoking a revoked token is no error).
-    pub async fn revoke_admin_token(&self, _id: &str) -> Result<bool, StoreError> {
-        Err(missing())
+    pub async fn revoke_admin_token(&self, id: &str) -> Result<bool, StoreError> {
+        // Matches every known id; a revoked token keeps its first time.
+        let n = self
+            .execute(
+                "UPDATE admin_tokens SET revoked_ms = COALESCE(revoked_ms, $2) WHERE id = $1",
+                &[&id, &to_i64(now_ms())],
+            )
+            .await?;
+        Ok(n > 0)
     }
+
     pub async fn admin_auth_enabled(&self) -> Result<bool, StoreError> {
-        Err(missing())
+        Ok(self
+            .row("SELECT 1 FROM admin_tokens LIMIT 1", &[])
+            .await?
+            .is_some())
     }
-    pub async fn admin_hash_valid(&self, _hash: &str) -> Result<bool, StoreError> {
-        Err(missing())
+
+    pub async fn admin_hash_valid(&self, hash: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .row(
+                "SELECT 1 FROM admin_tokens WHERE hash = $1 AND revoked_ms IS NULL",
+                &[&hash],
+            )
+            .await?
+            .is_some())
     }
 }

@@ -19,7 +19,8 @@ mod tokens;
 use std::str::FromStr;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use tokio_postgres::NoTls;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row};
 
 use super::store::StoreError;
 
@@ -128,6 +129,37 @@ impl Pg {
     /// The URL, password redacted.
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The rows of one statement outside a transaction, prepared once per
+    /// pooled connection.
+    async fn rows(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        let c = self.client().await?;
+        let st = c.prepare_cached(sql).await?;
+        Ok(c.query(&st, params).await?)
+    }
+
+    /// Like [`Pg::rows`], for a statement of at most one row.
+    async fn row(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, StoreError> {
+        let c = self.client().await?;
+        let st = c.prepare_cached(sql).await?;
+        Ok(c.query_opt(&st, params).await?)
+    }
+
+    /// Like [`Pg::rows`], for a statement that returns no rows: how many it
+    /// changed.
+    async fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
+        let c = self.client().await?;
+        let st = c.prepare_cached(sql).await?;
+        Ok(c.execute(&st, params).await?)
     }
 }
 

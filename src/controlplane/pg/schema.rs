@@ -1,9 +1,153 @@
 //! Versioned migrations of the PostgreSQL schema.
+//!
+//! [`MIGRATIONS`] lists every schema change in order; a database records the
+//! ones it has had in `schema_migrations`. Guarantees:
+//! - Each migration runs in its own transaction, together with the row that
+//!   records it: a failed one leaves nothing behind and is retried at the
+//!   next start.
+//! - Replicas that start at once apply each migration exactly once: every
+//!   transaction here first takes the advisory lock [`MIGRATION_LOCK`] (held
+//!   until it ends), then re-reads what is applied. The lock also covers the
+//!   creation of `schema_migrations` itself, which `IF NOT EXISTS` alone does
+//!   not make safe against a concurrent creator.
+//!
+//! Times are milliseconds since the epoch in `BIGINT`, as in SQLite.
 
-use super::super::store::StoreError;
+use tokio_postgres::Client;
 
-pub async fn migrate(_client: &mut deadpool_postgres::Object) -> Result<(), StoreError> {
-    Err(StoreError::Pool(
-        "the PostgreSQL schema is not written yet".into(),
-    ))
+use super::super::store::{StoreError, to_i64};
+use crate::wire::now_ms;
+
+/// The advisory lock that serialises migrations across replicas ("ExoMigra"
+/// in ASCII). Any other advisory lock of the project needs another key.
+pub const MIGRATION_LOCK: i64 = 0x4578_6f4d_6967_7261;
+
+const BOOKKEEPING: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
+    version BIGINT PRIMARY KEY,
+    applied_ms BIGINT NOT NULL
+)";
+
+/// Every schema change, in order; migration `i` is version `i + 1`.
+/// Append new ones at the end; never edit or reorder one that shipped, since
+/// databases already at its version will not run it again.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: deployments, deployment tokens, the audit log, admin tokens, the
+    // alert history and the active set (SQLite's schema at the time).
+    "
+    CREATE TABLE deployments (
+        name TEXT PRIMARY KEY,
+        created_ms BIGINT NOT NULL
+    );
+    CREATE TABLE tokens (
+        id TEXT PRIMARY KEY,
+        deployment TEXT NOT NULL REFERENCES deployments(name),
+        hash TEXT NOT NULL UNIQUE,
+        created_ms BIGINT NOT NULL,
+        expires_ms BIGINT,
+        revoked_ms BIGINT
+    );
+    CREATE INDEX tokens_by_deployment ON tokens(deployment);
+    -- detail is JSON text, as written by serde_json: JSONB would refuse
+    -- some strings that SQLite keeps (an escaped NUL).
+    CREATE TABLE audit (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        deployment TEXT NOT NULL,
+        connection_id TEXT,
+        at_ms BIGINT NOT NULL,
+        source TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        action TEXT NOT NULL,
+        target TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        detail TEXT
+    );
+    CREATE INDEX audit_by_deployment ON audit(deployment, id);
+    CREATE TABLE admin_tokens (
+        id TEXT PRIMARY KEY,
+        hash TEXT NOT NULL UNIQUE,
+        created_ms BIGINT NOT NULL,
+        revoked_ms BIGINT
+    );
+    CREATE TABLE alerts (
+        id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        deployment TEXT NOT NULL,
+        alert_id TEXT NOT NULL,
+        boot_id TEXT,
+        connection_id TEXT,
+        received_ms BIGINT NOT NULL,
+        at TEXT NOT NULL,
+        severity TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        object TEXT NOT NULL,
+        message TEXT NOT NULL,
+        alert_key TEXT NOT NULL DEFAULT '',
+        alert_state TEXT NOT NULL DEFAULT 'firing',
+        UNIQUE (deployment, alert_id)
+    );
+    CREATE INDEX alerts_by_deployment ON alerts(deployment, id);
+    CREATE TABLE active_alerts (
+        deployment TEXT NOT NULL,
+        alert_key TEXT NOT NULL,
+        since_ms BIGINT NOT NULL,
+        id BIGINT NOT NULL,
+        alert_id TEXT NOT NULL,
+        boot_id TEXT,
+        connection_id TEXT,
+        received_ms BIGINT NOT NULL,
+        at TEXT NOT NULL,
+        severity TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        object TEXT NOT NULL,
+        message TEXT NOT NULL,
+        alert_state TEXT NOT NULL DEFAULT 'firing',
+        PRIMARY KEY (deployment, alert_key)
+    );
+    ",
+];
+
+/// Applies the migrations the database has not had, oldest first.
+pub async fn migrate(client: &mut Client) -> Result<(), StoreError> {
+    // Step 0 creates the bookkeeping table; step `v` applies version `v`.
+    for step in 0..=MIGRATIONS.len() {
+        let version = i64::try_from(step).unwrap_or(i64::MAX);
+        let err = |source| StoreError::Migrate { version, source };
+        let tx = client.transaction().await.map_err(err)?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await
+            .map_err(err)?;
+        match step.checked_sub(1).and_then(|i| MIGRATIONS.get(i)) {
+            None => tx.batch_execute(BOOKKEEPING).await,
+            Some(sql) => apply(&tx, version, sql).await,
+        }
+        .map_err(err)?;
+        tx.commit().await.map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Applies one migration unless it is recorded, inside the locked
+/// transaction; re-reading under the lock is what makes it exactly once.
+async fn apply(
+    tx: &tokio_postgres::Transaction<'_>,
+    version: i64,
+    sql: &str,
+) -> Result<(), tokio_postgres::Error> {
+    let applied = tx
+        .query_opt(
+            "SELECT 1 FROM schema_migrations WHERE version = $1",
+            &[&version],
+        )
+        .await?;
+    if applied.is_some() {
+        return Ok(());
+    }
+    tx.batch_execute(sql).await?;
+    tx.execute(
+        "INSERT INTO schema_migrations (version, applied_ms) VALUES ($1, $2)",
+        &[&version, &to_i64(now_ms())],
+    )
+    .await?;
+    Ok(())
 }
