@@ -105,6 +105,8 @@ pub const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (deployment, alert_key)
     );
     ",
+    // 2: the replicas, their leases and who holds which connection.
+    crate::controlplane::replica::SCHEMA,
 ];
 
 /// Applies the migrations the database has not had, oldest first.
