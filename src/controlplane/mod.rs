@@ -30,6 +30,8 @@ pub mod pg;
 pub mod resources;
 pub mod session;
 pub mod store;
+#[cfg(test)]
+pub mod test_store;
 pub mod tls;
 pub mod ws;
 
