@@ -253,51 +253,93 @@ impl AdminAuth {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controlplane::test_store::backends;
 
     #[tokio::test]
     async fn admin_tokens_are_hashed_listed_without_secrets_and_revocable() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("db")).unwrap();
-        assert!(!store.admin_auth_enabled().await.unwrap());
-        let (info, token) = store.create_admin_token().await.unwrap();
-        assert!(token.expose().starts_with(ADMIN_TOKEN_PREFIX));
-        assert!(store.admin_token_valid(&token).await.unwrap());
-        assert!(
-            !store
-                .admin_token_valid(&SecretToken::new("exo_at_no"))
-                .await
-                .unwrap()
-        );
-        let listed = format!("{:?}", store.list_admin_tokens().await.unwrap());
-        assert!(!listed.contains(&token.expose()[ADMIN_TOKEN_PREFIX.len()..]));
-        store.revoke_admin_token(&info.id).await.unwrap();
-        assert!(!store.admin_token_valid(&token).await.unwrap());
-        // Revoking the last token keeps authentication on (locked, not open).
-        assert!(store.admin_auth_enabled().await.unwrap());
-        assert!(matches!(
-            store.revoke_admin_token("adm_nope").await,
-            Err(AdminError::NoToken(_))
-        ));
-        // A deployment token is not an admin token.
-        let (_, dep) = store.create_deployment("d").await.unwrap();
-        assert!(!store.admin_token_valid(&dep).await.unwrap());
+        for b in backends().await {
+            let store = b.store();
+            assert!(!store.admin_auth_enabled().await.unwrap(), "{b}");
+            let (info, token) = store.create_admin_token().await.unwrap();
+            let (second, _) = store.create_admin_token().await.unwrap();
+            assert!(token.expose().starts_with(ADMIN_TOKEN_PREFIX), "{b}");
+            assert!(store.admin_token_valid(&token).await.unwrap(), "{b}");
+            assert!(
+                !store
+                    .admin_token_valid(&SecretToken::new("exo_at_no"))
+                    .await
+                    .unwrap(),
+                "{b}"
+            );
+            let listed = store.list_admin_tokens().await.unwrap();
+            assert_eq!(listed.len(), 2, "{b}");
+            assert!(listed.contains(&info) && listed.contains(&second), "{b}");
+            let text = format!("{listed:?}");
+            assert!(
+                !text.contains(&token.expose()[ADMIN_TOKEN_PREFIX.len()..]),
+                "{b}"
+            );
+            store.revoke_admin_token(&info.id).await.unwrap();
+            assert!(!store.admin_token_valid(&token).await.unwrap(), "{b}");
+            let revoked = |l: &[AdminTokenInfo]| {
+                l.iter()
+                    .find(|t| t.id == info.id)
+                    .and_then(|t| t.revoked_ms)
+            };
+            let first_revoked = revoked(&store.list_admin_tokens().await.unwrap());
+            assert!(first_revoked.is_some(), "{b}");
+            // Revoking again is no error and keeps the first time.
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            store.revoke_admin_token(&info.id).await.unwrap();
+            assert_eq!(
+                revoked(&store.list_admin_tokens().await.unwrap()),
+                first_revoked,
+                "{b}"
+            );
+            // Revoking the last token keeps authentication on (locked, not open).
+            store.revoke_admin_token(&second.id).await.unwrap();
+            assert!(store.admin_auth_enabled().await.unwrap(), "{b}");
+            assert!(
+                matches!(
+                    store.revoke_admin_token("adm_nope").await,
+                    Err(AdminError::NoToken(_))
+                ),
+                "{b}"
+            );
+            // A deployment token is not an admin token.
+            let (_, dep) = store.create_deployment("d").await.unwrap();
+            assert!(!store.admin_token_valid(&dep).await.unwrap(), "{b}");
+        }
     }
 
     #[tokio::test]
     async fn exposure_needs_a_token_or_an_explicit_flag() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("db")).unwrap();
-        let open = AdminAuth::default();
-        let public: SocketAddr = "0.0.0.0:8700".parse().unwrap();
-        let local: SocketAddr = "127.0.0.1:8700".parse().unwrap();
-        assert!(open.check_exposure(&store, local, false).await.is_ok());
-        assert!(matches!(
-            open.check_exposure(&store, public, false).await,
-            Err(AdminError::Exposed(_))
-        ));
-        assert!(open.check_exposure(&store, public, true).await.is_ok());
-        store.create_admin_token().await.unwrap();
-        assert!(open.check_exposure(&store, public, false).await.is_ok());
+        for b in backends().await {
+            let store = b.store();
+            let open = AdminAuth::default();
+            let public: SocketAddr = "0.0.0.0:8700".parse().unwrap();
+            let local: SocketAddr = "127.0.0.1:8700".parse().unwrap();
+            assert!(
+                open.check_exposure(store, local, false).await.is_ok(),
+                "{b}"
+            );
+            assert!(
+                matches!(
+                    open.check_exposure(store, public, false).await,
+                    Err(AdminError::Exposed(_))
+                ),
+                "{b}"
+            );
+            assert!(
+                open.check_exposure(store, public, true).await.is_ok(),
+                "{b}"
+            );
+            store.create_admin_token().await.unwrap();
+            assert!(
+                open.check_exposure(store, public, false).await.is_ok(),
+                "{b}"
+            );
+        }
     }
 
     #[tokio::test]

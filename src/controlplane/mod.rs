@@ -32,6 +32,8 @@ pub mod replica;
 pub mod resources;
 pub mod session;
 pub mod store;
+#[cfg(test)]
+pub mod test_store;
 pub mod tls;
 pub mod view;
 pub mod ws;

@@ -8,7 +8,15 @@
 //! module's.
 //!
 //! Guarantees: every method is one statement or one transaction; the URL's
-//! password never appears in an error or a log line ([`redact`]).
+//! password never appears in an error or a log line ([`redact`]). Results
+//! come in SQLite's order: text sorts `COLLATE "C"` (bytes, as SQLite's
+//! BINARY), whatever the database's own collation. Where N replicas could
+//! interleave, row locks (token changes) and a per-deployment advisory lock
+//! (alert inserts) keep the SQLite outcome; the modules say which.
+//!
+//! Caveat: PostgreSQL text cannot hold a NUL character, so a string with one
+//! (an alert message, an audit field) fails to store here while SQLite keeps
+//! it; `detail` is JSON text, where serde_json escapes NUL, so it is stored.
 
 mod admin;
 mod alerts;

@@ -153,3 +153,40 @@ async fn apply(
     .await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controlplane::test_store::FreshDb;
+
+    /// Three replicas starting at once on a new database: all succeed, and
+    /// each version is recorded once (a second run of migration 1 would
+    /// fail on its `CREATE TABLE`s). Starting again changes nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+    async fn concurrent_migrations_apply_each_version_once() {
+        let db = FreshDb::create().await;
+        let runs = (0..3).map(|_| {
+            let url = db.url.clone();
+            tokio::spawn(async move { super::super::Pg::connect(&url).await.map(|_| ()) })
+        });
+        for run in futures::future::join_all(runs).await {
+            run.unwrap().unwrap();
+        }
+        let recorded = |c: tokio_postgres::Client| async move {
+            c.query(
+                "SELECT version, count(*) FROM schema_migrations GROUP BY version ORDER BY version",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get::<_, i64>(0), r.get::<_, i64>(1)))
+            .collect::<Vec<_>>()
+        };
+        let want: Vec<(i64, i64)> = (1..=MIGRATIONS.len() as i64).map(|v| (v, 1)).collect();
+        assert_eq!(recorded(db.client().await).await, want);
+        let mut c = db.client().await;
+        migrate(&mut c).await.unwrap();
+        assert_eq!(recorded(c).await, want);
+    }
+}

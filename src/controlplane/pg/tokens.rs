@@ -236,3 +236,53 @@ impl Pg {
             .is_some_and(|t| t.is_valid_at(now_ms())))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::controlplane::test_store::Backend;
+
+    /// PostgreSQL's counterpart of the SQLite file check: no row of any
+    /// table, as text, holds a token's clear text; its hash is there.
+    #[tokio::test]
+    async fn token_clear_text_never_reaches_postgres() {
+        let b = Backend::postgres().await;
+        let s = b.store();
+        let (_, created) = s.create_deployment("prod-eu").await.unwrap();
+        let (_, rotated) = s
+            .rotate("prod-eu", std::time::Duration::from_secs(60))
+            .await
+            .unwrap();
+        let (_, admin) = s.create_admin_token().await.unwrap();
+        let pg = s.pg().unwrap();
+        let c = pg.client().await.unwrap();
+        let tables: Vec<String> = c
+            .query(
+                "SELECT table_name::text FROM information_schema.tables
+                 WHERE table_schema = 'public'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert!(tables.iter().any(|t| t == "tokens"), "{tables:?}");
+        let mut everything = String::new();
+        for t in &tables {
+            for r in c
+                .query(&format!("SELECT t::text FROM {t} t"), &[])
+                .await
+                .unwrap()
+            {
+                everything.push_str(r.get(0));
+                everything.push('\n');
+            }
+        }
+        for token in [&created, &rotated, &admin] {
+            // The random part, without the prefix every token shares.
+            let secret = token.expose().rsplit('_').next().unwrap();
+            assert!(secret.len() >= 64 && !everything.contains(secret));
+            assert!(everything.contains(&token.hash()));
+        }
+    }
+}
