@@ -33,7 +33,7 @@ pub struct ControlPlaneArgs {
 #[derive(Debug, Subcommand)]
 pub enum ControlPlaneCommand {
     /// Serve the WebSocket endpoint, the HTTP API and the status page.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Deployments: one per cluster installation.
     #[command(subcommand)]
     Deployment(DeploymentCommand),
@@ -173,7 +173,7 @@ async fn run_in(args: ControlPlaneArgs) -> u8 {
         }
     };
     let result: Result<(), String> = match args.command {
-        ControlPlaneCommand::Serve(s) => serve(s, store).await,
+        ControlPlaneCommand::Serve(s) => serve(*s, store).await,
         ControlPlaneCommand::Deployment(DeploymentCommand::Create { name }) => store
             .create_deployment(&name)
             .await

@@ -192,7 +192,7 @@ impl Live {
         let Some(dep) = deps.get_mut(deployment) else {
             return false;
         };
-        if !dep.conn.as_ref().is_some_and(|c| c.session == session) {
+        if dep.conn.as_ref().is_none_or(|c| c.session != session) {
             return false;
         }
         if let Some(c) = dep.conn.take() {
