@@ -40,7 +40,7 @@ use tracing::{info, warn};
 use super::App;
 use super::live::Live;
 use super::pg::Pg;
-use super::store::StoreError;
+use super::store::{StoreError, to_i64, to_u64};
 use crate::wire::{Hello, close, now_ms};
 
 /// Schema version 2 (appended to `pg::schema`'s list).
@@ -164,14 +164,6 @@ impl std::fmt::Debug for Replica {
             .field("url", &self.url)
             .finish_non_exhaustive()
     }
-}
-
-fn to_i64(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
-fn to_u64(v: i64) -> u64 {
-    u64::try_from(v).unwrap_or(0)
 }
 
 fn ms(d: Duration) -> u64 {

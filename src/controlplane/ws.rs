@@ -303,7 +303,7 @@ impl Session {
         // claim and the registration here happen in one order per
         // deployment (`replica`).
         let mut remote = None;
-        let _order = match &self.app.replica {
+        let order = match &self.app.replica {
             Some(r) => {
                 let order = r.lock(&dep).await;
                 match r.claim(&dep, &self.session, &hello).await {
@@ -325,7 +325,7 @@ impl Session {
             .live
             .register(&dep, &self.session, &self.auth.token_id, hello, tx)
             .map_err(|e| Outcome::Close(close::GOING_AWAY, e.to_string()))?;
-        drop(_order);
+        drop(order);
         let evicted = evicted.or_else(|| remote.map(|p| p.session));
         info!(deployment = %dep, session = %self.session, evicted = ?evicted, "connection registered");
         self.audit("connection.opened", "registered", Some(detail))
