@@ -7,6 +7,7 @@
 //! stray `{:?}` in a log line cannot leak it. 256 random bits make a slow
 //! password hash unnecessary: the stored digest cannot be brute-forced.
 
+use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
 /// Prefix that makes a leaked token easy to recognise by secret scanners.
@@ -67,6 +68,48 @@ pub fn hash_token(token: &str) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(token.as_bytes())))
 }
 
+/// Tags tokens under a per-process key, and checks a presented token
+/// against a tag in constant time.
+pub struct Verifier {
+    key: [u8; 32],
+}
+
+impl std::fmt::Debug for Verifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Verifier { .. }")
+    }
+}
+
+impl Verifier {
+    pub fn new(key: [u8; 32]) -> Self {
+        Self { key }
+    }
+
+    /// Under a fresh key from the OS random source.
+    pub fn random() -> Result<Self, TokenError> {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).map_err(|e| TokenError::Random(e.to_string()))?;
+        Ok(Self { key })
+    }
+
+    fn mac(&self, token: &[u8]) -> Hmac<Sha256> {
+        // HMAC takes a key of any length, so this cannot fail.
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key)
+            .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"));
+        mac.update(token);
+        mac
+    }
+
+    pub fn tag(&self, token: &[u8]) -> [u8; 32] {
+        self.mac(token).finalize().into_bytes().into()
+    }
+
+    /// Whether `presented` is the token `tag` was made from.
+    pub fn matches(&self, presented: &[u8], tag: &[u8; 32]) -> bool {
+        self.mac(presented).verify_slice(tag).is_ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,5 +125,17 @@ mod tests {
         assert!(!shown.contains(&a.expose()[TOKEN_PREFIX.len()..]));
         assert!(a.hash().starts_with("sha256:"));
         assert_ne!(a.hash(), b.hash());
+    }
+
+    #[test]
+    fn tokens_match_only_themselves() {
+        let v = Verifier::new([7; 32]);
+        let tag = v.tag(b"token-a");
+        assert!(v.matches(b"token-a", &tag));
+        for wrong in [&b"token-b"[..], b"token-", b"token-aa", b""] {
+            assert!(!v.matches(wrong, &tag), "{wrong:?}");
+        }
+        // Another process's key makes other tags.
+        assert_ne!(Verifier::new([8; 32]).tag(b"token-a"), tag);
     }
 }

@@ -18,11 +18,10 @@ use std::fmt;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use hmac::{Hmac, Mac};
 use hyper::{HeaderMap, StatusCode};
-use sha2::Sha256;
 
 use crate::operator::hooks::{is_dns1123_label, is_dns1123_subdomain};
+pub use crate::wire::token::Verifier;
 
 /// Every check-in path starts with this.
 pub const PATH_PREFIX: &str = "/checkin/";
@@ -33,8 +32,6 @@ pub const TOKEN_TTL: Duration = Duration::from_secs(60);
 pub const RECHECK_AFTER: Duration = Duration::from_secs(5);
 /// Entries kept at most in each in-memory map; beyond it the oldest half goes.
 const MAX_ENTRIES: usize = 10_000;
-
-type HmacSha256 = Hmac<Sha256>;
 
 /// The Agent a check-in path names.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -112,41 +109,6 @@ impl Outcome {
             Outcome::MethodNotAllowed => "use POST\n",
             Outcome::Unavailable => "the apiserver is unavailable; try again\n",
         }
-    }
-}
-
-/// Tags tokens under a per-process key, and checks a presented token
-/// against a tag in constant time.
-pub struct Verifier {
-    key: [u8; 32],
-}
-
-impl fmt::Debug for Verifier {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Verifier { .. }")
-    }
-}
-
-impl Verifier {
-    pub fn new(key: [u8; 32]) -> Self {
-        Self { key }
-    }
-
-    fn mac(&self, token: &[u8]) -> HmacSha256 {
-        // HMAC takes a key of any length, so this cannot fail.
-        let mut mac = <HmacSha256 as Mac>::new_from_slice(&self.key)
-            .unwrap_or_else(|_| unreachable!("HMAC accepts any key length"));
-        mac.update(token);
-        mac
-    }
-
-    pub fn tag(&self, token: &[u8]) -> [u8; 32] {
-        self.mac(token).finalize().into_bytes().into()
-    }
-
-    /// Whether `presented` is the token `tag` was made from.
-    pub fn matches(&self, presented: &[u8], tag: &[u8; 32]) -> bool {
-        self.mac(presented).verify_slice(tag).is_ok()
     }
 }
 
@@ -332,18 +294,6 @@ mod tests {
         for (h, want) in cases {
             assert_eq!(bearer(&h), want, "{h:?}");
         }
-    }
-
-    #[test]
-    fn tokens_match_only_themselves() {
-        let v = Verifier::new([7; 32]);
-        let tag = v.tag(b"token-a");
-        assert!(v.matches(b"token-a", &tag));
-        for wrong in [&b"token-b"[..], b"token-", b"token-aa", b""] {
-            assert!(!v.matches(wrong, &tag), "{wrong:?}");
-        }
-        // Another process's key makes other tags.
-        assert_ne!(Verifier::new([8; 32]).tag(b"token-a"), tag);
     }
 
     #[test]

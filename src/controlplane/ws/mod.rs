@@ -20,12 +20,13 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::App;
-use super::alerts::{Origin, Source};
 use super::disconnect::Trigger;
 use super::live::ToSocket;
 use super::store::{Authenticated, NewAudit};
 use crate::wire::token::SecretToken;
-use crate::wire::{self, Alert, AlertAck, Frame, PROTOCOL_VERSION, Welcome, close};
+use crate::wire::{self, Frame, PROTOCOL_VERSION, Welcome, close};
+
+mod frames;
 
 pub fn bearer(headers: &HeaderMap) -> Option<SecretToken> {
     let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
@@ -482,122 +483,6 @@ impl Session {
                         return Outcome::Gone("ping send failed".into());
                     }
                 }
-            }
-        }
-    }
-
-    /// Stores a valid alert and acknowledges it, also when it was stored
-    /// before (a resend). A failed write is not acknowledged: the operator
-    /// sends the alert again on its next connection.
-    async fn store_alert(&self, dep: &str, a: &Alert) {
-        let origin = Origin {
-            deployment: dep,
-            boot_id: self.boot_id.as_deref(),
-            connection_id: self.connection_id.as_deref(),
-            source: Source::Operator,
-        };
-        match self.app.store.insert_alert(&origin, a).await {
-            Ok(new) => {
-                if new {
-                    info!(deployment = %dep, severity = a.severity.as_str(), reason = %a.reason, object = %a.object, key = %a.key, state = ?a.state, "alert");
-                }
-                if let Some(out) = self.out.as_ref().and_then(|w| w.upgrade()) {
-                    let ack = Frame::AlertAck(AlertAck { id: a.id.clone() });
-                    let _ = out.send(ToSocket::Send(Box::new(ack)));
-                }
-            }
-            Err(e) => warn!(deployment = %dep, error = %e, "alert write failed; not acknowledged"),
-        }
-    }
-
-    async fn on_frame(&mut self, frame: Frame) -> Result<(), Outcome> {
-        let dep = self.auth.deployment.clone();
-        let kind = frame.kind();
-        let applied = match frame {
-            Frame::Snapshot(chunk) => self
-                .app
-                .live
-                .apply_chunk(&dep, &self.session, chunk)
-                .map(|r| r.map_err(|e| e.to_string())),
-            Frame::Delta(d) => self
-                .app
-                .live
-                .apply_delta(&dep, &self.session, d)
-                .map(|r| r.map_err(|e| e.to_string())),
-            Frame::Heartbeat(_) => {
-                self.app.stats.heartbeats_received.fetch_add(1, ORD);
-                self.app.live.heartbeat(&dep, &self.session).map(Ok)
-            }
-            Frame::CommandAck(_) => self.app.live.with_session(&dep, &self.session, |_| Ok(())),
-            Frame::CommandResult(r) => {
-                if !self.app.live.complete(&dep, &self.session, r) {
-                    tracing::debug!("late or unknown command result");
-                }
-                self.app.live.with_session(&dep, &self.session, |_| Ok(()))
-            }
-            Frame::Audit(a) => {
-                let record = NewAudit {
-                    deployment: &dep,
-                    connection_id: self.connection_id.as_deref(),
-                    source: "operator",
-                    actor: &a.actor,
-                    action: &a.action,
-                    target: &a.target,
-                    outcome: &a.outcome,
-                    detail: (!a.detail.is_null()).then_some(a.detail.clone()),
-                };
-                if let Err(e) = self.app.store.append_audit_at(&record, a.at_ms).await {
-                    warn!(error = %e, "audit write failed");
-                }
-                self.app.live.with_session(&dep, &self.session, |_| Ok(()))
-            }
-            Frame::Alert(a) => match a.validate() {
-                Err(e) => Some(Err(e.to_string())),
-                Ok(()) => match self.app.live.with_session(&dep, &self.session, |_| ()) {
-                    Some(()) => {
-                        self.store_alert(&dep, &a).await;
-                        Some(Ok(()))
-                    }
-                    None => None,
-                },
-            },
-            f @ (Frame::FsChunk(_) | Frame::FsChunkAck(_) | Frame::FsAbort(_)) => {
-                self.app.transfers.deliver(&dep, f);
-                self.app.live.with_session(&dep, &self.session, |_| Ok(()))
-            }
-            f @ (Frame::AttachData(_) | Frame::AttachClose(_)) => {
-                self.app.attaches.deliver(&dep, f);
-                self.app.live.with_session(&dep, &self.session, |_| Ok(()))
-            }
-            Frame::Hello(_)
-            | Frame::Welcome(_)
-            | Frame::Command(_)
-            | Frame::PodControl(_)
-            | Frame::AttachOpen(_)
-            | Frame::AttachResize(_)
-            | Frame::AlertAck(_) => {
-                self.app.stats.frames_rejected.fetch_add(1, ORD);
-                return Err(Outcome::Close(
-                    close::PROTOCOL_ERROR,
-                    format!("unexpected {kind} frame from a client after hello"),
-                ));
-            }
-        };
-        match applied {
-            // Evicted meanwhile: the close is already queued.
-            None => Ok(()),
-            Some(Ok(())) => {
-                if let Some(r) = &self.app.replica {
-                    r.touch(&dep, &self.session);
-                }
-                Ok(())
-            }
-            Some(Err(e)) => {
-                self.app.stats.frames_rejected.fetch_add(1, ORD);
-                Err(Outcome::Close(
-                    close::PROTOCOL_ERROR,
-                    format!("bad {kind}: {e}"),
-                ))
             }
         }
     }
