@@ -119,11 +119,27 @@ pub enum AlertError {
     BadReason(String),
     #[error("field state is resolved but field key is empty (only a keyed alert can resolve)")]
     ResolvedWithoutKey,
+    #[error("field {field} holds the control character U+{code:04X}")]
+    ControlChar { field: &'static str, code: u32 },
 }
 
 fn clip_owned(s: &mut String, max: usize) {
     let keep = clip_to(s, max).len();
     s.truncate(keep);
+}
+
+/// Whether `c` may stand in an alert's field: no control characters (a
+/// NUL cannot be stored in a PostgreSQL text column, and the others have
+/// no place in a one-line value), except line breaks and tabs in the
+/// free-text `message`.
+fn allowed(c: char, free_text: bool) -> bool {
+    !c.is_control() || (free_text && matches!(c, '\n' | '\t'))
+}
+
+fn strip_controls(s: &mut String, free_text: bool) {
+    if !s.chars().all(|c| allowed(c, free_text)) {
+        s.retain(|c| allowed(c, free_text));
+    }
 }
 
 impl Alert {
@@ -169,8 +185,19 @@ impl Alert {
         .bounded()
     }
 
-    /// The alert with every string field cut to its bound on a char boundary.
+    /// The alert with the control characters [`Alert::validate`] refuses
+    /// removed and every string field cut to its bound on a char boundary.
     pub fn bounded(mut self) -> Self {
+        for (s, free_text) in [
+            (&mut self.id, false),
+            (&mut self.reason, false),
+            (&mut self.namespace, false),
+            (&mut self.object, false),
+            (&mut self.message, true),
+            (&mut self.key, false),
+        ] {
+            strip_controls(s, free_text);
+        }
         clip_owned(&mut self.id, limits::ID);
         clip_owned(&mut self.reason, limits::REASON);
         clip_owned(&mut self.namespace, limits::NAMESPACE);
@@ -193,6 +220,13 @@ impl Alert {
         for (field, value, max, required) in fields {
             if required && value.is_empty() {
                 return Err(AlertError::Empty(field));
+            }
+            let free_text = field == "message";
+            if let Some(c) = value.chars().find(|c| !allowed(*c, free_text)) {
+                return Err(AlertError::ControlChar {
+                    field,
+                    code: c as u32,
+                });
             }
             if value.len() > max {
                 return Err(AlertError::TooLong {
@@ -310,6 +344,29 @@ mod tests {
         a.id = "i".repeat(limits::ID * 2);
         assert!(a.clone().validate().is_err());
         assert_eq!(a.bounded().validate(), Ok(()));
+    }
+
+    #[test]
+    fn control_characters_are_refused_and_stripped_by_the_constructors() {
+        type Break = fn(&mut Alert);
+        let cases: [(Break, &str, u32); 4] = [
+            (|a| a.message.push('\0'), "message", 0),
+            (|a| a.object.push('\n'), "object", 0x0a),
+            (|a| a.key = "k\u{1b}[31m".into(), "key", 0x1b),
+            (|a| a.namespace.push('\u{7f}'), "namespace", 0x7f),
+        ];
+        for (break_it, field, code) in cases {
+            let mut a = drift();
+            break_it(&mut a);
+            let e = a.clone().validate().unwrap_err();
+            assert_eq!(e, AlertError::ControlChar { field, code });
+            assert!(e.to_string().contains(field), "{e}");
+            assert_eq!(a.bounded().validate(), Ok(()), "{field}");
+        }
+        // Line breaks and tabs stay in the message.
+        let a = Alert::new(Severity::Warning, "R", "", "Pod/p", "a\n\tb\0c");
+        assert_eq!(a.message, "a\n\tbc");
+        assert_eq!(a.validate(), Ok(()));
     }
 
     #[test]
