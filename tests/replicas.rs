@@ -277,7 +277,7 @@ async fn a_killed_replica_is_released_within_its_lease_and_its_operators_move() 
     upstream_support::install_crds(&ns.client).await;
     let mut set = Set::start(3, &[]);
     let backends = set.replicas.iter().map(|r| r.addr.clone()).collect();
-    let lb = Balancer::start(backends).await;
+    let lb = Balancer::start(backends);
     // Three operators through the balancer: one lands on each replica.
     let mut connectors = Vec::new();
     for i in 0..3 {
@@ -311,6 +311,16 @@ async fn a_killed_replica_is_released_within_its_lease_and_its_operators_move() 
     })
     .await;
     assert!(!on_r1.is_empty(), "one operator per replica in turn");
+    // A command for each operator on r1, asked of r0: it hops to r1, which
+    // carries it out through the balancer's socket and audits it.
+    for name in &on_r1 {
+        let (status, res) = set.r(0).post(
+            &format!("/api/v1/deployments/{name}/commands"),
+            &json!({ "command": { "name": "agentfs_list", "namespace": ns.name } }),
+        );
+        assert_eq!(status, 200, "{name}: {res}");
+        assert_eq!(res["ok"], true, "{name}: {res}");
+    }
     let killed = Instant::now();
     set.replicas[1].kill();
     // Its operators reconnect elsewhere, within their backoff.
@@ -353,6 +363,11 @@ async fn a_killed_replica_is_released_within_its_lease_and_its_operators_move() 
         .collect();
     // r1's records from before its death are all there.
     assert!(actions.contains(&"connection.opened"), "{actions:?}");
+    assert_eq!(
+        actions.iter().filter(|a| **a == "command.issued").count(),
+        1,
+        "the command r1 carried out: {actions:?}"
+    );
     assert!(
         actions
             .iter()
