@@ -413,3 +413,57 @@ async fn a_silent_deployment_looks_the_same_on_every_replica() {
         assert!(asked.iter().all(|a| a["state"] == want), "{asked:?}");
     }
 }
+
+#[tokio::test]
+async fn an_operator_whose_replica_died_is_alerted_offline_once_by_a_survivor() {
+    let mut set = Set::start(3, &["--degraded-after", "2s", "--offline-after", "4s"]);
+    let token = set.r(1).create_deployment("orphan");
+    // Held by r0, the replica that watches orphans while it lives: its
+    // death hands that job to r1.
+    let ws = raw::raw_client(set.r(0), &token).await;
+    eventually("r0 holding", Duration::from_secs(10), || {
+        let v = set.listed("orphan");
+        async move { v.iter().all(|v| v["replica"] == "r0").then_some(()) }
+    })
+    .await;
+    set.replicas[0].kill();
+    drop(ws);
+    // Lease (3 s) and a reap (1 s), then offline (4 s) and a check (1 s).
+    let active = eventually(
+        "the critical disconnect alert",
+        Duration::from_secs(20),
+        || {
+            let (_, a) = set.r(2).get("/api/v1/deployments/orphan/alerts/active");
+            async move {
+                a["active"]
+                    .as_array()
+                    .is_some_and(|a| {
+                        a.iter().any(|x| {
+                            x["key"] == "plane/disconnected" && x["severity"] == "critical"
+                        })
+                    })
+                    .then_some(a)
+            }
+        },
+    )
+    .await;
+    assert_eq!(active["count"], 1, "{active}");
+    // Raised once, by one replica, though two could see it; give the
+    // other a few checks to raise it again.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (_, hist) = set.r(1).get("/api/v1/deployments/orphan/alerts");
+    let raised: Vec<&Value> = hist["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["key"] == "plane/disconnected")
+        .collect();
+    assert_eq!(raised.len(), 1, "{hist}");
+    // Back on another replica: cleared.
+    let _back = raw::raw_client(set.r(2), &token).await;
+    eventually("the alert cleared", Duration::from_secs(10), || {
+        let (_, a) = set.r(1).get("/api/v1/deployments/orphan/alerts/active");
+        async move { (a["count"] == 0).then_some(()) }
+    })
+    .await;
+}

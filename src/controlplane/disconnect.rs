@@ -15,10 +15,14 @@
 //! `offline_after / 10` (1 s to 30 s), only over deployments that connected
 //! since this server started; it writes only on a change.
 //!
-//! Caveat: after a restart of the control plane itself, a deployment that
+//! With replicas, a deployment whose last holder died or left is watched
+//! by the live replica with the lowest id, from its row.
+//!
+//! Caveat: after a restart of a single control plane, a deployment that
 //! was connected before and never comes back is shown offline but not
 //! alerted (this server never saw it connected).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +32,7 @@ use super::App;
 use super::active::PLANE_PREFIX;
 use super::alerts::{Origin, Source};
 use super::live::Health;
+use super::view::DeploymentView;
 use crate::wire::{Alert, Severity};
 
 /// The key of the disconnect alert.
@@ -167,6 +172,36 @@ impl App {
     }
 }
 
+/// With replicas: the deployments whose last holder is gone, judged from
+/// their rows, when this replica watches them (`Replica::orphans`), less
+/// those this one knows itself. No other replica's check covers them, so
+/// an operator that never comes back after its replica died is still
+/// alerted on.
+async fn orphans(
+    app: &App,
+    known: &[(String, bool, Health, String)],
+) -> Vec<(String, bool, Health, String)> {
+    let Some(r) = &app.replica else {
+        return Vec::new();
+    };
+    let rows = match r.orphans().await {
+        Ok(rows) => rows,
+        Err(e) => {
+            warn!(error = %e, "disconnect check: orphaned deployments unreadable");
+            return Vec::new();
+        }
+    };
+    let mine: HashSet<&str> = known.iter().map(|k| k.0.as_str()).collect();
+    rows.iter()
+        .filter(|h| !mine.contains(h.deployment.as_str()))
+        .map(|h| {
+            let host = h.hello.as_ref().map(|x| x.host.hostname.clone());
+            let state = DeploymentView::from_holding(h, app.live.thresholds).state;
+            (h.deployment.clone(), false, state, host.unwrap_or_default())
+        })
+        .collect()
+}
+
 /// The offline check: every `offline_after / 10` (1 s to 30 s).
 pub async fn watch(app: Arc<App>) {
     let every = (app.cfg.offline_after / 10).clamp(Duration::from_secs(1), Duration::from_secs(30));
@@ -181,7 +216,9 @@ pub async fn watch(app: Arc<App>) {
                 continue;
             }
         };
-        for (dep, connected, state, host) in app.live.known() {
+        let mut known = app.live.known();
+        known.extend(orphans(&app, &known).await);
+        for (dep, connected, state, host) in known {
             let trigger = Trigger::Tick { connected, state };
             // Only a change is worth the lock and a write.
             if decide(&trigger, active.get(&dep).copied(), app.cfg.offline_after) != Step::Nothing {

@@ -145,6 +145,30 @@ impl Holding {
     }
 }
 
+/// The columns [`holding`] reads, the holder's liveness judged at the time
+/// in `$2`; callers add the `WHERE`.
+const HOLDING_SELECT: &str = "SELECT c.deployment, c.session, c.replica,
+       r.lease_until_ms IS NOT NULL AND r.lease_until_ms >= $2, r.url, c.taken_ms,
+       c.last_frame_ms, c.hello, c.last_close, c.connections, c.evictions, c.disconnects
+     FROM connections c LEFT JOIN replicas r ON r.id = c.replica";
+
+fn holding(r: &tokio_postgres::Row) -> Holding {
+    Holding {
+        deployment: r.get(0),
+        session: r.get(1),
+        replica: r.get(2),
+        replica_alive: r.get(3),
+        replica_url: r.get(4),
+        taken_ms: to_u64(r.get(5)),
+        last_frame_ms: to_u64(r.get(6)),
+        hello: serde_json::from_value(r.get::<_, serde_json::Value>(7)).ok(),
+        last_close: r.get(8),
+        connections: to_u64(r.get(9)),
+        evictions: to_u64(r.get(10)),
+        disconnects: to_u64(r.get(11)),
+    }
+}
+
 /// This replica.
 pub struct Replica {
     pub id: String,
@@ -424,32 +448,37 @@ impl Replica {
         let client = self.pg.client().await?;
         let rows = client
             .query(
-                "SELECT c.deployment, c.session, c.replica,
-                   r.lease_until_ms IS NOT NULL AND r.lease_until_ms >= $2, r.url, c.taken_ms,
-                   c.last_frame_ms, c.hello, c.last_close, c.connections, c.evictions,
-                   c.disconnects
-                 FROM connections c LEFT JOIN replicas r ON r.id = c.replica
-                 WHERE $1::text IS NULL OR c.deployment = $1",
+                &format!("{HOLDING_SELECT} WHERE $1::text IS NULL OR c.deployment = $1"),
                 &[&only, &to_i64(now_ms())],
             )
             .await?;
-        Ok(rows
-            .iter()
-            .map(|r| Holding {
-                deployment: r.get(0),
-                session: r.get(1),
-                replica: r.get(2),
-                replica_alive: r.get(3),
-                replica_url: r.get(4),
-                taken_ms: to_u64(r.get(5)),
-                last_frame_ms: to_u64(r.get(6)),
-                hello: serde_json::from_value(r.get::<_, serde_json::Value>(7)).ok(),
-                last_close: r.get(8),
-                connections: to_u64(r.get(9)),
-                evictions: to_u64(r.get(10)),
-                disconnects: to_u64(r.get(11)),
-            })
-            .collect())
+        Ok(rows.iter().map(holding).collect())
+    }
+
+    /// The rows whose last holder is gone (its lease ended, or it left),
+    /// when this replica is the one that watches them: the live replica
+    /// with the lowest id. Empty on the others, so one replica raises the
+    /// offline alert of a deployment nobody holds any more.
+    pub async fn orphans(&self) -> Result<Vec<Holding>, ReplicaError> {
+        let client = self.pg.client().await?;
+        let now = to_i64(now_ms());
+        let lowest: Option<String> = client
+            .query_one(
+                "SELECT min(id) FROM replicas WHERE lease_until_ms >= $1",
+                &[&now],
+            )
+            .await?
+            .get(0);
+        if lowest.as_deref() != Some(self.id.as_str()) {
+            return Ok(Vec::new());
+        }
+        let rows = client
+            .query(
+                &format!("{HOLDING_SELECT} WHERE r.id IS NULL OR r.lease_until_ms < $1"),
+                &[&now, &now],
+            )
+            .await?;
+        Ok(rows.iter().map(holding).collect())
     }
 
     /// The replica (id, url) that holds the deployment's live connection,
