@@ -30,15 +30,36 @@
 //!   `reconnect-nospread` is the same without the loss spread (plain
 //!   backoff from 500 ms), for comparison.
 //!
+//! - rss-pg N: the rss run on PostgreSQL (`EXO_TEST_POSTGRES_URL`, a fresh
+//!   database) with `replicas` `serve` processes (default 3), the N
+//!   operators spread evenly over them; memory and CPU are summed over the
+//!   replicas, and the PostgreSQL server's CPU is given beside them.
+//! - commands N: command round trip (`POST .../commands`, answered at once
+//!   by a simulated operator), N each: on one SQLite process; on three
+//!   PostgreSQL replicas asked of the holder and of another replica (one
+//!   hop), interleaved.
+//!
 //! Modules: `latency`, `sim` (control-plane process and simulated
-//! operators), `connections` (rss and heartbeats), `reconnect`.
+//! operators), `connections` (rss and heartbeats), `reconnect`, `commands`.
 
+mod commands;
 mod connections;
 mod latency;
 mod reconnect;
 mod sim;
 
+/// A database of its own per run, on the test environment's PostgreSQL
+/// (the tests' helper, shared).
+#[path = "../../tests/support/postgres.rs"]
+mod postgres;
+
+fn repo_root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
 use std::time::Duration;
+
+use connections::Backend;
 
 fn pct(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -90,6 +111,7 @@ fn main() {
     let mut objects = 0;
     let mut hb = Duration::from_secs(5);
     let mut hold = Duration::from_secs(60);
+    let mut replicas = 3;
     let mut snapshot_every = None;
     while let Some(what) = it.next() {
         let n: usize = it.next().and_then(|n| n.parse().ok()).unwrap_or(100);
@@ -98,17 +120,28 @@ fn main() {
             "hb-ms" => hb = Duration::from_millis(n as u64),
             "hold" => hold = Duration::from_secs(n as u64),
             "snapshot-ms" => snapshot_every = Some(Duration::from_millis(n as u64)),
+            "replicas" => replicas = n,
             "latency" => rt.block_on(latency::latency(n, objects, snapshot_every)),
-            "rss" => rt.block_on(connections::rss(n, hb, hold)),
+            "rss" => rt.block_on(connections::rss(n, hb, hold, Backend::Sqlite)),
+            "rss-pg" => rt.block_on(connections::rss(
+                n,
+                hb,
+                hold,
+                Backend::Postgres { replicas },
+            )),
+            "commands" => rt.block_on(commands::commands(n)),
             "reconnect" => rt.block_on(reconnect::reconnect(n, true)),
             "reconnect-nospread" => rt.block_on(reconnect::reconnect(n, false)),
             other => panic!("unknown benchmark {other}"),
         }
-        ran |= !matches!(what.as_str(), "objects" | "hb-ms" | "hold" | "snapshot-ms");
+        ran |= !matches!(
+            what.as_str(),
+            "objects" | "hb-ms" | "hold" | "snapshot-ms" | "replicas"
+        );
     }
     if !ran {
         rt.block_on(latency::latency(200, 0, None));
-        rt.block_on(connections::rss(500, hb, hold));
+        rt.block_on(connections::rss(500, hb, hold, Backend::Sqlite));
         rt.block_on(reconnect::reconnect(200, true));
     }
 }

@@ -14,7 +14,7 @@ use crate::summary;
 pub async fn reconnect(n: usize, spread: bool) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("cp.sqlite");
-    let toks = tokens(&db.display().to_string(), n);
+    let toks = tokens(&db.display().to_string(), n).await;
     let mut cp = start_cp(&db, "127.0.0.1:0");
     let addr = cp.addr.clone();
     let restarted_at: Arc<Mutex<Option<Instant>>> = Arc::default();

@@ -20,7 +20,7 @@ pub fn start_cp(db: &std::path::Path, listen: &str) -> Cp {
     start_cp_with(db, listen, &[])
 }
 
-pub fn start_cp_with(db: &std::path::Path, listen: &str, extra: &[&str]) -> Cp {
+pub fn start_cp_with(db: impl AsRef<std::ffi::OsStr>, listen: &str, extra: &[&str]) -> Cp {
     let mut child = Command::new(env!("CARGO_BIN_EXE_exo"))
         .arg("control-plane")
         .arg("--db")
@@ -69,14 +69,20 @@ pub fn res(i: usize) -> Resource {
     }
 }
 
+pub type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
 /// Connects, says hello, sends a 10-resource snapshot; returns the socket.
-pub async fn sim_connect(
+pub async fn sim_connect(addr: &str, token: &str) -> Result<Socket, String> {
+    sim_connect_as(addr, token, &[]).await
+}
+
+/// [`sim_connect`], advertising `capabilities` in the hello.
+pub async fn sim_connect_as(
     addr: &str,
     token: &str,
-) -> Result<
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
-    String,
-> {
+    capabilities: &[&str],
+) -> Result<Socket, String> {
     let mut req = format!("ws://{addr}/api/v1/connect")
         .into_client_request()
         .unwrap();
@@ -91,7 +97,7 @@ pub async fn sim_connect(
         boot_id: wire::random_id(),
         connection_id: wire::random_id(),
         host: HostMeta::default(),
-        capabilities: Vec::new(),
+        capabilities: capabilities.iter().map(|c| (*c).to_owned()).collect(),
     });
     ws.send(Message::Text(hello.to_json().unwrap().into()))
         .await
@@ -117,20 +123,14 @@ pub async fn sim_connect(
 
 /// Creates `n` deployments in `db` (a SQLite path or a PostgreSQL URL) and
 /// returns their tokens.
-pub fn tokens(db: &str, n: usize) -> Vec<String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let store = Store::connect(db).await.unwrap();
-        let mut out = Vec::with_capacity(n);
-        for i in 0..n {
-            let (_, t) = store.create_deployment(&format!("d{i}")).await.unwrap();
-            out.push(t.expose().to_owned());
-        }
-        out
-    })
+pub async fn tokens(db: &str, n: usize) -> Vec<String> {
+    let store = Store::connect(db).await.unwrap();
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let (_, t) = store.create_deployment(&format!("d{i}")).await.unwrap();
+        out.push(t.expose().to_owned());
+    }
+    out
 }
 
 pub fn stats(addr: &str) -> serde_json::Value {
@@ -138,6 +138,9 @@ pub fn stats(addr: &str) -> serde_json::Value {
 }
 
 /// `(connected with 10 resources, online, degraded, offline)` per the API.
+/// A replica lists every deployment of the shared database but has the
+/// resources of only those it holds, so the first figure of a replica
+/// counts what it holds.
 pub fn states(addr: &str) -> (usize, usize, usize, usize) {
     let v: serde_json::Value =
         serde_json::from_str(&exo_http_get(addr, "/api/v1/deployments")).unwrap();
@@ -151,12 +154,28 @@ pub fn states(addr: &str) -> (usize, usize, usize, usize) {
     )
 }
 
+/// CPU time (utime + stime, in clock ticks) of `pid`; 0 once it is gone.
 pub fn cpu_ticks(pid: u32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
     let rest = &s[s.rfind(')').unwrap() + 2..];
     let f: Vec<&str> = rest.split_whitespace().collect();
     // utime and stime are fields 14 and 15 of the whole line.
     f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// The pids of every PostgreSQL server process on the machine (the
+/// postmaster, its background workers and one backend per connection).
+pub fn postgres_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "postgres")
+        })
+        .collect()
 }
 
 /// Child-process mode: `count` simulated operators from line `start` of the
