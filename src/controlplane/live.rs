@@ -10,16 +10,16 @@
 //!   counts as a disconnect.
 //! - Online / degraded / offline is judged only from the server's receive
 //!   time of application frames (pongs do not count), against thresholds
-//!   given at start.
+//!   given at start (`health`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
 use super::events::{Bus, Change};
+pub use super::health::{Health, Thresholds};
 use super::resources::{ResourceError, ResourceView};
 pub use super::view::DeploymentView;
 use crate::wire::{CommandResult, Delta, Frame, Hello, Resource, SnapshotChunk};
@@ -29,42 +29,6 @@ use crate::wire::{CommandResult, Delta, Frame, Hello, Resource, SnapshotChunk};
 pub enum ToSocket {
     Send(Box<Frame>),
     Close(u16, String),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Health {
-    Online,
-    Degraded,
-    Offline,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub struct Thresholds {
-    pub degraded_after: Duration,
-    pub offline_after: Duration,
-}
-
-impl Health {
-    pub fn judge(last_frame: Option<Instant>, now: Instant, t: Thresholds) -> Health {
-        Self::after(last_frame.map(|at| now.saturating_duration_since(at)), t)
-    }
-
-    /// The state after `silent` without a frame (`None`: never a frame).
-    pub fn after(silent: Option<Duration>, t: Thresholds) -> Health {
-        match silent {
-            None => Health::Offline,
-            Some(silent) => {
-                if silent < t.degraded_after {
-                    Health::Online
-                } else if silent < t.offline_after {
-                    Health::Degraded
-                } else {
-                    Health::Offline
-                }
-            }
-        }
-    }
 }
 
 #[derive(Debug)]
@@ -489,6 +453,8 @@ impl Live {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::wire::HostMeta;
 
@@ -507,17 +473,6 @@ mod tests {
         degraded_after: Duration::from_secs(90),
         offline_after: Duration::from_secs(300),
     };
-
-    #[test]
-    fn judge_uses_the_receive_time() {
-        let now = Instant::now();
-        assert_eq!(Health::judge(None, now, T), Health::Offline);
-        assert_eq!(Health::judge(Some(now), now, T), Health::Online);
-        let later = now + Duration::from_secs(91);
-        assert_eq!(Health::judge(Some(now), later, T), Health::Degraded);
-        let much_later = now + Duration::from_secs(300);
-        assert_eq!(Health::judge(Some(now), much_later, T), Health::Offline);
-    }
 
     #[test]
     fn newer_connection_evicts_and_stale_cleanup_is_ignored() {

@@ -25,6 +25,7 @@ pub mod dashboard;
 pub mod disconnect;
 pub mod events;
 pub mod fs;
+pub mod health;
 pub mod hop;
 pub mod live;
 pub mod pg;
