@@ -105,24 +105,25 @@ pub async fn list(State(app): State<Arc<App>>) -> Response {
 }
 
 /// A deployment's view with its count of active alerts: what the API and
-/// the events stream show.
-pub async fn deployment_view(app: &App, name: &str) -> super::live::DeploymentView {
+/// the events stream show. An unreadable active set is an error, so no
+/// reader is shown a count of 0 it cannot trust.
+pub async fn deployment_view(
+    app: &App,
+    name: &str,
+) -> Result<super::live::DeploymentView, super::store::StoreError> {
     let mut v = view_of(app, name, held_rows(app, Some(name)).await.get(name));
-    match app.store.list_active(name).await {
-        Ok(a) => v.active_alerts = a.len() as u64,
-        Err(e) => tracing::warn!(deployment = %name, error = %e, "active alerts unreadable"),
-    }
-    v
+    v.active_alerts = app.store.list_active(name).await?.len() as u64;
+    Ok(v)
 }
 
 pub async fn get(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
     if let Some(r) = unknown(&app, &name).await {
         return r;
     }
-    if let Err(e) = app.store.list_active(&name).await {
-        return error(StatusCode::INTERNAL_SERVER_ERROR, e);
+    match deployment_view(&app, &name).await {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
-    Json(deployment_view(&app, &name).await).into_response()
 }
 
 pub async fn resources(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {

@@ -194,10 +194,15 @@ impl Subscriber {
 
     async fn render(&self, c: &Change) -> SseEvent {
         match c {
-            Change::Deployment(d) => sse(
-                "deployment",
-                &super::api::deployment_view(&self.app, d).await,
-            ),
+            // A view that cannot be read whole is not sent; the page reads
+            // the state again on `resync` (and is shown the error).
+            Change::Deployment(d) => match super::api::deployment_view(&self.app, d).await {
+                Ok(v) => sse("deployment", &v),
+                Err(e) => {
+                    tracing::warn!(deployment = %d, error = %e, "deployment view unreadable; resync");
+                    sse("resync", &json!({}))
+                }
+            },
             Change::Resource {
                 deployment,
                 op,
