@@ -8,6 +8,7 @@
 
 pub mod balancer;
 pub mod browser;
+pub mod canary;
 mod crds;
 pub mod fleet;
 pub mod fs;
