@@ -1,0 +1,336 @@
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a test failure
+//! Crash anywhere: `kill -9` of the real `exo operator run` at random,
+//! seeded moments of three-wave rollouts of more than 50 agents (the
+//! example fleet with ten more agents per tenant, on the real apiserver,
+//! kwok and git daemon), with a new operator started after each. The
+//! rollouts must converge every time, and while they run:
+//! - no saga step is recorded done twice (its finish time never changes);
+//! - no pod is rolled twice for the same spec (one pod uid per agent and
+//!   spec hash);
+//! - no ConfigMap version is deleted while a pod that is not terminating
+//!   mounts it.
+//!
+//! `EXO_CHAOS_POINTS` sets the number of kills (5 here; `scripts/chaos`
+//! runs 20) and `EXO_CHAOS_SEED` replays a run: the seed is printed first.
+//! When a rollout ends before the kills are spent, the next one starts
+//! (back to the other release), so every kill lands in a rollout.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use exo::crd::{Rollout, RolloutPhase, StepState};
+use exo::operator::{ANNOTATION_SPEC_HASH, LABEL_AGENT};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::Api;
+use kube::runtime::watcher::{self, Event};
+use support::fleet::{Fixture, Operator, example_files, tail};
+
+const OLD: &str = "2026.11.0";
+const NEW: &str = "2026.11.1";
+/// Agents added to each of the example's five tenants.
+const EXTRA_AGENTS: usize = 10;
+
+/// A small seeded generator (splitmix64), so a run can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn millis(&mut self, from: u64, to: u64) -> Duration {
+        Duration::from_millis(from + self.next() % (to - from))
+    }
+}
+
+/// What the watches saw; every entry is a broken promise.
+#[derive(Default)]
+struct Record {
+    /// (tenant, release, commit, step) -> every finish time seen for it
+    /// done. Each rollout makes new commits, so a later rollout back to a
+    /// release is another key.
+    finished: BTreeMap<(String, String, String, String), BTreeSet<String>>,
+    /// (namespace, agent, spec hash, rollout) -> pod uids.
+    pods: BTreeMap<(String, String, String, usize), BTreeSet<String>>,
+    /// Which rollout runs (0: the first deployment).
+    round: usize,
+    violations: Vec<String>,
+    configmaps_deleted: usize,
+}
+
+fn ours(ns: Option<&str>, prefix: &str) -> bool {
+    ns.is_some_and(|n| n.starts_with(&format!("{prefix}-")))
+}
+
+/// Watches Rollouts, Pods and ConfigMaps of the tenants into `record`.
+fn record(client: kube::Client, prefix: String, record: Arc<Mutex<Record>>) {
+    let (c, p, r) = (client.clone(), prefix.clone(), record.clone());
+    tokio::spawn(async move {
+        let mut s = watcher::watcher(Api::<Rollout>::all(c), Default::default()).boxed();
+        while let Some(Ok(ev)) = s.next().await {
+            let (Event::Apply(ro) | Event::InitApply(ro)) = ev else {
+                continue;
+            };
+            let ns = ro.metadata.namespace.clone();
+            if !ours(ns.as_deref(), &p) {
+                continue;
+            }
+            let Some(st) = ro.current_status() else {
+                continue;
+            };
+            let release = st.release.clone().unwrap_or_default();
+            let commit = st.applied_commit.clone().unwrap_or_default();
+            let mut rec = r.lock().unwrap();
+            for s in st.steps.iter().filter(|s| s.state == StepState::Done) {
+                let at = s.finished_at.as_ref().map(|t| t.0.to_string());
+                let key = (
+                    ns.clone().unwrap(),
+                    release.clone(),
+                    commit.clone(),
+                    s.name.clone(),
+                );
+                rec.finished
+                    .entry(key)
+                    .or_default()
+                    .insert(at.unwrap_or_default());
+            }
+        }
+    });
+    let (c, p, r) = (client.clone(), prefix.clone(), record.clone());
+    tokio::spawn(async move {
+        let mut s = watcher::watcher(Api::<Pod>::all(c), Default::default()).boxed();
+        while let Some(Ok(ev)) = s.next().await {
+            let (Event::Apply(pod) | Event::InitApply(pod)) = ev else {
+                continue;
+            };
+            let m = &pod.metadata;
+            let (Some(agent), Some(hash)) = (
+                m.labels.as_ref().and_then(|l| l.get(LABEL_AGENT)),
+                m.annotations
+                    .as_ref()
+                    .and_then(|a| a.get(ANNOTATION_SPEC_HASH)),
+            ) else {
+                continue;
+            };
+            if !ours(m.namespace.as_deref(), &p) {
+                continue;
+            }
+            let mut rec = r.lock().unwrap();
+            let key = (
+                m.namespace.clone().unwrap(),
+                agent.clone(),
+                hash.clone(),
+                rec.round,
+            );
+            rec.pods
+                .entry(key)
+                .or_default()
+                .insert(m.uid.clone().unwrap_or_default());
+        }
+    });
+    tokio::spawn(async move {
+        let cms = Api::<ConfigMap>::all(client.clone());
+        let mut s = watcher::watcher(cms, Default::default()).boxed();
+        while let Some(Ok(ev)) = s.next().await {
+            let Event::Delete(cm) = ev else { continue };
+            let (Some(ns), Some(name)) = (cm.metadata.namespace, cm.metadata.name) else {
+                continue;
+            };
+            if !ours(Some(&ns), &prefix) {
+                continue;
+            }
+            // Read after the delete: a pod that still mounts it was there
+            // when it went (no new pod can name a version being collected).
+            let pods = Api::<Pod>::namespaced(client.clone(), &ns)
+                .list(&Default::default())
+                .await
+                .unwrap();
+            let mounting: Vec<String> = pods
+                .items
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .filter(|p| {
+                    p.spec
+                        .iter()
+                        .flat_map(|s| s.volumes.iter().flatten())
+                        .any(|v| v.config_map.as_ref().is_some_and(|c| c.name == name))
+                })
+                .filter_map(|p| p.metadata.name.clone())
+                .collect();
+            let mut rec = record.lock().unwrap();
+            rec.configmaps_deleted += 1;
+            if !mounting.is_empty() {
+                rec.violations.push(format!(
+                    "ConfigMap {ns}/{name} deleted while {mounting:?} mount it"
+                ));
+            }
+        }
+    });
+}
+
+fn rollout_cli(fx: &Fixture, release: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_exo"))
+        .args(["release", "rollout", release, "--timeout", "10m"])
+        .current_dir(fx.root())
+        .env("KUBECONFIG", &support::env().kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn finished(cli: &mut Child, release: &str, op: &Operator) -> bool {
+    let Some(status) = cli.try_wait().unwrap() else {
+        return false;
+    };
+    let mut out = String::new();
+    for s in [
+        cli.stdout
+            .take()
+            .map(|mut s| std::io::read_to_string(&mut s)),
+        cli.stderr
+            .take()
+            .map(|mut s| std::io::read_to_string(&mut s)),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        out.push_str(&s.unwrap_or_default());
+    }
+    assert!(
+        status.success() && out.contains(&format!("== wave fleet: verified on {release}")),
+        "exo release rollout {release}: {status}\n{out}\noperator log tail:\n{}",
+        tail(&op.log())
+    );
+    true
+}
+
+#[tokio::test]
+async fn the_operator_killed_at_random_moments_converges_every_time() {
+    let seed: u64 = std::env::var("EXO_CHAOS_SEED")
+        .ok()
+        .map(|s| s.parse().expect("EXO_CHAOS_SEED: a number"))
+        .unwrap_or_else(|| exo::upstream::backoff::random_u64() >> 16);
+    let points: usize = std::env::var("EXO_CHAOS_POINTS")
+        .ok()
+        .map(|s| s.parse().expect("EXO_CHAOS_POINTS: a number"))
+        .unwrap_or(5);
+    println!("chaos seed {seed} ({points} kills); replay with EXO_CHAOS_SEED={seed}");
+    let mut rng = Rng(seed);
+
+    // Unique tenants per run: namespaces of a finished run may still be
+    // terminating.
+    let prefix = format!("ch{}", &support::unique_suffix()[..5]);
+    let mut files = example_files(&prefix);
+    let template =
+        String::from_utf8(files[&format!("manifests/{prefix}-acme/assistant.yaml")].clone())
+            .unwrap();
+    for t in ["platform", "acme", "globex", "initech", "umbrella"] {
+        for i in 0..EXTRA_AGENTS {
+            files.insert(
+                format!("manifests/{prefix}-{t}/chaos-{i:02}.yaml"),
+                template
+                    .replace("name: assistant", &format!("name: chaos-{i:02}"))
+                    .into_bytes(),
+            );
+        }
+    }
+    let agents = files
+        .iter()
+        .filter(|(p, c)| {
+            p.starts_with("manifests/")
+                && c.starts_with(b"apiVersion: autonomic.sh/v1alpha1\nkind: Agent")
+        })
+        .count();
+    assert!(agents >= 50, "{agents} agents");
+    let fx = Fixture::new(&prefix, files).await;
+    let kubeconfig = &support::env().kubeconfig;
+    let mut op = Operator::start(&fx.ns.name, kubeconfig, "op-0");
+    fx.wait_all(OLD, &op).await;
+
+    let rec = Arc::new(Mutex::new(Record::default()));
+    record(fx.ns.client.clone(), prefix.clone(), rec.clone());
+    let started = Instant::now();
+    let mut target = NEW;
+    rec.lock().unwrap().round = 1;
+    let mut cli = rollout_cli(&fx, target);
+    let mut rounds = 1;
+    for kill in 1..=points {
+        tokio::time::sleep(rng.millis(500, 6000)).await;
+        if finished(&mut cli, target, &op) {
+            target = if target == NEW { OLD } else { NEW };
+            rounds += 1;
+            rec.lock().unwrap().round = rounds;
+            cli = rollout_cli(&fx, target);
+            tokio::time::sleep(rng.millis(500, 3000)).await;
+        }
+        op.kill9();
+        let down = rng.millis(0, 2000);
+        println!(
+            "kill {kill} at {:.1} s (rollout to {target}); down {down:?}",
+            started.elapsed().as_secs_f64()
+        );
+        tokio::time::sleep(down).await;
+        op = Operator::start(&fx.ns.name, kubeconfig, &format!("op-{kill}"));
+    }
+    // Converges: the last rollout ends verified, and so does every tenant.
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while !finished(&mut cli, target, &op) {
+        assert!(
+            Instant::now() < deadline,
+            "no convergence in 10 minutes\n{}",
+            tail(&op.log())
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    fx.wait_all(target, &op).await;
+    for t in fx.tenants() {
+        let ro = fx.wait_phase(&t, target, RolloutPhase::Verified, &op).await;
+        let st = ro.status.unwrap();
+        assert!(
+            st.steps.iter().all(|s| s.state == StepState::Done),
+            "{t}: {st:#?}"
+        );
+    }
+    println!(
+        "{points} kills over {rounds} rollouts of {agents} agents: converged {:.1} s after the first",
+        started.elapsed().as_secs_f64()
+    );
+
+    let rec = rec.lock().unwrap();
+    let mut broken = rec.violations.clone();
+    for ((ns, release, commit, step), times) in &rec.finished {
+        if times.len() > 1 {
+            broken.push(format!(
+                "{ns}: step {step} of {release} at {commit} done {} times: {times:?}",
+                times.len()
+            ));
+        }
+    }
+    for ((ns, agent, hash, round), uids) in &rec.pods {
+        if uids.len() > 1 {
+            broken.push(format!(
+                "{ns}/{agent}: {} pods for spec {hash} in rollout {round}",
+                uids.len()
+            ));
+        }
+    }
+    assert!(broken.is_empty(), "seed {seed}:\n{}", broken.join("\n"));
+    // The watches saw the work: steps, new pods, collected versions.
+    assert!(
+        rec.finished.len() >= 5 * 3,
+        "{} steps seen",
+        rec.finished.len()
+    );
+    assert!(rec.pods.len() >= agents, "{} pods seen", rec.pods.len());
+    assert!(rec.configmaps_deleted > 0, "no old version was collected");
+}
