@@ -148,9 +148,25 @@ pub async fn run(op: Arc<Ctx>, cfg: EngineConfig) {
     info!("gitops engine started");
     let state = Arc::new(State::default());
     let controller = drive::controller(&op, rollouts.clone());
-    let sync = tokio::spawn(sync::run(op.clone(), cfg.clone(), state.clone(), rollouts));
+    // Stopped with the engine however it ends: the leader tasks end a term
+    // by dropping this future, and a sync left running would go on past
+    // the lease (and beside the next term's own).
+    let _sync = AbortOnDrop(tokio::spawn(sync::run(
+        op.clone(),
+        cfg.clone(),
+        state.clone(),
+        rollouts,
+    )));
     drive::run(controller, op, cfg, state).await;
-    sync.abort();
+}
+
+/// Aborts its task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Which tenant runs which release: each wave's tenants are chosen by the
