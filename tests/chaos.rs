@@ -10,6 +10,13 @@
 //! - no ConfigMap version is deleted while a pod that is not terminating
 //!   mounts it.
 //!
+//! And a leader frozen (SIGSTOP) past its lease mid-rollout: the standby
+//! takes over and finishes, and the old leader, resumed, lets no write out
+//! after the moment it was frozen (its write fence, `operator::leader`).
+//!
+//! The tests run one at a time: each runs operators that watch the whole
+//! cluster.
+//!
 //! `EXO_CHAOS_POINTS` sets the number of kills (5 here; `scripts/chaos`
 //! runs 20) and `EXO_CHAOS_SEED` replays a run: the seed is printed first.
 //! When a rollout ends before the kills are spent, the next one starts
@@ -25,11 +32,13 @@ use std::time::{Duration, Instant};
 use exo::crd::{Rollout, RolloutPhase, StepState};
 use exo::operator::{ANNOTATION_SPEC_HASH, LABEL_AGENT};
 use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
 use support::fleet::{Fixture, Operator, example_files, tail};
 
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const OLD: &str = "2026.11.0";
 const NEW: &str = "2026.11.1";
 /// Agents added to each of the example's five tenants.
@@ -216,6 +225,7 @@ fn finished(cli: &mut Child, release: &str, op: &Operator) -> bool {
 
 #[tokio::test]
 async fn the_operator_killed_at_random_moments_converges_every_time() {
+    let _serial = SERIAL.lock().await;
     let seed: u64 = std::env::var("EXO_CHAOS_SEED")
         .ok()
         .map(|s| s.parse().expect("EXO_CHAOS_SEED: a number"))
@@ -333,4 +343,84 @@ async fn the_operator_killed_at_random_moments_converges_every_time() {
     );
     assert!(rec.pods.len() >= agents, "{} pods seen", rec.pods.len());
     assert!(rec.configmaps_deleted > 0, "no old version was collected");
+}
+
+/// The holder of the operators' Lease in `ns`.
+async fn holder(fx: &Fixture) -> Option<String> {
+    let leases: Api<Lease> = fx.ns.api();
+    leases
+        .get_opt("exo-rollout-test")
+        .await
+        .ok()
+        .flatten()
+        .and_then(|l| l.spec?.holder_identity)
+}
+
+fn signal(op: &Operator, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &op.child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig}");
+}
+
+#[tokio::test]
+async fn a_leader_frozen_past_its_lease_writes_nothing_once_resumed() {
+    let _serial = SERIAL.lock().await;
+    let seed = exo::upstream::backoff::random_u64() >> 16;
+    println!("freeze seed {seed}");
+    let mut rng = Rng(seed);
+    let prefix = format!("fz{}", &support::unique_suffix()[..5]);
+    let fx = Fixture::new(&prefix, example_files(&prefix)).await;
+    let kubeconfig = &support::env().kubeconfig;
+    let a = Operator::start(&fx.ns.name, kubeconfig, "a");
+    fx.wait_all(OLD, &a).await;
+    let b = Operator::start(&fx.ns.name, kubeconfig, "b");
+    assert_eq!(holder(&fx).await.as_deref(), Some("a"));
+    // b's caches fill while a leads.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let mut cli = rollout_cli(&fx, NEW);
+    tokio::time::sleep(rng.millis(500, 4000)).await;
+    signal(&a, "-STOP");
+    // Taken after the signal: a can have let nothing out since.
+    let frozen_at = exo::wire::now_ms();
+    support::eventually("b to take the lease", Duration::from_secs(30), || async {
+        (holder(&fx).await.as_deref() == Some("b")).then_some(())
+    })
+    .await;
+    // Well past a's lease (3 s): b is writing by now.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    signal(&a, "-CONT");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !finished(&mut cli, NEW, &b) {
+        assert!(
+            Instant::now() < deadline,
+            "no convergence\n{}",
+            tail(&b.log())
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    fx.wait_all(NEW, &b).await;
+    let last = a
+        .metric("exo_operator_last_write_sent_ms")
+        .expect("a's metrics");
+    let fenced = a.metric("exo_operator_writes_fenced_total").unwrap_or(0);
+    println!(
+        "a froze at {frozen_at}, its last write went out at {last} ({} ms before); {fenced} writes refused after it resumed",
+        frozen_at.saturating_sub(last)
+    );
+    assert!(last > 0, "a wrote while it led");
+    assert!(
+        last <= frozen_at,
+        "a let a write out {} ms after it was frozen\n{}",
+        last - frozen_at,
+        tail(&a.log())
+    );
+    assert!(
+        a.log().contains("lost the lease") || a.log().contains("stepping down"),
+        "a noticed: {}",
+        tail(&a.log())
+    );
 }

@@ -30,6 +30,10 @@ pub enum Error {
     },
     #[error("no randomness available for a token")]
     Random(#[source] getrandom::Error),
+    #[error(
+        "not written: this replica's lease is not current (it lost or is losing the leadership)"
+    )]
+    NotLeader,
 }
 
 /// A bounded set of error categories for Event reasons and metric labels.
@@ -87,6 +91,7 @@ impl Error {
                 _ => ErrorCategory::Api,
             },
             Error::CrdMissing { .. } => ErrorCategory::CrdMissing,
+            Error::NotLeader => ErrorCategory::Conflict,
             Error::InvalidSpec(_) => ErrorCategory::InvalidSpec,
             Error::MissingField(_) | Error::Serialize { .. } | Error::Random(_) => {
                 ErrorCategory::Internal

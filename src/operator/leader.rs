@@ -10,10 +10,18 @@
 //! cannot both win. On shutdown the leader releases the Lease so a standby
 //! takes over at once.
 //!
+//! Writes are fenced: the leader may write until `renew_deadline` after the
+//! start of its last successful renewal ([`Fence`]), on the monotonic
+//! clock, which runs on while the process is stopped. A leader frozen past
+//! its lease (SIGSTOP, a long pause) finds its fence passed the moment it
+//! resumes, before the election loop has run again, so it writes nothing
+//! a new leader may already be writing.
+//!
 //! The Lease carries the [`super::ANNOTATION_CAPABILITIES`] annotation: the
 //! operator's advertised capabilities (`mount-filesystems`).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -62,6 +70,42 @@ pub enum LeaderError {
     Api(String, #[source] kube::Error),
 }
 
+/// Until when this replica may write as the leader (see the module's
+/// guarantees). Read by every write of `apply::Ctx`.
+#[derive(Debug)]
+pub struct Fence {
+    base: Instant,
+    /// Nanoseconds after `base`; 0 when not leading.
+    until: AtomicU64,
+}
+
+impl Default for Fence {
+    fn default() -> Self {
+        Fence {
+            base: Instant::now(),
+            until: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Fence {
+    /// Whether a write may go out now.
+    pub fn holds(&self) -> bool {
+        let until = self.until.load(Ordering::Acquire);
+        until != 0 && Instant::now() < self.base + Duration::from_nanos(until)
+    }
+
+    fn extend(&self, until: Instant) {
+        let nanos = until.saturating_duration_since(self.base).as_nanos();
+        let nanos = u64::try_from(nanos).unwrap_or(u64::MAX).max(1);
+        self.until.store(nanos, Ordering::Release);
+    }
+
+    fn revoke(&self) {
+        self.until.store(0, Ordering::Release);
+    }
+}
+
 /// What one round of the election decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Outcome {
@@ -77,11 +121,13 @@ struct Observed {
 }
 
 /// Runs the election until `shutdown` fires, publishing leadership on
-/// `tx`. Releases the Lease on shutdown if held.
+/// `tx` and the write deadline on `fence`. Releases the Lease on shutdown
+/// if held.
 pub async fn run(
     client: Client,
     cfg: LeaderConfig,
     tx: watch::Sender<bool>,
+    fence: std::sync::Arc<Fence>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let api: Api<Lease> = Api::namespaced(client, &cfg.lease_namespace);
@@ -89,15 +135,20 @@ pub async fn run(
     let mut last_renew = Instant::now();
     loop {
         let leading = *tx.borrow();
+        // The renewal counts from before it was sent: the apiserver may
+        // have stamped it any time after this.
+        let sent = Instant::now();
         match try_acquire_or_renew(&api, &cfg, &mut observed).await {
             Ok(Outcome::Leading) => {
-                last_renew = Instant::now();
+                last_renew = sent;
+                fence.extend(sent + cfg.renew_deadline);
                 if !leading {
                     info!(identity = %cfg.identity, lease = %cfg.lease_name, "became leader");
                     tx.send_replace(true);
                 }
             }
             Ok(Outcome::Following) => {
+                fence.revoke();
                 if leading {
                     warn!(identity = %cfg.identity, "lost the lease to another replica");
                     tx.send_replace(false);
@@ -107,6 +158,7 @@ pub async fn run(
                 warn!(error = %e, "lease round failed");
                 if leading && last_renew.elapsed() >= cfg.renew_deadline {
                     warn!(identity = %cfg.identity, "could not renew the lease in time: stepping down");
+                    fence.revoke();
                     tx.send_replace(false);
                 }
             }
@@ -117,6 +169,7 @@ pub async fn run(
         }
     }
     if *tx.borrow() {
+        fence.revoke();
         tx.send_replace(false);
         if let Err(e) = release(&api, &cfg).await {
             warn!(error = %e, "could not release the lease");

@@ -122,6 +122,10 @@ pub struct Metrics {
     pub reconciles: Family<ReconcileLabels, Counter>,
     pub reconcile_seconds: Family<ControllerLabels, Histogram>,
     pub writes: Family<WriteLabels, Counter>,
+    /// Unix time (ms) at which the lease's fence last let a write out.
+    pub last_write_sent_ms: Gauge,
+    /// Writes refused because this replica's lease was not current.
+    pub writes_fenced: Counter,
     pub leader: Gauge,
     pub ready: Gauge,
 }
@@ -207,6 +211,18 @@ impl Metrics {
             "Writes to the Kubernetes API by controller, kind and verb",
             writes.clone(),
         );
+        let last_write_sent_ms = Gauge::default();
+        registry.register(
+            "last_write_sent_ms",
+            "Unix time in ms at which the last write was let out (lease current)",
+            last_write_sent_ms.clone(),
+        );
+        let writes_fenced = Counter::default();
+        registry.register(
+            "writes_fenced",
+            "Writes refused because this replica's lease was not current",
+            writes_fenced.clone(),
+        );
         registry.register(
             "leader",
             "1 while this replica holds the Lease",
@@ -241,6 +257,8 @@ impl Metrics {
             reconciles,
             reconcile_seconds,
             writes,
+            last_write_sent_ms,
+            writes_fenced,
             leader,
             ready,
         }

@@ -183,10 +183,12 @@ pub async fn run(
     // closes before the Lease is released to a standby, which would
     // otherwise connect and evict it.
     let (election_stop_tx, election_stop) = watch::channel(false);
+    let fence = Arc::new(leader::Fence::default());
     let election = tokio::spawn(leader::run(
         client.clone(),
         cfg.leader.clone(),
         leader_tx,
+        fence.clone(),
         election_stop,
     ));
 
@@ -293,6 +295,7 @@ pub async fn run(
         client: client.clone(),
         metrics: metrics.clone(),
         leader: leader_rx.clone(),
+        fence,
         pods: pods_store.clone(),
         agents: agents_store.clone(),
         tools: tools.store(),

@@ -11,13 +11,13 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{EventType, Recorder};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::info;
 
 use super::FIELD_MANAGER;
 use super::error::{Error, Result, is_not_found};
@@ -26,12 +26,19 @@ use super::metrics::{Controller, Metrics, Verb};
 use super::pods::PodSet;
 use crate::crd::{Agent, AgentFS, Tool};
 
+mod events;
+mod finalizer;
+
+pub use finalizer::with_finalizer;
+
 /// What every reconcile gets.
 pub struct Ctx {
     pub client: Client,
     pub metrics: Arc<Metrics>,
     /// `true` while this replica holds the Lease.
     pub leader: watch::Receiver<bool>,
+    /// Until when it may write; every write checks it.
+    pub fence: Arc<super::leader::Fence>,
     pub recorder: Recorder,
     /// The operator's pods (label `app.kubernetes.io/managed-by: exo`),
     /// fed by the one shared watch.
@@ -101,6 +108,19 @@ impl Ctx {
         *self.leader.borrow()
     }
 
+    /// Refuses a write once this replica's lease is not current (see
+    /// `leader::Fence`); every write below asks first.
+    pub(crate) fn fenced(&self) -> Result<()> {
+        if self.fence.holds() {
+            let now = i64::try_from(crate::wire::now_ms()).unwrap_or(i64::MAX);
+            self.metrics.last_write_sent_ms.set(now);
+            Ok(())
+        } else {
+            self.metrics.writes_fenced.inc();
+            Err(Error::NotLeader)
+        }
+    }
+
     pub fn api<K>(&self, namespace: &str) -> Api<K>
     where
         K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
@@ -163,6 +183,7 @@ impl Ctx {
             + Serialize
             + DeserializeOwned,
     {
+        self.fenced()?;
         let (ns, name) = ns_name(obj)?;
         let api: Api<K> = self.api(&ns);
         let out = api
@@ -186,6 +207,7 @@ impl Ctx {
             + Serialize
             + DeserializeOwned,
     {
+        self.fenced()?;
         let name = obj
             .meta()
             .name
@@ -212,6 +234,7 @@ impl Ctx {
             + Serialize
             + DeserializeOwned,
     {
+        self.fenced()?;
         let (ns, name) = ns_name(obj)?;
         let api: Api<K> = self.api(&ns);
         let pp = PostParams {
@@ -263,6 +286,7 @@ impl Ctx {
             + Debug
             + DeserializeOwned,
     {
+        self.fenced()?;
         let api: Api<K> = self.api(ns);
         let dp = DeleteParams {
             preconditions: uid.map(|uid| Preconditions {
@@ -294,6 +318,7 @@ impl Ctx {
             + Debug
             + DeserializeOwned,
     {
+        self.fenced()?;
         let meta = obj.meta();
         let (ns, name) = (
             meta.namespace.clone().unwrap_or_default(),
@@ -320,38 +345,6 @@ impl Ctx {
         }
     }
 
-    /// Adds (`add`) or removes `finalizer` on `obj` with one metadata
-    /// patch, guarded by its resourceVersion; nothing is sent when the
-    /// list already is as wanted.
-    pub async fn set_finalizer<K>(
-        &self,
-        c: Controller,
-        obj: &K,
-        finalizer: &str,
-        add: bool,
-    ) -> Result<()>
-    where
-        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + Debug
-            + DeserializeOwned,
-    {
-        let meta = obj.meta();
-        let current = meta.finalizers.as_deref().unwrap_or_default();
-        let Some(list) = with_finalizer(current, finalizer, add) else {
-            return Ok(());
-        };
-        let (ns, name) = ns_name(obj)?;
-        self.patch_metadata::<K>(
-            c,
-            &ns,
-            &name,
-            meta.resource_version.clone(),
-            serde_json::json!({ "finalizers": list }),
-        )
-        .await
-    }
-
     /// A merge patch of metadata (finalizers, owner references) guarded
     /// by `resource_version`: a concurrent edit conflicts instead of being
     /// clobbered.
@@ -369,6 +362,7 @@ impl Ctx {
             + Debug
             + DeserializeOwned,
     {
+        self.fenced()?;
         let api: Api<K> = self.api(ns);
         let mut metadata = metadata;
         if let (Some(rv), Some(m)) = (resource_version, metadata.as_object_mut()) {
@@ -421,6 +415,7 @@ impl Ctx {
             + Debug
             + DeserializeOwned,
     {
+        self.fenced()?;
         let body = serde_json::json!({ "status": status });
         let r = self
             .api::<K>(ns)
@@ -449,6 +444,7 @@ impl Ctx {
             + Debug
             + DeserializeOwned,
     {
+        self.fenced()?;
         let api: Api<K> = self.api(ns);
         let body = serde_json::json!({
             "apiVersion": K::api_version(&()),
@@ -511,43 +507,6 @@ impl Ctx {
         info!(pods = %pods, "old pods deleted");
         Ok(true)
     }
-
-    /// Publishes an Event in the background: a reconcile never waits for
-    /// (or fails on) its Events.
-    pub async fn event<K: Resource<DynamicType = ()>>(
-        &self,
-        obj: &K,
-        type_: EventType,
-        reason: Reason,
-        note: String,
-    ) {
-        self.event_on(obj.object_ref(&()), type_, reason, note)
-            .await
-    }
-
-    /// [`Ctx::event`] about an object known only by reference (an audit
-    /// finding's pod or Secret).
-    pub async fn event_on(
-        &self,
-        reference: k8s_openapi::api::core::v1::ObjectReference,
-        type_: EventType,
-        reason: Reason,
-        note: String,
-    ) {
-        let ev = Event {
-            type_,
-            reason: reason.as_str().to_owned(),
-            note: Some(note),
-            action: reason.action().to_owned(),
-            secondary: None,
-        };
-        let recorder = self.recorder.clone();
-        tokio::spawn(async move {
-            if let Err(e) = recorder.publish(&ev, &reference).await {
-                warn!(reason = reason.as_str(), error = %e, "could not publish an Event");
-            }
-        });
-    }
 }
 
 fn ns_name<K: Resource>(obj: &K) -> Result<(String, String)> {
@@ -558,44 +517,4 @@ fn ns_name<K: Resource>(obj: &K) -> Result<(String, String)> {
             .ok_or(Error::MissingField("metadata.namespace"))?,
         m.name.clone().ok_or(Error::MissingField("metadata.name"))?,
     ))
-}
-
-/// The finalizer list with `finalizer` added or removed; `None` when it
-/// is already as wanted.
-pub fn with_finalizer(current: &[String], finalizer: &str, add: bool) -> Option<Vec<String>> {
-    let has = current.iter().any(|f| f == finalizer);
-    match (add, has) {
-        (true, false) => {
-            let mut v = current.to_vec();
-            v.push(finalizer.to_owned());
-            Some(v)
-        }
-        (false, true) => Some(
-            current
-                .iter()
-                .filter(|f| *f != finalizer)
-                .cloned()
-                .collect(),
-        ),
-        _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn finalizer_lists() {
-        assert_eq!(with_finalizer(&[], "a", false), None);
-        assert_eq!(with_finalizer(&["a".into()], "a", true), None);
-        assert_eq!(
-            with_finalizer(&["x".into()], "a", true),
-            Some(vec!["x".into(), "a".into()])
-        );
-        assert_eq!(
-            with_finalizer(&["x".into(), "a".into()], "a", false),
-            Some(vec!["x".into()])
-        );
-    }
 }
