@@ -11,6 +11,8 @@ pub mod controlplane;
 pub mod crd;
 pub mod duration;
 pub mod fleet;
+/// Entry points shared by the cargo-fuzz targets (`fuzz/`) and the corpus replay test.
+pub mod fuzzing;
 pub mod operator;
 pub mod release;
 pub mod rollout;
