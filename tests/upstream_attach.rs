@@ -316,16 +316,18 @@ async fn attach_on_a_terminal_goes_raw_forwards_its_size_and_restores_it() {
     std::fs::write(&trigger, b"").unwrap();
     remote_size("40 120", &mut at, &mut seen);
 
-    // Ctrl-C and Ctrl-D are bytes for the remote terminal, not a local
-    // SIGINT or EOF: the remote terminal echoes `^C`, `cat` ends at the
-    // remote EOF, and the session goes on. (kwok's shell has no controlling
-    // terminal, so the remote ^C signals nothing there.)
+    // Ctrl-D and Ctrl-C are bytes for the remote terminal, not a local EOF
+    // or SIGINT: `cat` ends at the remote EOF and the shell prompts again;
+    // the remote terminal echoes `^C` and the session goes on. The ^C is
+    // typed at the prompt: whether it signals a `cat` running in kwok's
+    // shell (no controlling terminal) depends on timing, and a `cat` it
+    // killed would leave the ^D to end the shell.
     type_("cat\r");
     let at = wait_for("cat", at, &mut seen);
-    type_("\x03");
-    let at = wait_for("^C", at, &mut seen);
     type_("\x04");
     let at = wait_for("# ", at, &mut seen);
+    type_("\x03");
+    let at = wait_for("^C", at, &mut seen);
     type_("echo CA''UGHT\r");
     let at = wait_for("CAUGHT", at, &mut seen);
     type_("exit 0\r");
