@@ -14,6 +14,10 @@
 //! takes over and finishes, and the old leader, resumed, lets no write out
 //! after the moment it was frozen (its write fence, `operator::leader`).
 //!
+//! And the git server down during a sync: a relay in front of the real git
+//! daemon drops every connection while a new commit waits; the Fleet says
+//! why, nothing changes, and the commit is applied once it is back.
+//!
 //! The tests run one at a time: each runs operators that watch the whole
 //! cluster.
 //!
@@ -29,13 +33,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use exo::crd::{Rollout, RolloutPhase, StepState};
+use exo::crd::{Agent, Fleet as FleetCr, Rollout, RolloutPhase, StepState};
 use exo::operator::{ANNOTATION_SPEC_HASH, LABEL_AGENT};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
+use support::balancer::Balancer;
 use support::fleet::{Fixture, Operator, example_files, tail};
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -423,4 +428,71 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_once_resumed() {
         "a noticed: {}",
         tail(&a.log())
     );
+}
+
+#[tokio::test]
+async fn the_git_server_down_during_a_sync_keeps_the_last_good_state_and_recovers() {
+    let _serial = SERIAL.lock().await;
+    let prefix = format!("gd{}", &support::unique_suffix()[..5]);
+    let fx = Fixture::new(&prefix, example_files(&prefix)).await;
+    // The Fleet reads the real git daemon through a relay that can go down.
+    let rest = fx.repo.url.strip_prefix("git://").expect("a git:// URL");
+    let (daemon, path) = rest.split_at(rest.find('/').unwrap());
+    let relay = Balancer::start(vec![daemon.to_owned()]);
+    let relayed = format!("git://{}{path}", relay.base.trim_start_matches("http://"));
+    fx.patch_fleet(serde_json::json!({ "url": relayed })).await;
+    let op = Operator::start(&fx.ns.name, &support::env().kubeconfig, "g");
+    fx.wait_all(OLD, &op).await;
+    let fleets: Api<FleetCr> = fx.ns.api();
+    let applied = fleets
+        .get("fleet")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .applied_commit;
+    assert!(applied.is_some());
+
+    relay.set_down(true);
+    let tenant = format!("{prefix}-acme");
+    let manifest = String::from_utf8(fx.served_file(&format!("manifests/{tenant}/assistant.yaml")))
+        .unwrap()
+        .replace("name: assistant", "name: after-outage");
+    let path = format!("manifests/{tenant}/after-outage.yaml");
+    let commit = fx.push(&[(&path, Some(manifest.as_bytes()))], "one more agent");
+    fx.request_sync().await;
+    // The fetch fails, the Fleet says so, and nothing moves.
+    let failed = support::eventually(
+        "the failed fetch on the Fleet",
+        Duration::from_secs(30),
+        || {
+            let fleets = fleets.clone();
+            async move {
+                let st = fleets.get("fleet").await.ok()?.status?;
+                let c = st.conditions.into_iter().find(|c| c.type_ == "Ready")?;
+                (c.status == "False" && c.reason == "FetchFailed")
+                    .then_some((c.message, st.applied_commit))
+            }
+        },
+    )
+    .await;
+    println!("while down: {}", failed.0);
+    assert!(!failed.0.is_empty());
+    assert_eq!(failed.1, applied, "the last good commit stays applied");
+    let agents: Api<Agent> = Api::namespaced(fx.ns.client.clone(), &tenant);
+    assert!(agents.get_opt("after-outage").await.unwrap().is_none());
+    let ro = fx.rollout(&tenant).await.unwrap();
+    let st = ro.current_status().expect("a current status");
+    assert_eq!(st.phase, Some(RolloutPhase::Verified), "{st:#?}");
+
+    // Back: the waiting commit is applied and verified.
+    relay.set_down(false);
+    fx.request_sync().await;
+    fx.wait_until(&tenant, "the new commit verified", &op, |r| {
+        r.current_status().is_some_and(|s| {
+            s.phase == Some(RolloutPhase::Verified) && s.applied_commit.as_deref() == Some(&commit)
+        })
+    })
+    .await;
+    assert!(agents.get_opt("after-outage").await.unwrap().is_some());
 }

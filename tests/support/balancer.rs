@@ -3,17 +3,22 @@
 //! turn, skipping any that refuses it (a killed replica). Bytes are copied
 //! both ways untouched, so WebSockets pass through.
 //!
+//! [`Balancer::set_down`] makes it drop every connection at once, the way a
+//! backend that went away looks to a client (the chaos tests put one in
+//! front of the git daemon).
+//!
 //! It runs on a thread and runtime of its own: the tests call the API with
 //! blocking requests from a current-thread runtime, which would otherwise
 //! stop it relaying (a command posted that way would never reach an
 //! operator connected through it).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 pub struct Balancer {
     /// `http://127.0.0.1:PORT`.
     pub base: String,
+    down: Arc<AtomicBool>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -34,6 +39,8 @@ impl Balancer {
         listener.set_nonblocking(true).unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let down = Arc::new(AtomicBool::new(false));
+        let is_down = down.clone();
         let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -43,31 +50,55 @@ impl Balancer {
                 let listener = tokio::net::TcpListener::from_std(listener).unwrap();
                 tokio::select! {
                     _ = stopped => {}
-                    () = accept(listener, Arc::new(backends)) => {}
+                    () = accept(listener, Arc::new(backends), is_down) => {}
                 }
             });
         });
         Self {
             base,
+            down,
             stop: Some(stop),
             thread: Some(thread),
         }
     }
+
+    /// While down, every new connection is closed at once and the open
+    /// ones are cut.
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
 }
 
-async fn accept(listener: tokio::net::TcpListener, backends: Arc<Vec<String>>) {
+async fn accept(
+    listener: tokio::net::TcpListener,
+    backends: Arc<Vec<String>>,
+    down: Arc<AtomicBool>,
+) {
     let next = AtomicUsize::new(0);
     loop {
         let Ok((mut inbound, _)) = listener.accept().await else {
             continue;
         };
+        if down.load(Ordering::SeqCst) {
+            drop(inbound);
+            continue;
+        }
+        let down = down.clone();
         let backends = backends.clone();
         let first = next.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
             for i in 0..backends.len() {
                 let to = &backends[(first + i) % backends.len()];
                 if let Ok(mut out) = tokio::net::TcpStream::connect(to).await {
-                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                    let cut = async {
+                        while !down.load(Ordering::SeqCst) {
+                            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        }
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut out) => {}
+                        () = cut => {}
+                    }
                     return;
                 }
             }
