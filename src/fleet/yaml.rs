@@ -40,15 +40,20 @@ pub enum YamlError {
     Render(String),
 }
 
+/// The deepest nesting a document may have.
+pub const MAX_DEPTH: usize = 32;
+/// The most nodes a document may hold, aliases expanded.
+pub const MAX_NODES: usize = 50_000;
+
 /// The parser options every Exo document is read with.
 fn options() -> Options {
     let mut budget = Budget::default();
     budget.max_reader_input_bytes = Some(MAX_DOCUMENT_BYTES);
     budget.max_events = 100_000;
-    budget.max_nodes = 50_000;
+    budget.max_nodes = MAX_NODES;
     budget.max_aliases = 64;
     budget.max_anchors = 64;
-    budget.max_depth = 32;
+    budget.max_depth = MAX_DEPTH;
     budget.max_documents = 1;
     budget.max_total_scalar_bytes = MAX_DOCUMENT_BYTES;
     budget.max_recorded_anchor_events = 10_000;
