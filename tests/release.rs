@@ -337,3 +337,73 @@ async fn pin_uses_docker_config_credentials() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(!text(&o).contains("wrong-pass-123"));
 }
+
+/// The registry going away during `exo release pin`, then coming back (a
+/// relay in front of the real registry drops every connection while
+/// down): the pin fails naming the image and writes nothing, the pinned
+/// release stays as it was, and the same pin succeeds once it is back.
+#[tokio::test]
+async fn pin_with_the_registry_down_writes_nothing_and_succeeds_once_it_is_back() {
+    let env = support::env();
+    let relay = support::balancer::Balancer::start(vec![env.registry.clone()]);
+    let via = relay.base.trim_start_matches("http://").to_owned();
+    let one = support::push_image(
+        &env.registry,
+        "pin/down-a",
+        "1",
+        b"a1",
+        &RegistryAuth::Anonymous,
+    )
+    .await;
+    let (_tmp, root) = release_fleet(&[&format!("{via}/pin/down-a:1")]);
+    let o = exo(&root, &["release", "pin"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let good = std::fs::read_to_string(root.join("releases/r1.yaml")).unwrap();
+    assert!(good.contains(&one.digest), "{good}");
+
+    // A second release, not pinned yet, while the registry is down.
+    let two = support::push_image(
+        &env.registry,
+        "pin/down-b",
+        "2",
+        b"b2",
+        &RegistryAuth::Anonymous,
+    )
+    .await;
+    let r2 = format!(
+        "apiVersion: autonomic.sh/v1alpha1\nkind: Release\nmetadata:\n  name: r2\nspec:\n  components:\n    - name: c0\n      layer: capability\n      image: {via}/pin/down-b:2\n  waves: []\n"
+    );
+    std::fs::write(root.join("releases/r2.yaml"), &r2).unwrap();
+    relay.set_down(true);
+    let o = exo(&root, &["release", "pin"]);
+    println!("with the registry down: {}", text(&o).trim());
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("pin/down-b:2") && text(&o).contains("nothing written"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("releases/r1.yaml")).unwrap(),
+        good,
+        "the pinned release changed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("releases/r2.yaml")).unwrap(),
+        r2,
+        "the unpinned release was half-written"
+    );
+
+    relay.set_down(false);
+    let o = exo(&root, &["release", "pin"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let pinned = std::fs::read_to_string(root.join("releases/r2.yaml")).unwrap();
+    assert!(
+        pinned.contains(&format!("image: {via}/pin/down-b@{}", two.digest)),
+        "{pinned}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("releases/r1.yaml")).unwrap(),
+        good
+    );
+}
