@@ -29,7 +29,7 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -191,17 +191,6 @@ fn record(client: kube::Client, prefix: String, record: Arc<Mutex<Record>>) {
     });
 }
 
-fn rollout_cli(fx: &Fixture, release: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_exo"))
-        .args(["release", "rollout", release, "--timeout", "10m"])
-        .current_dir(fx.root())
-        .env("KUBECONFIG", &support::env().kubeconfig)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
 fn finished(cli: &mut Child, release: &str, op: &Operator) -> bool {
     let Some(status) = cli.try_wait().unwrap() else {
         return false;
@@ -277,7 +266,7 @@ async fn the_operator_killed_at_random_moments_converges_every_time() {
     let started = Instant::now();
     let mut target = NEW;
     rec.lock().unwrap().round = 1;
-    let mut cli = rollout_cli(&fx, target);
+    let mut cli = fx.rollout_cli(target);
     let mut rounds = 1;
     for kill in 1..=points {
         tokio::time::sleep(rng.millis(500, 6000)).await;
@@ -285,7 +274,7 @@ async fn the_operator_killed_at_random_moments_converges_every_time() {
             target = if target == NEW { OLD } else { NEW };
             rounds += 1;
             rec.lock().unwrap().round = rounds;
-            cli = rollout_cli(&fx, target);
+            cli = fx.rollout_cli(target);
             tokio::time::sleep(rng.millis(500, 3000)).await;
         }
         op.kill9();
@@ -361,15 +350,6 @@ async fn holder(fx: &Fixture) -> Option<String> {
         .and_then(|l| l.spec?.holder_identity)
 }
 
-fn signal(op: &Operator, sig: &str) {
-    let ok = Command::new("kill")
-        .args([sig, &op.child.id().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill {sig}");
-}
-
 #[tokio::test]
 async fn a_leader_frozen_past_its_lease_writes_nothing_once_resumed() {
     let _serial = SERIAL.lock().await;
@@ -386,9 +366,9 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_once_resumed() {
     // b's caches fill while a leads.
     tokio::time::sleep(Duration::from_secs(2)).await;
 
-    let mut cli = rollout_cli(&fx, NEW);
+    let mut cli = fx.rollout_cli(NEW);
     tokio::time::sleep(rng.millis(500, 4000)).await;
-    signal(&a, "-STOP");
+    a.signal("-STOP");
     // Taken after the signal: a can have let nothing out since.
     let frozen_at = exo::wire::now_ms();
     support::eventually("b to take the lease", Duration::from_secs(30), || async {
@@ -397,7 +377,7 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_once_resumed() {
     .await;
     // Well past a's lease (3 s): b is writing by now.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    signal(&a, "-CONT");
+    a.signal("-CONT");
     let deadline = Instant::now() + Duration::from_secs(300);
     while !finished(&mut cli, NEW, &b) {
         assert!(

@@ -55,24 +55,46 @@ where
 
 /// Every Rollout in the cluster.
 pub async fn rollouts(client: &kube::Client) -> Result<Vec<Rollout>, u8> {
+    try_rollouts(client).await.map_err(|e| {
+        eprintln!("exo release: cannot list Rollouts: {e}");
+        exit::UNUSABLE
+    })
+}
+
+/// Every Rollout in the cluster, or why not, for a caller that may try
+/// again ([`transient`]).
+pub async fn try_rollouts(client: &kube::Client) -> Result<Vec<Rollout>, kube::Error> {
     Api::<Rollout>::all(client.clone())
         .list(&ListParams::default())
         .await
         .map(|l| l.items)
-        .map_err(|e| {
-            eprintln!("exo release: cannot list Rollouts: {e}");
-            exit::UNUSABLE
-        })
+}
+
+/// Whether a failed request may succeed as it is if sent again: the
+/// apiserver unreachable or cut off, or answering that it is busy or
+/// failing (429, 5xx). A refusal (401, 403), a missing kind (404) or a bad
+/// request is not: retrying changes nothing.
+pub fn transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => s.code == 429 || s.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
+        _ => false,
+    }
 }
 
 /// The Rollouts of this fleet's tenants (a cluster may follow several fleets).
 pub async fn fleet_rollouts(client: &kube::Client, fleet: &Fleet) -> Result<Vec<Rollout>, u8> {
     let mut all = rollouts(client).await?;
+    of_fleet(&mut all, fleet);
+    Ok(all)
+}
+
+/// Keeps the Rollouts of `fleet`'s tenants, each in its tenant's namespace.
+pub fn of_fleet(all: &mut Vec<Rollout>, fleet: &Fleet) {
     all.retain(|r| {
         fleet.tenants.contains_key(&r.spec.tenant)
             && r.metadata.namespace.as_deref() == Some(r.spec.tenant.as_str())
     });
-    Ok(all)
 }
 
 /// Asks every Fleet to sync now (best effort: the interval catches up anyway).
@@ -105,5 +127,35 @@ pub fn repo_root(fleet: &Fleet) -> PathBuf {
         PathBuf::from(".")
     } else {
         fleet.root.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::transient;
+    use kube::core::Status;
+
+    #[test]
+    fn only_an_error_that_may_pass_on_a_retry_is_transient() {
+        let api = |code: u16| kube::Error::Api(Status::failure("x", "y").with_code(code).boxed());
+        let cut = kube::Error::Service(Box::new(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused,
+        )));
+        let cases = [
+            ("connection refused", cut, true),
+            ("429 too many requests", api(429), true),
+            ("500", api(500), true),
+            ("503 etcd unavailable", api(503), true),
+            ("504 timeout", api(504), true),
+            ("401", api(401), false),
+            ("403 forbidden", api(403), false),
+            ("404 no such kind", api(404), false),
+            ("409 conflict", api(409), false),
+            ("422 invalid", api(422), false),
+            ("TLS required", kube::Error::TlsRequired, false),
+        ];
+        for (what, e, want) in cases {
+            assert_eq!(transient(&e), want, "{what}: {e}");
+        }
     }
 }

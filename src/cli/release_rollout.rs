@@ -10,7 +10,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use crate::cli::exit;
 use crate::cli::release::{RootArg, load_fleet};
-use crate::cli::release_cluster::{fleet_rollouts, now_secs, with_client};
+use crate::cli::release_cluster::{now_secs, of_fleet, transient, try_rollouts, with_client};
 use crate::cli::release_promote::promote;
 use crate::fleet::Fleet;
 use crate::release::WaveName;
@@ -150,10 +150,31 @@ async fn wait_for_wave(
     let style = ProgressStyle::with_template("  {prefix:<12} [{bar:20}] {pos}/{len} {msg}")
         .unwrap_or_else(|_| ProgressStyle::default_bar());
     let mut reported: BTreeSet<String> = BTreeSet::new();
+    let mut unreachable = false;
     loop {
-        let mut all = fleet_rollouts(client, fleet)
-            .await
-            .map_err(|_| "cannot read Rollouts".to_owned())?;
+        // The wave goes on in the cluster whether or not we can see it: an
+        // apiserver that is down or restarting is waited for (within the
+        // wave's timeout), saying so once; a refusal ends the wait.
+        let mut all = match try_rollouts(client).await {
+            Ok(all) => {
+                if std::mem::take(&mut unreachable) {
+                    say(format!("   {wave}: the cluster answers again"));
+                }
+                all
+            }
+            Err(e) if transient(&e) && start.elapsed() <= timeout => {
+                if !unreachable {
+                    say(format!(
+                        "   {wave}: cannot read Rollouts ({e}); retrying until the wave's timeout"
+                    ));
+                }
+                unreachable = true;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+            Err(e) => return Err(format!("cannot read Rollouts: {e}")),
+        };
+        of_fleet(&mut all, fleet);
         all.retain(|r| wave_of(r) == Some(wave));
         let rows = summarize_all(&all, now_secs());
         let mut waiting = Vec::new();

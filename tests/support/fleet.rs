@@ -169,6 +169,16 @@ impl Operator {
         }
     }
 
+    /// Sends `sig` (`-STOP`, `-CONT`, ...) with kill(1).
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill {sig}");
+    }
+
     /// SIGKILL: no cleanup, no Lease release.
     pub fn kill9(&mut self) {
         let _ = self.child.kill();
@@ -263,6 +273,19 @@ impl Fixture {
 
     pub fn tenants(&self) -> Vec<String> {
         tenants(&self.prefix)
+    }
+
+    /// `exo release rollout <release>` started in the clone, its output
+    /// piped.
+    pub fn rollout_cli(&self, release: &str) -> Child {
+        Command::new(EXO)
+            .args(["release", "rollout", release, "--timeout", "10m"])
+            .current_dir(self.root())
+            .env("KUBECONFIG", &super::env().kubeconfig)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
     }
 
     pub async fn rollout(&self, tenant: &str) -> Option<Rollout> {

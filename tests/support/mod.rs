@@ -15,6 +15,7 @@ pub mod fs;
 pub mod image;
 pub mod operator;
 pub mod postgres;
+pub mod private_env;
 pub mod proxy;
 
 pub use crds::install_crds;
@@ -50,50 +51,72 @@ fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+static ENV: OnceLock<TestEnv> = OnceLock::new();
+
+/// The `KEY=value` lines of the `env` file `scripts/testenv up` leaves in
+/// its state folder (none when it is missing).
+fn env_file(state: &Path) -> BTreeMap<String, String> {
+    let text = std::fs::read_to_string(state.join("env")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+fn from_vars(state: &Path, get: impl Fn(&str) -> Option<String>) -> TestEnv {
+    let get = |key: &str| -> String {
+        get(key).unwrap_or_else(|| {
+            panic!(
+                "the test environment is not running ({key} is not set and {} has no env \
+                 file). Run the tests with scripts/test, or start it with \
+                 `scripts/testenv up` first.",
+                state.display()
+            )
+        })
+    };
+    TestEnv {
+        kubeconfig: get("KUBECONFIG").into(),
+        registry: get("EXO_TEST_REGISTRY"),
+        registry_auth: get("EXO_TEST_REGISTRY_AUTH"),
+        registry_user: get("EXO_TEST_REGISTRY_USER"),
+        registry_password: get("EXO_TEST_REGISTRY_PASSWORD"),
+        git_base: get("EXO_TEST_GIT_BASE"),
+        git_root: get("EXO_TEST_GIT_ROOT").into(),
+        exec_dir: get("EXO_TEST_EXEC_DIR").into(),
+    }
+}
+
 /// Reads the environment from the process environment, or else from the
 /// `env` file that `scripts/testenv up` leaves in its state folder. Panics
 /// with instructions when neither is there.
 pub fn env() -> &'static TestEnv {
-    static ENV: OnceLock<TestEnv> = OnceLock::new();
     ENV.get_or_init(|| {
-        let mut vars: BTreeMap<String, String> = BTreeMap::new();
         let state = std::env::var_os("EXO_TESTENV_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| repo_root().join(".testenv"));
-        if let Ok(text) = std::fs::read_to_string(state.join("env")) {
-            for line in text.lines() {
-                if let Some((k, v)) = line.split_once('=') {
-                    vars.insert(k.to_owned(), v.to_owned());
-                }
-            }
-        }
+        let vars = env_file(&state);
         // KUBECONFIG is taken only from the env file: a developer's own
         // KUBECONFIG must never point the tests at a real cluster.
-        let get = |key: &str| -> String {
+        from_vars(&state, |key| {
             std::env::var(key)
                 .ok()
                 .filter(|v| !v.is_empty() && key != "KUBECONFIG")
                 .or_else(|| vars.get(key).cloned())
-                .unwrap_or_else(|| {
-                    panic!(
-                        "the test environment is not running ({key} is not set and {} has no env \
-                         file). Run the tests with scripts/test, or start it with \
-                         `scripts/testenv up` first.",
-                        state.display()
-                    )
-                })
-        };
-        TestEnv {
-            kubeconfig: get("KUBECONFIG").into(),
-            registry: get("EXO_TEST_REGISTRY"),
-            registry_auth: get("EXO_TEST_REGISTRY_AUTH"),
-            registry_user: get("EXO_TEST_REGISTRY_USER"),
-            registry_password: get("EXO_TEST_REGISTRY_PASSWORD"),
-            git_base: get("EXO_TEST_GIT_BASE"),
-            git_root: get("EXO_TEST_GIT_ROOT").into(),
-            exec_dir: get("EXO_TEST_EXEC_DIR").into(),
-        }
+        })
     })
+}
+
+/// Makes every helper of this test binary use the environment whose state
+/// folder is `state` (one a test brought up for itself, see
+/// `private_env`), from its env file alone. Must come before anything
+/// reads [`env`].
+pub fn use_env(state: &Path) {
+    let vars = env_file(state);
+    let e = from_vars(state, |key| vars.get(key).cloned());
+    assert!(
+        ENV.set(e).is_ok(),
+        "use_env after the shared test environment was read"
+    );
 }
 
 /// Runs the real `kubectl` as the test cluster's admin, in the repository
