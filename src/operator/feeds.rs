@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::broadcast;
 use tracing::warn;
 
+use super::relist::Relist;
 use super::{LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY};
 use crate::crd::{Agent, AgentFS, Rollout, Tool};
 
@@ -155,9 +156,31 @@ pub(super) async fn own_feed<K>(
         .await;
 }
 
+/// The Agent or Tool that controls a child.
+#[derive(Debug, Clone)]
+enum Owner {
+    Agent(ObjectRef<Agent>),
+    Tool(ObjectRef<Tool>),
+}
+
+fn owner_of(meta: &kube::api::ObjectMeta) -> Option<Owner> {
+    let ns = meta.namespace.clone().unwrap_or_default();
+    let owner = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))?;
+    match owner.kind.as_str() {
+        "Agent" => Some(Owner::Agent(ObjectRef::new(&owner.name).within(&ns))),
+        "Tool" => Some(Owner::Tool(ObjectRef::new(&owner.name).within(&ns))),
+        _ => None,
+    }
+}
+
 /// Watches the operator's children of one kind into `writer`'s cache and
 /// asks for a reconcile of each changed or deleted child's controlling
-/// Agent or Tool.
+/// Agent or Tool, also of a child deleted while the watch was cut off and
+/// missing from its relist (`relist`).
 pub(super) async fn child_feed<C>(
     api: Api<C>,
     writer: reflector::store::Writer<C>,
@@ -167,6 +190,15 @@ pub(super) async fn child_feed<C>(
 ) where
     C: Watched,
 {
+    let wake = move |owner: Owner| match owner {
+        Owner::Agent(r) => {
+            let _ = agents.unbounded_send(r);
+        }
+        Owner::Tool(r) => {
+            let _ = tools.unbounded_send(r);
+        }
+    };
+    let mut relist: Relist<ObjectRef<C>, Owner> = Relist::default();
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
     watcher(api, managed)
         .default_backoff()
@@ -176,29 +208,27 @@ pub(super) async fn child_feed<C>(
                 hub.tell(e);
             }
             match event {
-                Ok(
-                    watcher::Event::Apply(c)
-                    | watcher::Event::Delete(c)
-                    | watcher::Event::InitApply(c),
-                ) => {
-                    let meta = c.meta();
-                    let ns = meta.namespace.clone().unwrap_or_default();
-                    let owner = meta
-                        .owner_references
-                        .iter()
-                        .flatten()
-                        .find(|o| o.controller == Some(true));
-                    match owner.map(|o| (o.kind.as_str(), o.name.as_str())) {
-                        Some(("Agent", name)) => {
-                            let _ = agents.unbounded_send(ObjectRef::new(name).within(&ns));
-                        }
-                        Some(("Tool", name)) => {
-                            let _ = tools.unbounded_send(ObjectRef::new(name).within(&ns));
-                        }
-                        _ => {}
-                    }
+                Ok(watcher::Event::Apply(c) | watcher::Event::InitApply(c)) => {
+                    let owner = owner_of(c.meta());
+                    relist.applied(ObjectRef::from_obj(&c), owner.clone());
+                    owner.map(&wake);
                 }
-                Ok(_) => {}
+                Ok(watcher::Event::Delete(c)) => {
+                    relist.deleted(&ObjectRef::from_obj(&c));
+                    owner_of(c.meta()).map(&wake);
+                }
+                Ok(watcher::Event::Init) => relist.started(),
+                Ok(watcher::Event::InitDone) => {
+                    let gone = relist.done();
+                    if !gone.is_empty() {
+                        warn!(
+                            kind = %C::kind(&()),
+                            count = gone.len(),
+                            "relist: children deleted while the watch was away; reconciling their owners"
+                        );
+                    }
+                    gone.into_iter().for_each(&wake);
+                }
                 Err(e) => warn!(kind = %C::kind(&()), error = %e, "child watch failed; retrying"),
             }
             futures::future::ready(())

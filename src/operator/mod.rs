@@ -38,6 +38,7 @@ pub mod monitor;
 pub mod phase;
 pub mod pods;
 pub mod quantity;
+pub mod relist;
 pub mod runtime;
 pub mod tool;
 pub mod upstream_feed;
