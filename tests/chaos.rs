@@ -377,6 +377,7 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_once_resumed() {
     .await;
     // Well past a's lease (3 s): b is writing by now.
     tokio::time::sleep(Duration::from_secs(1)).await;
+    let resumed = k8s_openapi::jiff::Timestamp::now();
     a.signal("-CONT");
     let deadline = Instant::now() + Duration::from_secs(300);
     while !finished(&mut cli, NEW, &b) {
@@ -407,6 +408,34 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_once_resumed() {
         a.log().contains("lost the lease") || a.log().contains("stepping down"),
         "a noticed: {}",
         tail(&a.log())
+    );
+    // And as the apiserver saw it: its audit log names each replica (the
+    // User-Agent). a wrote while it led, b after it took over, and nothing
+    // of a's but its Lease rounds arrived once a was resumed.
+    let agent = |id: &str| format!("exo-operator/{} ({id})", env!("CARGO_PKG_VERSION"));
+    let of_a = support::audit_writes(&agent("a"));
+    let of_b = support::audit_writes(&agent("b"));
+    // Its Lease rounds go on (that is how it learns it lost): not a write
+    // of the operator's work.
+    let late: Vec<_> = of_a
+        .iter()
+        .filter(|w| w.received >= resumed && !w.uri.contains("/leases/"))
+        .collect();
+    println!(
+        "audit log: {} writes of a, the last received {:?}; {} of b; resumed at {resumed}",
+        of_a.len(),
+        of_a.last().map(|w| w.received),
+        of_b.len()
+    );
+    assert!(!of_a.is_empty(), "no write of a in the audit log");
+    assert!(
+        of_b.iter().any(|w| w.received >= resumed),
+        "no write of b after a resumed"
+    );
+    assert!(
+        late.is_empty(),
+        "the apiserver took {} writes from a after it resumed: {late:#?}",
+        late.len()
     );
 }
 

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use hyper::header::{HeaderValue, USER_AGENT};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 #[derive(Debug, Clone, Default, Args)]
@@ -23,6 +24,15 @@ impl KubeArgs {
     /// usual inference: `$KUBECONFIG` or `~/.kube/config`, else in-cluster.
     /// Errors name the flag or file at fault.
     pub async fn client(&self) -> Result<kube::Client, String> {
+        self.client_as(&user_agent("exo", None)).await
+    }
+
+    /// [`KubeArgs::client`] whose every request carries `agent` as its
+    /// User-Agent, which the apiserver's audit log records: who wrote what,
+    /// down to the operator replica ([`user_agent`]).
+    pub async fn client_as(&self, agent: &str) -> Result<kube::Client, String> {
+        let agent = HeaderValue::from_str(agent)
+            .map_err(|_| format!("user agent {agent:?}: only visible ASCII can be sent"))?;
         let opts = KubeConfigOptions {
             context: self.context.clone(),
             ..KubeConfigOptions::default()
@@ -42,6 +52,18 @@ impl KubeArgs {
                 format!("no cluster configuration (set KUBECONFIG or --kubeconfig): {e}")
             })?,
         };
+        let mut config = config;
+        config.headers.push((USER_AGENT, agent));
         kube::Client::try_from(config).map_err(|e| format!("kube client: {e}"))
+    }
+}
+
+/// `program/version`, then the replica in brackets when there is one:
+/// `exo-operator/0.1.0 (exo-operator-7d9c-x2x4)`.
+pub fn user_agent(program: &str, replica: Option<&str>) -> String {
+    let base = format!("{program}/{}", env!("CARGO_PKG_VERSION"));
+    match replica {
+        Some(r) => format!("{base} ({r})"),
+        None => base,
     }
 }

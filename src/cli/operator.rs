@@ -144,7 +144,17 @@ fn run_operator(args: RunArgs) -> u8 {
         }
     };
     rt.block_on(async move {
-        let client = match args.kube.client().await {
+        let identity = args.identity.clone().unwrap_or_else(default_identity);
+        if identity.is_empty() || !identity.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+            eprintln!(
+                "exo operator: --identity {identity:?}: want visible ASCII (it names this replica in the Lease and in every request's User-Agent)"
+            );
+            return exit::UNUSABLE;
+        }
+        // Every request names this replica, so the apiserver's audit log
+        // tells the replicas' writes apart.
+        let agent = crate::cli::kube_args::user_agent("exo-operator", Some(&identity));
+        let client = match args.kube.client_as(&agent).await {
             Ok(c) => c,
             Err(e) => {
                 error!(error = %e, "no usable Kubernetes configuration");
@@ -158,7 +168,6 @@ fn run_operator(args: RunArgs) -> u8 {
             .or_else(|| std::env::var("POD_NAMESPACE").ok())
             .or_else(|| args.namespace.clone())
             .unwrap_or_else(|| "default".to_owned());
-        let identity = args.identity.clone().unwrap_or_else(default_identity);
         info!(%identity, lease = %args.lease_name, %lease_namespace, namespace = args.namespace.as_deref().unwrap_or("*"), "starting the operator");
         // Leader-only background tasks. The upstream WebSocket connector
         // (src/upstream/) plugs in here: push a LeaderTask that runs it; it

@@ -554,3 +554,67 @@ pub fn scratch() -> tempfile::TempDir {
 pub fn path_of(dir: &tempfile::TempDir, rel: &str) -> PathBuf {
     Path::new(dir.path()).join(rel)
 }
+
+// ------------------------------------------------------------------ audit log
+
+/// One write the test apiserver's audit log recorded (`scripts/testenv`
+/// logs writes only, with the User-Agent that sent each).
+#[derive(Debug, Clone)]
+pub struct AuditWrite {
+    /// When the apiserver received it.
+    pub received: k8s_openapi::jiff::Timestamp,
+    pub verb: String,
+    pub uri: String,
+    pub code: u64,
+}
+
+/// The writes the environment's apiserver logged from `user_agent` (the
+/// current audit file and the one rotated out before it), oldest first.
+pub fn audit_writes(user_agent: &str) -> Vec<AuditWrite> {
+    let logs = env()
+        .kubeconfig
+        .parent()
+        .expect("the kubeconfig's folder")
+        .join("logs");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&logs)
+        .unwrap_or_else(|e| panic!("{}: {e}", logs.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("audit") && n.ends_with(".log"))
+        })
+        .collect();
+    assert!(
+        !files.is_empty(),
+        "no audit log in {}: the test apiserver must run with one (scripts/testenv down, then up)",
+        logs.display()
+    );
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        for line in text.lines() {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if v["userAgent"] != user_agent {
+                continue;
+            }
+            let Some(received) = v["requestReceivedTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse().ok())
+            else {
+                continue;
+            };
+            out.push(AuditWrite {
+                received,
+                verb: v["verb"].as_str().unwrap_or_default().to_owned(),
+                uri: v["requestURI"].as_str().unwrap_or_default().to_owned(),
+                code: v["responseStatus"]["code"].as_u64().unwrap_or(0),
+            });
+        }
+    }
+    out.sort_by_key(|w| w.received);
+    out
+}
