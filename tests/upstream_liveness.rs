@@ -28,10 +28,10 @@ use exo::wire::{Frame, PROTOCOL_VERSION, Welcome};
 use futures::{SinkExt, StreamExt};
 use k8s_openapi::api::events::v1::Event;
 use serde_json::Value;
+use support::blackhole::Blackhole;
 use support::operator::{OperatorProcess, free_port, restricted_namespace};
 use support::{TestNamespace, eventually};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 use upstream_support::{Connector, ControlPlane, http, install_crds};
 
@@ -301,60 +301,6 @@ async fn active_alerts_and_the_control_planes_disconnect_alert() {
     assert_eq!(plane, ["resolved", "firing"], "{hist}");
 }
 
-/// A TCP proxy that can stop forwarding (in both directions) without
-/// closing anything: what a wedged socket looks like from either end.
-struct Proxy {
-    base: String,
-    paused: tokio::sync::watch::Sender<bool>,
-}
-
-impl Proxy {
-    async fn start(upstream: String) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let (paused, _) = tokio::sync::watch::channel(false);
-        let p = paused.clone();
-        tokio::spawn(async move {
-            loop {
-                let Ok((client, _)) = listener.accept().await else {
-                    return;
-                };
-                let Ok(server) = TcpStream::connect(&upstream).await else {
-                    continue;
-                };
-                let (cr, cw) = client.into_split();
-                let (sr, sw) = server.into_split();
-                tokio::spawn(pump(cr, sw, p.subscribe()));
-                tokio::spawn(pump(sr, cw, p.subscribe()));
-            }
-        });
-        Proxy { base, paused }
-    }
-
-    fn pause(&self, on: bool) {
-        self.paused.send_replace(on);
-    }
-}
-
-async fn pump(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    mut paused: tokio::sync::watch::Receiver<bool>,
-) {
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        // What was read while paused is held until forwarding resumes.
-        if paused.wait_for(|p| !*p).await.is_err() || to.write_all(&buf[..n]).await.is_err() {
-            break;
-        }
-    }
-    let _ = to.shutdown().await;
-}
-
 /// Events on the test's Lease with `reason`.
 async fn lease_events(ns: &TestNamespace, reason: &str) -> Vec<Event> {
     let events: kube::Api<Event> = ns.api();
@@ -379,7 +325,7 @@ async fn a_wedged_operator_alerts_once_connected_again_and_reports_disconnects()
     let mut cp = ControlPlane::start(&["--ping-interval", "1s", "--pong-timeout", "120s"]);
     let dep = "wedged-op";
     let token = cp.create_deployment(dep);
-    let proxy = Proxy::start(cp.addr.clone()).await;
+    let proxy = Blackhole::start(cp.addr.clone()).await;
     let health_addr = format!("127.0.0.1:{}", free_port());
     let op = OperatorProcess::start_env(
         &ns.name,

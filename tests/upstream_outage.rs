@@ -16,6 +16,11 @@
 //!   resourceVersion (no delta of the outage is lost, no deleted Agent
 //!   kept).
 //!
+//! And a blackholed socket (`support::blackhole`: bytes stop in both
+//! directions, nothing is closed): the control plane gives it up after its
+//! pong timeout, the connector after its read timeout, each on its own,
+//! and they connect again once bytes flow.
+//!
 //! `EXO_CHAOS_CP_OUTAGE` sets the outage in seconds (24 here). From 330 s
 //! on (`scripts/chaos` runs 330) the control plane keeps its product
 //! thresholds, degraded after 90 s and offline after 5 minutes; shorter
@@ -31,9 +36,10 @@ use exo::crd::Agent;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::Value;
 use support::balancer::Balancer;
-use support::eventually;
+use support::blackhole::Blackhole;
 use support::operator::{OperatorProcess, free_port, http_get, restricted_namespace};
-use upstream_support::{ControlPlane, agent};
+use support::{TestNamespace, eventually};
+use upstream_support::{Connector, ControlPlane, agent, install_crds};
 
 fn health(addr: &str) -> Value {
     http_get(addr, "/health")
@@ -209,4 +215,83 @@ async fn the_control_plane_away_for_minutes_sees_degraded_then_offline_then_a_fr
         back.elapsed().as_secs_f64()
     );
     assert!(op.is_running(), "the operator restarted");
+}
+
+#[tokio::test]
+async fn a_blackholed_socket_is_given_up_by_both_sides_within_their_timeouts() {
+    let ns = TestNamespace::new("blackhole").await;
+    install_crds(&ns.client).await;
+    let cp = ControlPlane::start(&["--ping-interval", "1s", "--pong-timeout", "3s"]);
+    let dep = "blackholed";
+    let token = cp.create_deployment(dep);
+    let hole = Blackhole::start(cp.addr.clone()).await;
+    let c = Connector::start(
+        &hole.base,
+        &token,
+        &ns.name,
+        &[
+            "--read-timeout",
+            "8s",
+            "--reconnect-spread",
+            "0s",
+            "--backoff-base",
+            "200ms",
+            "--backoff-max",
+            "1s",
+        ],
+    );
+    let connected = |h: &Value| h["state"] == "connected";
+    eventually("both sides connected", Duration::from_secs(30), || async {
+        (cp.deployment(dep)["connected"] == true && connected(&c.health())).then_some(())
+    })
+    .await;
+    let connects = c.health()["connects"].as_u64().unwrap_or(0);
+
+    hole.pause(true);
+    let started = Instant::now();
+    let close = eventually(
+        "the control plane to give the socket up",
+        Duration::from_secs(60),
+        || async {
+            let d = cp.deployment(dep);
+            (d["connected"] == false).then(|| d["last_close"].to_string())
+        },
+    )
+    .await;
+    let plane = started.elapsed();
+    assert!(
+        close.contains(exo::wire::close::PING_TIMEOUT_REASON),
+        "closed for another reason: {close}"
+    );
+    eventually(
+        "the connector to give the socket up",
+        Duration::from_secs(60),
+        || async { (c.health()["silent_drops"].as_u64() >= Some(1)).then_some(()) },
+    )
+    .await;
+    let connector = started.elapsed();
+    println!(
+        "blackholed: the control plane gave up after {:.1} s (ping 1 s + pong 3 s), the connector after {:.1} s (read timeout 8 s)",
+        plane.as_secs_f64(),
+        connector.as_secs_f64()
+    );
+    assert!(
+        c.log().contains("nothing from the control plane for 8 s"),
+        "{}",
+        c.log()
+    );
+
+    hole.pause(false);
+    eventually(
+        "both sides connected again",
+        Duration::from_secs(60),
+        || async {
+            let h = c.health();
+            (cp.deployment(dep)["connected"] == true
+                && connected(&h)
+                && h["connects"].as_u64() > Some(connects))
+            .then_some(())
+        },
+    )
+    .await;
 }

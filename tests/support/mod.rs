@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod balancer;
+pub mod blackhole;
 pub mod browser;
 pub mod canary;
 mod crds;
