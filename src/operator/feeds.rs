@@ -211,11 +211,15 @@ pub(super) async fn child_feed<C>(
                 Ok(watcher::Event::Apply(c) | watcher::Event::InitApply(c)) => {
                     let owner = owner_of(c.meta());
                     relist.applied(ObjectRef::from_obj(&c), owner.clone());
-                    owner.map(&wake);
+                    if let Some(o) = owner {
+                        wake(o);
+                    }
                 }
                 Ok(watcher::Event::Delete(c)) => {
                     relist.deleted(&ObjectRef::from_obj(&c));
-                    owner_of(c.meta()).map(&wake);
+                    if let Some(o) = owner_of(c.meta()) {
+                        wake(o);
+                    }
                 }
                 Ok(watcher::Event::Init) => relist.started(),
                 Ok(watcher::Event::InitDone) => {
