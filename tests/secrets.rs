@@ -186,15 +186,18 @@ async fn no_secret_reaches_a_log_an_event_a_status_or_the_control_plane() {
     let fleets: Api<Fleet> = ns.api();
     let spec = json!({"url": https_url, "allowInsecure": true, "interval": "2s",
                       "secretRef": "git-credentials"});
-    // Named after the namespace: the scheduled audit takes a Fleet's
-    // tenants from Rollouts labelled with its name, in any namespace.
+    // The scheduled audit takes a Fleet's tenants from the Rollouts
+    // labelled with its name and namespace.
     let fleet = json!({"apiVersion": "autonomic.sh/v1alpha1", "kind": "Fleet",
                        "metadata": {"name": n}, "spec": spec});
     create(&fleets, &object(fleet)).await;
     // A Rollout makes the namespace a tenant of that Fleet for the audit;
     // the Fleet never syncs, so nothing drives it.
-    let fleet_label = exo::rollout::actuate::LABEL_FLEET;
-    let labels = json!({ fleet_label: n });
+    let (fleet_label, ns_label) = (
+        exo::rollout::actuate::LABEL_FLEET,
+        exo::rollout::actuate::LABEL_FLEET_NAMESPACE,
+    );
+    let labels = json!({ fleet_label: n, ns_label: n });
     let rollout = json!({"apiVersion": "autonomic.sh/v1alpha1", "kind": "Rollout",
         "metadata": {"name": exo::rollout::engine::ROLLOUT_NAME, "labels": labels},
         "spec": {"tenant": n, "wave": "fleet", "release": "r1", "commit": "0".repeat(40)}});

@@ -26,7 +26,7 @@ use crate::crd::Fleet;
 use crate::operator::apply::Ctx;
 use crate::operator::events::Reason;
 use crate::operator::metrics::{Controller, ResultLabels, RuleLabels};
-use crate::rollout::actuate::LABEL_FLEET;
+use crate::rollout::actuate::follows_fleet;
 use crate::upstream::{Alert, AlertBook, AlertSink, Severity};
 
 #[derive(Clone)]
@@ -53,11 +53,14 @@ fn reference(f: &Finding) -> ObjectReference {
     }
 }
 
-/// The tenant namespaces of `fleet`: its Rollouts, by label.
+/// The tenant namespaces of `fleet`: its Rollouts, by their labels naming
+/// the Fleet and its namespace (not another namespace's Fleet of the same
+/// name).
 fn tenants_of(snap: &Snapshot, fleet: &Fleet) -> BTreeSet<String> {
+    let (name, ns) = (fleet.name_any(), fleet.namespace().unwrap_or_default());
     snap.rollouts
         .iter()
-        .filter(|r| r.labels().get(LABEL_FLEET) == Some(&fleet.name_any()))
+        .filter(|r| follows_fleet(r.labels(), &name, &ns))
         .filter_map(|r| r.namespace())
         .collect()
 }
@@ -275,5 +278,72 @@ pub async fn run(ctx: Arc<Ctx>, cfg: AuditConfig) {
     loop {
         run_once(&ctx, &cfg, &mut seen, &mut book).await;
         tokio::time::sleep(cfg.interval).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{FleetSpec, Rollout, RolloutSpec};
+    use crate::rollout::actuate::{LABEL_FLEET, LABEL_FLEET_NAMESPACE};
+
+    fn rollout(tenant: &str, labels: &[(&str, &str)]) -> Rollout {
+        let mut r = Rollout::new(
+            "release",
+            RolloutSpec {
+                tenant: tenant.into(),
+                wave: "fleet".into(),
+                release: "r1".into(),
+                commit: "c".into(),
+                desired_hash: String::new(),
+                settings: Default::default(),
+            },
+        );
+        r.metadata.namespace = Some(tenant.into());
+        r.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+        r
+    }
+
+    #[test]
+    fn a_fleets_tenants_are_the_rollouts_naming_it_and_its_namespace() {
+        let mut fleet = Fleet::new(
+            "fleet",
+            serde_json::from_value::<FleetSpec>(
+                serde_json::json!({"url": "git://example.invalid/f.git"}),
+            )
+            .unwrap(),
+        );
+        fleet.metadata.namespace = Some("team-a".into());
+        let snap = Snapshot {
+            rollouts: vec![
+                rollout(
+                    "a-1",
+                    &[(LABEL_FLEET, "fleet"), (LABEL_FLEET_NAMESPACE, "team-a")],
+                ),
+                // Another namespace's Fleet of the same name.
+                rollout(
+                    "b-1",
+                    &[(LABEL_FLEET, "fleet"), (LABEL_FLEET_NAMESPACE, "team-b")],
+                ),
+                // Another Fleet in the same namespace.
+                rollout(
+                    "a-2",
+                    &[(LABEL_FLEET, "other"), (LABEL_FLEET_NAMESPACE, "team-a")],
+                ),
+                // No namespace label (written before it existed): until the
+                // engine applies it again, it names no Fleet for sure.
+                rollout("old", &[(LABEL_FLEET, "fleet")]),
+            ],
+            ..Snapshot::default()
+        };
+        assert_eq!(
+            tenants_of(&snap, &fleet),
+            BTreeSet::from(["a-1".to_owned()])
+        );
     }
 }

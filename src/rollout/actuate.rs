@@ -27,6 +27,19 @@ pub const ANNOTATION_VERIFIED_AT: &str = "autonomic.sh/verified-at";
 pub const LABEL_TENANT: &str = "autonomic.sh/tenant";
 /// On a tenant's Rollout: the Fleet (by name) whose repository it follows.
 pub const LABEL_FLEET: &str = "autonomic.sh/fleet";
+/// On a tenant's Rollout: that Fleet's namespace (two namespaces may each
+/// hold a Fleet of the same name).
+pub const LABEL_FLEET_NAMESPACE: &str = "autonomic.sh/fleet-namespace";
+
+/// Whether `labels` (a Rollout's) name the Fleet `name` in `namespace`.
+pub fn follows_fleet(
+    labels: &std::collections::BTreeMap<String, String>,
+    name: &str,
+    namespace: &str,
+) -> bool {
+    labels.get(LABEL_FLEET).map(String::as_str) == Some(name)
+        && labels.get(LABEL_FLEET_NAMESPACE).map(String::as_str) == Some(namespace)
+}
 
 pub struct StepCtx<'a> {
     /// The operator's counted, leader-only write path and watch caches.

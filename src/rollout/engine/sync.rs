@@ -33,7 +33,9 @@ use crate::fleet::{self, gitsync};
 use crate::operator::apply::Ctx;
 use crate::operator::metrics::Controller as Writer;
 use crate::release::{WaveName, lint};
-use crate::rollout::actuate::{LABEL_FLEET, LABEL_TENANT, owned_meta};
+use crate::rollout::actuate::{
+    LABEL_FLEET, LABEL_FLEET_NAMESPACE, LABEL_TENANT, follows_fleet, owned_meta,
+};
 use crate::rollout::desired::TenantDesired;
 
 struct SyncCtx {
@@ -278,7 +280,7 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, policy: Policy) -> Option<Arc<Load
             tenants,
         }));
     }
-    let changed = match apply_tenants(ctx, &f.name_any(), &tenants, &checkout.commit).await {
+    let changed = match apply_tenants(ctx, f, &tenants, &checkout.commit).await {
         Ok(n) => n,
         Err(m) => {
             set_fleet_status(op, f, fail(status, "ApplyFailed", m)).await;
@@ -348,11 +350,12 @@ impl State {
 /// sagas. Returns how many Rollout specs changed.
 async fn apply_tenants(
     ctx: &SyncCtx,
-    fleet: &str,
+    f: &FleetCr,
     tenants: &BTreeMap<String, Arc<TenantPlan>>,
     commit: &str,
 ) -> Result<usize, String> {
     let op = &ctx.op;
+    let (fleet, fleet_ns) = (f.name_any(), f.namespace().unwrap_or_default());
     let mut changed = 0;
     for (tenant, plan) in tenants {
         let labels = BTreeMap::from([
@@ -402,8 +405,9 @@ async fn apply_tenants(
         let live = ctx
             .rollouts
             .get(&ObjectRef::new(ROLLOUT_NAME).within(tenant));
+        // A Rollout from before the namespace label is applied again once.
         let same = live.as_ref().is_some_and(|r| {
-            r.labels().get(LABEL_FLEET).map(String::as_str) == Some(fleet)
+            follows_fleet(r.labels(), &fleet, &fleet_ns)
                 && r.spec.settings == spec.settings
                 && r.spec.tenant == spec.tenant
                 && r.spec.wave == spec.wave
@@ -417,7 +421,8 @@ async fn apply_tenants(
         ro.metadata.namespace = Some(tenant.clone());
         ro.metadata.labels = Some(BTreeMap::from([
             (LABEL_TENANT.to_owned(), tenant.clone()),
-            (LABEL_FLEET.to_owned(), fleet.to_owned()),
+            (LABEL_FLEET.to_owned(), fleet.clone()),
+            (LABEL_FLEET_NAMESPACE.to_owned(), fleet_ns.clone()),
             (
                 crate::operator::LABEL_MANAGED_BY.to_owned(),
                 crate::operator::MANAGED_BY.to_owned(),
