@@ -1,0 +1,180 @@
+//! The lint rules, each against its bad input (split from `lint.rs`).
+
+use super::*;
+use crate::release::Release;
+
+fn example() -> Fleet {
+    crate::fleet::load(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+fn rules_after(mutate: impl FnOnce(&mut Fleet)) -> Vec<&'static str> {
+    let mut fleet = example();
+    mutate(&mut fleet);
+    lint_fleet(&fleet).into_iter().map(|f| f.rule).collect()
+}
+
+fn latest(f: &mut Fleet) -> &mut Release {
+    &mut f
+        .releases
+        .iter_mut()
+        .find(|r| r.value.metadata.name == "2026.11.1")
+        .unwrap()
+        .value
+}
+
+#[test]
+fn example_fleet_is_clean() {
+    let findings = lint_fleet(&example());
+    assert!(findings.is_empty(), "{findings:#?}");
+}
+
+#[test]
+fn every_rule_fires_on_its_bad_input() {
+    type Case = (&'static str, Box<dyn FnOnce(&mut Fleet)>);
+    let cases: Vec<Case> = vec![
+        (
+            "mutable-tag",
+            Box::new(|f| latest(f).spec.components[0].image = "reg/exo/broker:1.5.0".into()),
+        ),
+        (
+            "malformed-digest",
+            Box::new(|f| latest(f).spec.components[0].image = "reg/exo/broker@sha256:abc".into()),
+        ),
+        (
+            "tag-in-image",
+            Box::new(|f| {
+                latest(f).spec.components[0].image = format!("reg/b:1@sha256:{}", "a".repeat(64))
+            }),
+        ),
+        (
+            "configmap-hash-mismatch",
+            Box::new(|f| {
+                let cm = &mut latest(f).spec.config_maps[0];
+                cm.sha256 = "b".repeat(64);
+                cm.version = format!("{}-{}", cm.name, "b".repeat(10));
+            }),
+        ),
+        (
+            "configmap-version",
+            Box::new(|f| {
+                latest(f).spec.config_maps[0].version = "agent-baseline-0000000000".into()
+            }),
+        ),
+        (
+            "configmap-source-missing",
+            Box::new(|f| latest(f).spec.config_maps[0].name = "ghost".into()),
+        ),
+        (
+            "unknown-dependency",
+            Box::new(|f| latest(f).spec.components[3].depends_on.push("ghost".into())),
+        ),
+        (
+            "dependency-cycle",
+            Box::new(|f| {
+                latest(f).spec.components[0]
+                    .depends_on
+                    .push("router".into())
+            }),
+        ),
+        (
+            "dependency-order",
+            Box::new(|f| latest(f).spec.components.swap(0, 3)),
+        ),
+        (
+            "layer-inversion",
+            Box::new(|f| {
+                latest(f).spec.components[1]
+                    .depends_on
+                    .push("agent-runtime".into())
+            }),
+        ),
+        ("wave-order", Box::new(|f| latest(f).spec.waves.swap(0, 1))),
+        (
+            "empty-wave",
+            Box::new(|f| latest(f).spec.waves[1].tenants.clear()),
+        ),
+        (
+            "tenant-in-two-waves",
+            Box::new(|f| latest(f).spec.waves[1].tenants.push("platform".into())),
+        ),
+        (
+            "unknown-tenant",
+            Box::new(|f| latest(f).spec.waves[0].tenants.push("nobody".into())),
+        ),
+        (
+            "uncovered-tenant",
+            Box::new(|f| latest(f).spec.waves[2].remaining = false),
+        ),
+        (
+            "bad-soak-time",
+            Box::new(|f| latest(f).spec.waves[1].gates.soak_time = Some("ten minutes".into())),
+        ),
+        (
+            "unknown-release",
+            Box::new(|f| latest(f).spec.compatible_with = Some("1999.1.0".into())),
+        ),
+        (
+            "compatibility",
+            Box::new(|f| {
+                latest(f).spec.components.remove(1);
+                latest(f).spec.components[2]
+                    .depends_on
+                    .retain(|d| d != "router");
+            }),
+        ),
+        (
+            "duplicate-component",
+            Box::new(|f| {
+                let c = latest(f).spec.components[3].clone();
+                latest(f).spec.components.push(c);
+            }),
+        ),
+        (
+            "name-mismatch",
+            Box::new(|f| latest(f).metadata.name = "other".into()),
+        ),
+        (
+            "unknown-release",
+            Box::new(|f| f.waves.as_mut().unwrap().value.spec.fleet.release = "nope".into()),
+        ),
+        (
+            "mutable-tag",
+            Box::new(|f| {
+                let t = f.tenants.get_mut("acme").unwrap();
+                t.agents[0].value.spec.runtime.image = "reg/exo/agent-runtime:latest".into();
+            }),
+        ),
+    ];
+    for (rule, mutate) in cases {
+        let fired = rules_after(mutate);
+        assert!(fired.contains(&rule), "{rule} did not fire; got {fired:?}");
+    }
+}
+
+#[test]
+fn findings_name_file_field_and_rule() {
+    let mut fleet = example();
+    latest(&mut fleet).spec.components[0].image = "reg/exo/broker:1.5.0".into();
+    let line = lint_fleet(&fleet)[0].to_string();
+    assert_eq!(
+        line,
+        "releases/2026.11.1.yaml: spec.components[0].image: image \"reg/exo/broker:1.5.0\" is not pinned by digest; run `exo release pin` [mutable-tag]"
+    );
+}
+
+#[test]
+fn one_cycle_is_reported_once() {
+    let mut fleet = example();
+    latest(&mut fleet).spec.components[0]
+        .depends_on
+        .push("router".into());
+    let cycles: Vec<String> = lint_fleet(&fleet)
+        .into_iter()
+        .filter(|f| f.rule == "dependency-cycle")
+        .map(|f| f.message)
+        .collect();
+    assert_eq!(
+        cycles,
+        vec!["dependency cycle: broker -> router -> broker".to_owned()]
+    );
+}
