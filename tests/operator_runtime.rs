@@ -12,7 +12,7 @@ use std::time::Duration;
 use exo::crd::{Agent, AgentFS, AgentPhase, Tool};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret, Service};
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use support::eventually;
 use support::operator::{
     OperatorProcess, agent, agentfs, create, mount, restricted_namespace, tool, wait_for,
@@ -23,24 +23,6 @@ fn phase(a: &Agent) -> Option<AgentPhase> {
     a.status.as_ref()?.phase
 }
 
-async fn versions<K>(api: &Api<K>) -> BTreeMap<String, String>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    api.list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|o| {
-            (
-                o.meta().name.clone().unwrap(),
-                o.meta().resource_version.clone().unwrap(),
-            )
-        })
-        .collect()
-}
-
 /// resourceVersions of every object of the fleet and its children.
 async fn fleet(ns: &support::TestNamespace) -> BTreeMap<String, String> {
     let mut all = BTreeMap::new();
@@ -49,15 +31,24 @@ async fn fleet(ns: &support::TestNamespace) -> BTreeMap<String, String> {
             .map(move |(k, v)| (format!("{kind}/{k}"), v))
             .collect::<Vec<_>>()
     };
-    all.extend(prefix("agent", versions(&ns.api::<Agent>()).await));
-    all.extend(prefix("tool", versions(&ns.api::<Tool>()).await));
-    all.extend(prefix("agentfs", versions(&ns.api::<AgentFS>()).await));
-    all.extend(prefix("pod", versions(&ns.api::<Pod>()).await));
-    all.extend(prefix("service", versions(&ns.api::<Service>()).await));
-    all.extend(prefix("secret", versions(&ns.api::<Secret>()).await));
+    all.extend(prefix("agent", support::versions(&ns.api::<Agent>()).await));
+    all.extend(prefix("tool", support::versions(&ns.api::<Tool>()).await));
+    all.extend(prefix(
+        "agentfs",
+        support::versions(&ns.api::<AgentFS>()).await,
+    ));
+    all.extend(prefix("pod", support::versions(&ns.api::<Pod>()).await));
+    all.extend(prefix(
+        "service",
+        support::versions(&ns.api::<Service>()).await,
+    ));
+    all.extend(prefix(
+        "secret",
+        support::versions(&ns.api::<Secret>()).await,
+    ));
     all.extend(prefix(
         "pvc",
-        versions(&ns.api::<PersistentVolumeClaim>()).await,
+        support::versions(&ns.api::<PersistentVolumeClaim>()).await,
     ));
     all
 }

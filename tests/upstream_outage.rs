@@ -49,18 +49,7 @@ fn health(addr: &str) -> Value {
 
 /// The cluster's Agents in `ns`: (name, resourceVersion), sorted.
 async fn cluster_agents(api: &Api<Agent>) -> BTreeSet<(String, String)> {
-    api.list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|a| {
-            (
-                a.metadata.name.unwrap_or_default(),
-                a.metadata.resource_version.unwrap_or_default(),
-            )
-        })
-        .collect()
+    support::versions(api).await.into_iter().collect()
 }
 
 fn cp_agents(cp: &ControlPlane, dep: &str) -> BTreeSet<(String, String)> {

@@ -619,3 +619,22 @@ pub fn audit_writes(user_agent: &str) -> Vec<AuditWrite> {
     out.sort_by_key(|w| w.received);
     out
 }
+
+/// `name -> resourceVersion` of every object `api` lists.
+pub async fn versions<K>(api: &Api<K>) -> BTreeMap<String, String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|o| {
+            (
+                o.meta().name.clone().unwrap(),
+                o.meta().resource_version.clone().unwrap(),
+            )
+        })
+        .collect()
+}
