@@ -13,6 +13,8 @@ pub mod duration;
 pub mod fleet;
 /// Entry points shared by the cargo-fuzz targets (`fuzz/`) and the corpus replay test.
 pub mod fuzzing;
+/// Every label, annotation, finalizer and field-manager name, in one place.
+pub mod meta;
 pub mod operator;
 pub mod release;
 pub mod rollout;

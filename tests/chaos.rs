@@ -34,7 +34,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use exo::crd::{Agent, Fleet as FleetCr, Rollout, RolloutPhase, StepState};
-use exo::operator::{ANNOTATION_SPEC_HASH, LABEL_AGENT};
+
+use exo::meta::{ANNOTATION_SPEC_HASH, LABEL_AGENT};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};

@@ -24,7 +24,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use exo::crd::{Rollout, RolloutPhase, StepState};
-use exo::operator::{LABEL_AGENT, LABEL_MANAGED_BY, MANAGED_BY};
+
+use exo::meta::{LABEL_AGENT, LABEL_MANAGED_BY, MANAGED_BY};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams, ListParams};
 use support::fleet::{Fixture, Operator, example_files, out, tail};

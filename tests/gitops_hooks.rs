@@ -11,7 +11,8 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use exo::crd::Fleet;
-use exo::rollout::engine::ANNOTATION_SYNC_REQUESTED;
+
+use exo::meta::ANNOTATION_SYNC_REQUESTED;
 use hmac::{Hmac, Mac};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;

@@ -189,7 +189,7 @@ async fn suspend_and_resume_patch_the_fleet_and_refuse_unclear_input() {
         f.metadata
             .annotations
             .unwrap_or_default()
-            .contains_key(exo::rollout::engine::ANNOTATION_SYNC_REQUESTED)
+            .contains_key(exo::meta::ANNOTATION_SYNC_REQUESTED)
     );
 
     // Two Fleets: which one must be said; an unknown one is refused.

@@ -193,13 +193,10 @@ async fn no_secret_reaches_a_log_an_event_a_status_or_the_control_plane() {
     create(&fleets, &object(fleet)).await;
     // A Rollout makes the namespace a tenant of that Fleet for the audit;
     // the Fleet never syncs, so nothing drives it.
-    let (fleet_label, ns_label) = (
-        exo::rollout::actuate::LABEL_FLEET,
-        exo::rollout::actuate::LABEL_FLEET_NAMESPACE,
-    );
+    let (fleet_label, ns_label) = (exo::meta::LABEL_FLEET, exo::meta::LABEL_FLEET_NAMESPACE);
     let labels = json!({ fleet_label: n, ns_label: n });
     let rollout = json!({"apiVersion": "autonomic.sh/v1alpha1", "kind": "Rollout",
-        "metadata": {"name": exo::rollout::engine::ROLLOUT_NAME, "labels": labels},
+        "metadata": {"name": exo::meta::ROLLOUT_NAME, "labels": labels},
         "spec": {"tenant": n, "wave": "fleet", "release": "r1", "commit": "0".repeat(40)}});
     create(&ns.api::<Rollout>(), &object(rollout)).await;
     create(&ns.api::<Agent>(), &upstream_support::agent("assistant")).await;
@@ -279,7 +276,7 @@ async fn no_secret_reaches_a_log_an_event_a_status_or_the_control_plane() {
     // one with a wrong token refused.
     let name = exo::operator::build::agent_secret_name("assistant");
     let s = wait_for(&secrets, &name, "the agent's token Secret", |_| true).await;
-    let agent_token = s.data.unwrap()[exo::operator::build::TOKEN_KEY].0.clone();
+    let agent_token = s.data.unwrap()[exo::meta::TOKEN_KEY].0.clone();
     let agent_token = String::from_utf8(agent_token).unwrap();
     c.watch("agent token (made by the operator)", &agent_token, 0);
     let checkin = format!("/checkin/{n}/assistant");

@@ -11,7 +11,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use exo::crd::Agent;
-use exo::operator::ANNOTATION_DEFAULT_CONTAINER;
+
+use exo::meta::ANNOTATION_DEFAULT_CONTAINER;
 use exo::wire;
 use k8s_openapi::api::core::v1::Pod;
 use support::TestNamespace;

@@ -245,7 +245,7 @@ async fn commands_and_pod_control_are_carried_out_through_the_crds() {
         a.metadata
             .annotations
             .unwrap_or_default()
-            .contains_key(exo::upstream::actions::RESTART_ANNOTATION)
+            .contains_key(exo::meta::ANNOTATION_RESTART_REQUESTED)
     );
     // The operator's audit records reached the control plane's store.
     eventually(

@@ -10,7 +10,8 @@ mod upstream_support;
 use std::time::Duration;
 
 use exo::crd::{AgentFS, Rollout, RolloutSpec};
-use exo::rollout::engine::ROLLOUT_NAME;
+
+use exo::meta::ROLLOUT_NAME;
 use futures::{SinkExt, StreamExt};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;

@@ -19,19 +19,14 @@ use serde_json::json;
 use super::FsError;
 use super::exec::Target;
 use crate::crd::AgentFS;
+use crate::meta::{
+    ANNOTATION_FS_HELPER_LAST_USED, FIELD_MANAGER, HELPER_CONTAINER, LABEL_COMPONENT,
+    LABEL_FS_HELPER, LABEL_MANAGED_BY, MANAGED_BY,
+};
 use crate::operator::build::{
     child_name, pvc_name, restricted_container_security, restricted_pod_security,
 };
-use crate::operator::{FIELD_MANAGER, LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY};
 
-/// Label naming the AgentFS a helper pod serves.
-pub const LABEL_FS_HELPER: &str = "autonomic.sh/fs-helper";
-/// Unix seconds of a helper pod's last use; every use moves it forward,
-/// and the operator deletes the helper once its idle time has passed
-/// since then (the operator's setting decides, whichever route used it).
-pub const ANNOTATION_LAST_USED: &str = "autonomic.sh/fs-helper-last-used";
-/// The helper's container.
-pub const HELPER_CONTAINER: &str = "fs";
 /// A helper outlives no operator forever: the kubelet stops it after this.
 const HELPER_DEADLINE_S: i64 = 6 * 3600;
 
@@ -141,7 +136,7 @@ pub fn helper_pod(fs: &AgentFS, image: &str, last_used: u64, tier: Option<&str>)
             namespace: fs.metadata.namespace.clone(),
             labels: Some(labels),
             annotations: Some(BTreeMap::from([(
-                ANNOTATION_LAST_USED.to_owned(),
+                ANNOTATION_FS_HELPER_LAST_USED.to_owned(),
                 last_used.to_string(),
             )])),
             owner_references: owner.map(|o| vec![o]),
@@ -204,7 +199,7 @@ pub fn expired(pod: &Pod, now_s: u64, idle: Duration) -> bool {
         .metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get(ANNOTATION_LAST_USED))
+        .and_then(|a| a.get(ANNOTATION_FS_HELPER_LAST_USED))
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(0);
     is_helper
@@ -256,7 +251,7 @@ pub async fn target(
     }
     // The tenant's tier, from its Rollout (absent: not a GitOps tenant).
     let tier = Api::<crate::crd::Rollout>::namespaced(client.clone(), &ns)
-        .get_opt(crate::rollout::engine::ROLLOUT_NAME)
+        .get_opt(crate::meta::ROLLOUT_NAME)
         .await
         .ok()
         .flatten()
@@ -305,7 +300,7 @@ pub async fn keep_busy(client: &Client, t: &Target) -> Result<(), FsError> {
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), &t.namespace);
     let now = now_s().to_string();
-    let patch = json!({ "metadata": { "annotations": { ANNOTATION_LAST_USED: now } } });
+    let patch = json!({ "metadata": { "annotations": { ANNOTATION_FS_HELPER_LAST_USED: now } } });
     pods.patch(
         &t.pod,
         &PatchParams {

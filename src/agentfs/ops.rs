@@ -16,7 +16,8 @@ use super::path::{VolumePath, valid_fs_name};
 use super::script::{Op, parse_ls};
 use crate::crd::{AccessMode, AgentFS};
 use crate::operator::fs::{SizeRefusal, capacities, plan_size};
-use crate::operator::{ANNOTATION_RETAINED, FIELD_MANAGER, LABEL_AGENTFS};
+
+use crate::meta::{ANNOTATION_RETAINED, FIELD_MANAGER, LABEL_AGENTFS};
 use crate::wire::Command;
 use crate::wire::fs::{FsInfo, FsList, FsListing, FsPhase};
 

@@ -14,12 +14,7 @@ use kube::ResourceExt;
 use sha2::{Digest, Sha256};
 
 use super::{Finding, Index, Rule, pod_object};
-use crate::operator::build::TOKEN_KEY;
-use crate::operator::{LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY};
-
-/// A label on a Secret that holds a tenant's own credential (a virtual
-/// key, a broker token): another tenant holding its value is a finding.
-pub const LABEL_CREDENTIAL: &str = "autonomic.sh/credential";
+use crate::meta::{LABEL_COMPONENT, LABEL_CREDENTIAL, LABEL_MANAGED_BY, MANAGED_BY, TOKEN_KEY};
 
 /// Variable and key names that hold a provider credential, upper case
 /// with `_` (a Secret key `openai-api-key` is compared as `OPENAI_API_KEY`).

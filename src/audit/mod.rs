@@ -161,7 +161,7 @@ impl<'a> Index<'a> {
         let tenants = snap
             .rollouts
             .iter()
-            .filter(|r| r.name_any() == crate::rollout::engine::ROLLOUT_NAME)
+            .filter(|r| r.name_any() == crate::meta::ROLLOUT_NAME)
             .filter_map(|r| Some((r.namespace()?, r)))
             .filter(|(ns, _)| only.is_empty() || only.contains(ns))
             .collect();

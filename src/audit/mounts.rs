@@ -14,9 +14,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Volume};
 use kube::ResourceExt;
 
 use super::{Finding, Index, Rule, pod_object};
-use crate::fleet::configmap::LABEL_SOURCE;
-use crate::operator::{LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY};
-use crate::rollout::actuate::LABEL_TENANT;
+use crate::meta::{LABEL_BASELINE, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_TENANT, MANAGED_BY};
 
 /// Volume types outside the allowlist, by field name.
 fn forbidden_type(v: &Volume) -> Option<&'static str> {
@@ -47,7 +45,7 @@ fn forbidden_type(v: &Volume) -> Option<&'static str> {
 }
 
 fn is_baseline_cm(cm: &ConfigMap) -> bool {
-    cm.labels().contains_key(LABEL_SOURCE)
+    cm.labels().contains_key(LABEL_BASELINE)
 }
 
 /// Baseline source names known to the cluster and the Fleets (the part of
@@ -57,7 +55,7 @@ fn sources(ix: &Index<'_>) -> BTreeSet<String> {
         .snap
         .configmaps
         .iter()
-        .filter_map(|c| c.labels().get(LABEL_SOURCE).cloned())
+        .filter_map(|c| c.labels().get(LABEL_BASELINE).cloned())
         .collect();
     for v in ix.pinned.iter().flatten() {
         if let Some((source, _)) = v.rsplit_once('-') {

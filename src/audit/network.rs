@@ -5,7 +5,8 @@
 use kube::ResourceExt;
 
 use super::{Finding, Index, Rule};
-use crate::operator::{LABEL_MANAGED_BY, MANAGED_BY};
+
+use crate::meta::{LABEL_MANAGED_BY, MANAGED_BY};
 use crate::rollout::isolation::{Platform, differs, policies};
 use crate::rollout::saga::Workload;
 

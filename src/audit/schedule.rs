@@ -285,7 +285,7 @@ pub async fn run(ctx: Arc<Ctx>, cfg: AuditConfig) {
 mod tests {
     use super::*;
     use crate::crd::{FleetSpec, Rollout, RolloutSpec};
-    use crate::rollout::actuate::{LABEL_FLEET, LABEL_FLEET_NAMESPACE};
+    use crate::meta::{LABEL_FLEET, LABEL_FLEET_NAMESPACE};
 
     fn rollout(tenant: &str, labels: &[(&str, &str)]) -> Rollout {
         let mut r = Rollout::new(

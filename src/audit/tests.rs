@@ -9,7 +9,8 @@ use serde_json::json;
 use super::*;
 use crate::crd::{FleetSpec, FleetStatus, RolloutSpec};
 use crate::fleet::tenant::TenantSpec;
-use crate::operator::build::placement::{LABEL_CONTROL_PLANE, LABEL_NODE_TIER};
+
+use crate::meta::{LABEL_CONTROL_PLANE, LABEL_NODE_TIER};
 use crate::rollout::isolation::{Platform, policies};
 
 const OPENAI: &str = "sk-proj-AAAAbbbbCCCCddddEEEEffff0000";

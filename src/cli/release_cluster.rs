@@ -10,7 +10,7 @@ use crate::cli::exit;
 use crate::cli::kube_args::KubeArgs;
 use crate::crd::{Fleet as FleetCr, Rollout};
 use crate::fleet::Fleet;
-use crate::rollout::engine::ANNOTATION_SYNC_REQUESTED;
+use crate::meta::ANNOTATION_SYNC_REQUESTED;
 
 fn runtime(verb: &str) -> Result<tokio::runtime::Runtime, u8> {
     tokio::runtime::Builder::new_multi_thread()

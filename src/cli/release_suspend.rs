@@ -10,7 +10,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use crate::cli::exit;
 use crate::cli::release_cluster::with_client;
 use crate::crd::Fleet;
-use crate::rollout::engine::ANNOTATION_SYNC_REQUESTED;
+use crate::meta::ANNOTATION_SYNC_REQUESTED;
 
 #[derive(Debug, Args)]
 pub struct SuspendArgs {

@@ -20,6 +20,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::meta::{ANNOTATION_CONTENT_SHA256, LABEL_BASELINE, LABEL_MANAGED_BY};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ObjectMeta;
@@ -29,11 +30,6 @@ use sha2::{Digest, Sha256};
 pub const SHORT_HASH_LEN: usize = 10;
 /// The Kubernetes limit on a ConfigMap's total size.
 pub const MAX_CONFIGMAP_BYTES: usize = 1024 * 1024;
-/// Label carrying the source folder's name on every built ConfigMap.
-pub const LABEL_SOURCE: &str = "autonomic.sh/baseline";
-/// Annotation carrying the full content hash.
-pub const ANNOTATION_SHA256: &str = "autonomic.sh/content-sha256";
-pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigMapError {
@@ -90,11 +86,11 @@ impl Baseline {
             metadata: ObjectMeta {
                 name: Some(self.version()),
                 labels: Some(BTreeMap::from([
-                    (LABEL_SOURCE.to_owned(), self.name.clone()),
+                    (LABEL_BASELINE.to_owned(), self.name.clone()),
                     (LABEL_MANAGED_BY.to_owned(), "exo".to_owned()),
                 ])),
                 annotations: Some(BTreeMap::from([(
-                    ANNOTATION_SHA256.to_owned(),
+                    ANNOTATION_CONTENT_SHA256.to_owned(),
                     self.sha256.clone(),
                 )])),
                 ..ObjectMeta::default()

@@ -27,8 +27,9 @@ use super::fs::{effective_mounts, mount_applied, unavailable_mounts, validate_mo
 use super::metrics::Controller;
 use super::phase::{PodState, agent_phase, pod_state};
 use super::pods::PodSet;
-use super::{ANNOTATION_RESTART_REQUESTED, FINALIZER_AGENT};
+
 use crate::crd::{Agent, AgentFS, AgentPhase, AgentStatus, FilesystemMount, RestartPolicy};
+use crate::meta::{ANNOTATION_RESTART_REQUESTED, FINALIZER_AGENT};
 
 const C: Controller = Controller::Agent;
 

@@ -31,8 +31,9 @@ use super::error::{Error, Result};
 use super::events::Reason;
 use super::fs::{SizeRefusal, capacities, holders, mounted_by, phase, plan_size};
 use super::metrics::Controller;
-use super::{ANNOTATION_RETAINED, FINALIZER_AGENTFS};
+
 use crate::crd::{AgentFS, AgentFSPhase, AgentFSStatus};
+use crate::meta::{ANNOTATION_RETAINED, FINALIZER_AGENTFS};
 
 const C: Controller = Controller::Agentfs;
 

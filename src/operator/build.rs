@@ -19,27 +19,20 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use sha2::{Digest, Sha256};
 
 use super::error::{Error, Result};
-use super::{
-    ANNOTATION_DEFAULT_CONTAINER, ANNOTATION_RESTART_REQUESTED, ANNOTATION_SPEC_HASH, LABEL_AGENT,
-    LABEL_AGENTFS, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_TOOL, MANAGED_BY,
-};
+
 use crate::crd::{AgentFS, AgentSpec, Container, FilesystemMount, RestartPolicy, ToolSpec};
+use crate::meta::{
+    AGENT_AGENTLET_CONTAINER, AGENT_RUNTIME_CONTAINER, ANNOTATION_DEFAULT_CONTAINER,
+    ANNOTATION_RESTART_REQUESTED, ANNOTATION_SPEC_HASH, LABEL_AGENT, LABEL_AGENTFS,
+    LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_TOOL, MANAGED_BY, TOKEN_KEY, TOOL_CONTAINER,
+};
 
 pub mod placement;
 
 /// Port the agentlet listens on; the agent's Service points at it.
 pub const AGENTLET_PORT: i32 = 8080;
-/// Key of the generated token in the per-agent Secret.
-pub const TOKEN_KEY: &str = "token";
 /// UID/GID the pods run as (non-root, as `restricted` requires).
 pub const RUN_AS: i64 = 65532;
-/// The agent pod's workload container: where a shell or a check of the
-/// mounted baseline belongs, and the pod's default container.
-pub const AGENT_RUNTIME_CONTAINER: &str = "runtime";
-/// The agent pod's sidecar (token, agentlet port).
-pub const AGENT_AGENTLET_CONTAINER: &str = "agentlet";
-/// A Tool pod's one container, also its default container.
-pub const TOOL_CONTAINER: &str = "tool";
 const BASELINE_VOLUME: &str = "baseline";
 const TMP_VOLUME: &str = "tmp";
 

@@ -19,8 +19,9 @@ use tokio::sync::broadcast;
 use tracing::warn;
 
 use super::relist::Relist;
-use super::{LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY};
+
 use crate::crd::{Agent, AgentFS, Rollout, Tool};
+use crate::meta::{LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY};
 
 /// A kind the operator watches into a cache.
 pub trait Watched:

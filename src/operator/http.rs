@@ -27,13 +27,13 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use super::CAPABILITIES;
 use super::error::is_not_found;
 use super::hooks::{self, Doing, FleetRef, Outcome, SecretProblem};
 use super::metrics::Metrics;
 use super::monitor::checkin::{self, Checkins};
-use super::{CAPABILITIES, FIELD_MANAGER};
 use crate::crd::Fleet;
-use crate::rollout::engine::ANNOTATION_SYNC_REQUESTED;
+use crate::meta::{ANNOTATION_SYNC_REQUESTED, FIELD_MANAGER};
 
 const PLAIN: &str = "text/plain; charset=utf-8";
 

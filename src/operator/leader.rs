@@ -17,7 +17,7 @@
 //! resumes, before the election loop has run again, so it writes nothing
 //! a new leader may already be writing.
 //!
-//! The Lease carries the [`super::ANNOTATION_CAPABILITIES`] annotation: the
+//! The Lease carries the [`crate::meta::ANNOTATION_CAPABILITIES`] annotation: the
 //! operator's advertised capabilities (`mount-filesystems`).
 
 use std::collections::BTreeMap;
@@ -33,7 +33,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::{ANNOTATION_CAPABILITIES, CAPABILITIES, LABEL_MANAGED_BY, MANAGED_BY};
+use super::CAPABILITIES;
+use crate::meta::{ANNOTATION_CAPABILITIES, LABEL_MANAGED_BY, MANAGED_BY};
 
 #[derive(Debug, Clone)]
 pub struct LeaderConfig {

@@ -12,7 +12,7 @@
 //!   all together);
 //! - leader-only health monitors: [`monitor`].
 //!
-//! Guarantees: every write uses the field manager [`FIELD_MANAGER`]; every
+//! Guarantees: every write uses the field manager [`crate::meta::FIELD_MANAGER`]; every
 //! child carries [`LABEL_MANAGED_BY`] and an owner reference; only the
 //! replica holding the Lease writes, except that any replica's push
 //! receiver stamps a Fleet's sync-requested annotation (the leader's engine
@@ -47,46 +47,7 @@ pub mod upstream_monitor;
 pub use error::{Error, ErrorCategory};
 pub use runtime::{OperatorConfig, run};
 
-/// The one field manager of every server-side apply the operator makes.
-pub const FIELD_MANAGER: &str = "exo-operator";
-/// Name the operator reports Events under.
-pub const CONTROLLER_NAME: &str = "exo-operator";
-
-/// `app.kubernetes.io/managed-by: exo` marks everything the operator owns.
-pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
-pub const MANAGED_BY: &str = "exo";
-/// `app.kubernetes.io/component`: `agent`, `tool` or `agentfs`.
-pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
-/// The Agent a child belongs to.
-pub const LABEL_AGENT: &str = "autonomic.sh/agent";
-/// The Tool a child belongs to.
-pub const LABEL_TOOL: &str = "autonomic.sh/tool";
-/// The AgentFS a PVC belongs to.
-pub const LABEL_AGENTFS: &str = "autonomic.sh/agentfs";
-/// Hash of the desired object; a child whose annotation matches is not
-/// written again, a pod whose annotation differs is rolled.
-pub const ANNOTATION_SPEC_HASH: &str = "autonomic.sh/spec-hash";
-/// Set on an Agent (by `exo` pod control or by hand) to roll its pod: the
-/// value is carried into the pod template, so each new value restarts it.
-pub const ANNOTATION_RESTART_REQUESTED: &str = "autonomic.sh/restart-requested-at";
-/// The container `kubectl exec` and `exo attach` use when none is named
-/// (Kubernetes' own well-known annotation): an Agent pod's `runtime`, a
-/// Tool pod's `tool`.
-pub const ANNOTATION_DEFAULT_CONTAINER: &str = "kubectl.kubernetes.io/default-container";
-/// Set on a PVC that outlived its AgentFS because of `retain: true`.
-pub const ANNOTATION_RETAINED: &str = "autonomic.sh/retained-from";
-/// Capabilities the operator advertises (Lease annotation, `/healthz`).
-pub const ANNOTATION_CAPABILITIES: &str = "autonomic.sh/capabilities";
-
 /// What this operator can do, advertised to the control plane and on the
 /// Lease. `mount-filesystems`: Agents may mount AgentFS volumes through
 /// `spec.filesystems` with the omitted-preserves rule.
 pub const CAPABILITIES: &[&str] = &[crate::wire::fs::CAP_MOUNT_FILESYSTEMS];
-
-/// Finalizer on an Agent: the pod is gone before the Agent is, so the
-/// Agent passes through `Terminating` and an AgentFS is only released once
-/// no pod mounts it.
-pub const FINALIZER_AGENT: &str = "autonomic.sh/agent-cleanup";
-/// Finalizer on an AgentFS: holds deletion while Agents mount it, and
-/// releases a retained PVC before the AgentFS goes.
-pub const FINALIZER_AGENTFS: &str = "autonomic.sh/agentfs-protection";

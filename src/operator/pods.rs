@@ -99,7 +99,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     use super::*;
-    use crate::operator::ANNOTATION_SPEC_HASH;
+    use crate::meta::ANNOTATION_SPEC_HASH;
 
     #[test]
     fn expected_pods_count_until_seen_or_their_time_is_up() {

@@ -35,8 +35,9 @@ use super::leader::{self, LeaderConfig};
 use super::leader_tasks::run_leader_tasks;
 pub use super::leader_tasks::{LeaderTask, Stop};
 use super::metrics::Metrics;
-use super::{CONTROLLER_NAME, agent, agentfs, tool};
+use super::{agent, agentfs, tool};
 use crate::crd::{Agent, AgentFS, Rollout, Tool};
+use crate::meta::CONTROLLER_NAME;
 
 /// How long in-flight reconciles get to finish after a shutdown request.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);

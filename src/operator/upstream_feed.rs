@@ -17,8 +17,9 @@ use tokio::sync::{broadcast, mpsc, watch};
 
 use super::apply::Ctx;
 use super::feeds::{Hub, Touch};
-use super::{LABEL_MANAGED_BY, MANAGED_BY};
+
 use crate::crd::Rollout;
+use crate::meta::{LABEL_MANAGED_BY, MANAGED_BY};
 use crate::upstream::tracker::{WatchEvent, encode};
 use crate::upstream::{Feed, UpstreamConfig};
 use crate::wire::ResourceKind;

@@ -14,22 +14,16 @@ use super::saga::{Outcome, StepKind, Workload, combine, digest_of_image_id, grou
 use super::verify::{ContentError, check_content};
 use crate::crd::{Agent, Tool};
 use crate::fleet::Fleet;
-use crate::fleet::configmap::{self, ANNOTATION_SHA256, LABEL_MANAGED_BY, LABEL_SOURCE};
+use crate::fleet::configmap;
+use crate::meta::{
+    ANNOTATION_CONTENT_SHA256, ANNOTATION_RELEASE, ANNOTATION_VERIFIED_AT, LABEL_BASELINE,
+    LABEL_FLEET, LABEL_FLEET_NAMESPACE, LABEL_MANAGED_BY, LABEL_TENANT,
+};
 use crate::operator::apply::Ctx;
 use crate::operator::build::{agent_labels, tool_labels};
 use crate::operator::metrics::Controller;
 use crate::operator::{Error as OpError, ErrorCategory};
 use crate::release::{ImageRef, Release};
-
-/// Annotation the last step projects onto every workload.
-pub const ANNOTATION_RELEASE: &str = "autonomic.sh/release";
-pub const ANNOTATION_VERIFIED_AT: &str = "autonomic.sh/verified-at";
-pub const LABEL_TENANT: &str = "autonomic.sh/tenant";
-/// On a tenant's Rollout: the Fleet (by name) whose repository it follows.
-pub const LABEL_FLEET: &str = "autonomic.sh/fleet";
-/// On a tenant's Rollout: that Fleet's namespace (two namespaces may each
-/// hold a Fleet of the same name).
-pub const LABEL_FLEET_NAMESPACE: &str = "autonomic.sh/fleet-namespace";
 
 /// Whether `labels` (a Rollout's) name the Fleet `name` in `namespace`.
 pub fn follows_fleet(
@@ -544,7 +538,7 @@ pub async fn collect_old_configmaps(ctx: &StepCtx<'_>) {
     let cms: Api<ConfigMap> = ctx.op.api(ctx.namespace);
     let pods: Api<Pod> = ctx.op.api(ctx.namespace);
     let Ok(list) = cms
-        .list(&ListParams::default().labels(&format!("{LABEL_MANAGED_BY}=exo,{LABEL_SOURCE}")))
+        .list(&ListParams::default().labels(&format!("{LABEL_MANAGED_BY}=exo,{LABEL_BASELINE}")))
         .await
     else {
         return;
@@ -560,7 +554,7 @@ pub async fn collect_old_configmaps(ctx: &StepCtx<'_>) {
         .collect();
     for cm in list.items {
         let name = cm.name_any();
-        if cm.annotations().contains_key(ANNOTATION_SHA256)
+        if cm.annotations().contains_key(ANNOTATION_CONTENT_SHA256)
             && !keep.contains(&name)
             && !referenced.contains(&name)
         {

@@ -29,7 +29,7 @@ pub use live::{PolicyDrift, isolate, revert};
 
 use super::saga::Workload;
 use crate::fleet::tenant::{EgressRule, Protocol, TenantSpec};
-use crate::operator::{LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY};
+use crate::meta::{LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY};
 
 pub const POLICY_DEFAULT_DENY: &str = "exo-default-deny";
 pub const POLICY_EGRESS: &str = "exo-egress";
@@ -97,7 +97,7 @@ fn meta(ns: &str, name: &str) -> ObjectMeta {
         namespace: Some(ns.to_owned()),
         labels: Some(BTreeMap::from([
             (LABEL_MANAGED_BY.to_owned(), MANAGED_BY.to_owned()),
-            (super::actuate::LABEL_TENANT.to_owned(), ns.to_owned()),
+            (crate::meta::LABEL_TENANT.to_owned(), ns.to_owned()),
         ])),
         ..ObjectMeta::default()
     }

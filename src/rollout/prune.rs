@@ -25,10 +25,11 @@ use super::desired::TenantDesired;
 use crate::crd::{
     Agent, AgentFS, CONDITION_PRUNED, InventoryEntry, InventoryKind, Rollout, RolloutStatus, Tool,
 };
+use crate::meta::{LABEL_MANAGED_BY, MANAGED_BY};
+use crate::operator::ErrorCategory;
 use crate::operator::apply::Ctx;
 use crate::operator::events::Reason;
 use crate::operator::metrics::{Controller, KindLabels};
-use crate::operator::{ErrorCategory, LABEL_MANAGED_BY, MANAGED_BY};
 
 /// What to do with one inventory entry git no longer has, given what the
 /// cluster holds now. Pure.

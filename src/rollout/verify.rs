@@ -108,7 +108,7 @@ pub async fn exec_listing(
 ) -> Result<(String, String), kube::Error> {
     let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let params = AttachParams::default()
-        .container(crate::operator::build::AGENT_RUNTIME_CONTAINER)
+        .container(crate::meta::AGENT_RUNTIME_CONTAINER)
         .stdout(true)
         .stderr(true);
     let cmd = vec![

@@ -1,7 +1,7 @@
 //! Carrying out what the control plane asks: tunnelled commands and pod
 //! control. Pod control acts on the Agent resource only (never on pods):
 //! pause/resume set `spec.paused`, restart stamps the annotation
-//! [`RESTART_ANNOTATION`] that the reconciler rolls the pod on.
+//! [`ANNOTATION_RESTART_REQUESTED`] that the reconciler rolls the pod on.
 
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
@@ -10,12 +10,8 @@ use crate::agentfs::FsError;
 use crate::agentfs::helper::HelperOpts;
 use crate::agentfs::ops;
 use crate::crd::Agent;
+use crate::meta::{ANNOTATION_RESTART_REQUESTED, FIELD_MANAGER_UPSTREAM};
 use crate::wire::{Command, PodAction};
-
-/// Annotation whose change makes the reconciler roll an agent's pod.
-pub const RESTART_ANNOTATION: &str = "autonomic.sh/restart-requested-at";
-/// Field manager of every write the upstream connection makes.
-pub const FIELD_MANAGER: &str = "exo-upstream";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ActionError {
@@ -58,14 +54,14 @@ pub async fn pod_control(
         PodAction::Resume => json!({ "spec": { "paused": false } }),
         PodAction::Restart => {
             let at = k8s_openapi::jiff::Timestamp::now().to_string();
-            json!({ "metadata": { "annotations": { RESTART_ANNOTATION: at } } })
+            json!({ "metadata": { "annotations": { ANNOTATION_RESTART_REQUESTED: at } } })
         }
     };
     let patched = api
         .patch(
             agent,
             &PatchParams {
-                field_manager: Some(FIELD_MANAGER.into()),
+                field_manager: Some(FIELD_MANAGER_UPSTREAM.into()),
                 ..PatchParams::default()
             },
             &Patch::Merge(&patch),
@@ -78,6 +74,6 @@ pub async fn pod_control(
     Ok(json!({
         "namespace": namespace, "agent": agent, "action": action,
         "paused": patched.spec.paused,
-        "restartRequestedAt": patched.metadata.annotations.as_ref().and_then(|a| a.get(RESTART_ANNOTATION)),
+        "restartRequestedAt": patched.metadata.annotations.as_ref().and_then(|a| a.get(ANNOTATION_RESTART_REQUESTED)),
     }))
 }

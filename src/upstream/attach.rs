@@ -20,7 +20,8 @@ use tracing::info;
 
 use super::actions::ActionError;
 use crate::crd::Agent;
-use crate::operator::ANNOTATION_DEFAULT_CONTAINER;
+
+use crate::meta::ANNOTATION_DEFAULT_CONTAINER;
 use crate::wire::{
     self, ATTACH_EXITED_OK, AttachClose, AttachData, AttachOpen, AuditRecord, Frame,
 };

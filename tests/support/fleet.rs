@@ -402,7 +402,7 @@ impl Fixture {
     pub async fn request_sync(&self) {
         let stamp = k8s_openapi::jiff::Timestamp::now().to_string();
         let patch = serde_json::json!({"metadata": {"annotations": {
-            exo::rollout::engine::ANNOTATION_SYNC_REQUESTED: stamp}}});
+            exo::meta::ANNOTATION_SYNC_REQUESTED: stamp}}});
         self.ns
             .api::<FleetCr>()
             .patch(

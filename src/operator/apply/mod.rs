@@ -19,12 +19,12 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tracing::info;
 
-use super::FIELD_MANAGER;
 use super::error::{Error, Result, is_not_found};
 use super::events::Reason;
 use super::metrics::{Controller, Metrics, Verb};
 use super::pods::PodSet;
 use crate::crd::{Agent, AgentFS, Tool};
+use crate::meta::FIELD_MANAGER;
 
 mod events;
 mod finalizer;

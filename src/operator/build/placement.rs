@@ -4,15 +4,12 @@
 
 use std::collections::BTreeMap;
 
+use crate::meta::{LABEL_CONTROL_PLANE, LABEL_NODE_TIER};
+
 use k8s_openapi::api::core::v1::{
     Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec,
     Toleration,
 };
-
-/// The node label (and taint key) that names a node's tier.
-pub const LABEL_NODE_TIER: &str = "autonomic.sh/node-tier";
-/// Nodes with this label run the cluster's control plane: no tenant pod.
-pub const LABEL_CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
 
 /// Sets the pod's placement for `tier` (`None`: any worker node).
 pub fn place(spec: &mut PodSpec, tier: Option<&str>) {

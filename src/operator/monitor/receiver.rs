@@ -17,10 +17,11 @@ use kube::api::{Api, Patch, PatchParams};
 use tracing::{debug, info, warn};
 
 use super::checkin::{AgentRef, Checkins, Known, Outcome, bearer, parse_path};
-use super::silent::ANNOTATION_LAST_CHECKIN;
+
 use crate::crd::Agent;
-use crate::operator::FIELD_MANAGER;
-use crate::operator::build::{TOKEN_KEY, agent_secret_name};
+
+use crate::meta::{ANNOTATION_LAST_CHECKIN, FIELD_MANAGER, TOKEN_KEY};
+use crate::operator::build::agent_secret_name;
 use crate::operator::error::is_not_found;
 use crate::operator::http::HttpState;
 

@@ -15,10 +15,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::{Finding, Monitor, Subject};
 use crate::crd::{Agent, AgentPhase};
-
-/// Annotation on an Agent: the time of its last check-in (RFC 3339),
-/// written by the replica that took it (at most once per write interval).
-pub const ANNOTATION_LAST_CHECKIN: &str = "autonomic.sh/last-checkin";
+use crate::meta::ANNOTATION_LAST_CHECKIN;
 
 /// One Agent, as a tick sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -44,10 +44,6 @@ use crate::fleet::gitsync::{self, Credentials, Source};
 use crate::operator::apply::Ctx;
 use crate::release::{Release, WaveName, parse_duration};
 
-/// Name of the Rollout object in each tenant namespace.
-pub const ROLLOUT_NAME: &str = "release";
-pub const ANNOTATION_SYNC_REQUESTED: &str = "autonomic.sh/sync-requested-at";
-
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
     /// Where the git mirror and checkouts live.

@@ -25,17 +25,14 @@ use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
-use super::{
-    EngineConfig, Loaded, Policy, ROLLOUT_NAME, State, TenantPlan, assign, now, short, source_for,
-};
+use super::{EngineConfig, Loaded, Policy, State, TenantPlan, assign, now, short, source_for};
 use crate::crd::{AgentFS, Fleet as FleetCr, FleetStatus, Rollout, RolloutSpec};
 use crate::fleet::{self, gitsync};
+use crate::meta::{LABEL_FLEET, LABEL_FLEET_NAMESPACE, LABEL_TENANT, ROLLOUT_NAME};
 use crate::operator::apply::Ctx;
 use crate::operator::metrics::Controller as Writer;
 use crate::release::{WaveName, lint};
-use crate::rollout::actuate::{
-    LABEL_FLEET, LABEL_FLEET_NAMESPACE, LABEL_TENANT, follows_fleet, owned_meta,
-};
+use crate::rollout::actuate::{follows_fleet, owned_meta};
 use crate::rollout::desired::TenantDesired;
 
 struct SyncCtx {
@@ -361,8 +358,8 @@ async fn apply_tenants(
         let labels = BTreeMap::from([
             (LABEL_TENANT.to_owned(), tenant.clone()),
             (
-                crate::operator::LABEL_MANAGED_BY.to_owned(),
-                crate::operator::MANAGED_BY.to_owned(),
+                crate::meta::LABEL_MANAGED_BY.to_owned(),
+                crate::meta::MANAGED_BY.to_owned(),
             ),
         ]);
         let namespace = Namespace {
@@ -424,8 +421,8 @@ async fn apply_tenants(
             (LABEL_FLEET.to_owned(), fleet.clone()),
             (LABEL_FLEET_NAMESPACE.to_owned(), fleet_ns.clone()),
             (
-                crate::operator::LABEL_MANAGED_BY.to_owned(),
-                crate::operator::MANAGED_BY.to_owned(),
+                crate::meta::LABEL_MANAGED_BY.to_owned(),
+                crate::meta::MANAGED_BY.to_owned(),
             ),
         ]));
         op.apply(Writer::Rollout, &ro)

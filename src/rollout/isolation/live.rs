@@ -14,7 +14,8 @@ use crate::crd::DriftRecord;
 use crate::operator::apply::Ctx;
 use crate::operator::events::Reason;
 use crate::operator::metrics::{Controller, KindLabels};
-use crate::operator::{LABEL_MANAGED_BY, MANAGED_BY};
+
+use crate::meta::{LABEL_MANAGED_BY, MANAGED_BY};
 use crate::rollout::actuate::{StepCtx, blocked, blocked_op};
 use crate::rollout::saga::Outcome;
 

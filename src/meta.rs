@@ -1,0 +1,107 @@
+//! Every label, annotation, finalizer and field-manager name that Exo writes
+//! onto Kubernetes objects, in one place. Any module may import this one;
+//! it imports nothing, so a shared name never makes two modules depend on
+//! each other.
+
+// ---------------------------------------------------------------- field managers
+
+/// The one field manager of every server-side apply the operator makes.
+pub const FIELD_MANAGER: &str = "exo-operator";
+/// Field manager of every write the upstream connection makes (pod control
+/// asked for by the control plane), kept apart so a restart request never
+/// takes over the operator's fields.
+pub const FIELD_MANAGER_UPSTREAM: &str = "exo-upstream";
+/// Name the operator reports Events under.
+pub const CONTROLLER_NAME: &str = "exo-operator";
+
+// ---------------------------------------------------------------- labels
+
+/// `app.kubernetes.io/managed-by: exo` marks everything Exo owns.
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// The value of [`LABEL_MANAGED_BY`].
+pub const MANAGED_BY: &str = "exo";
+/// `app.kubernetes.io/component`: `agent`, `tool` or `agentfs`.
+pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
+/// The Agent a child belongs to.
+pub const LABEL_AGENT: &str = "autonomic.sh/agent";
+/// The Tool a child belongs to.
+pub const LABEL_TOOL: &str = "autonomic.sh/tool";
+/// The AgentFS a PVC belongs to.
+pub const LABEL_AGENTFS: &str = "autonomic.sh/agentfs";
+/// The tenant a workload or policy belongs to.
+pub const LABEL_TENANT: &str = "autonomic.sh/tenant";
+/// On a tenant's Rollout: the Fleet (by name) whose repository it follows.
+pub const LABEL_FLEET: &str = "autonomic.sh/fleet";
+/// On a tenant's Rollout: that Fleet's namespace (two namespaces may each
+/// hold a Fleet of the same name).
+pub const LABEL_FLEET_NAMESPACE: &str = "autonomic.sh/fleet-namespace";
+/// Label carrying the source folder's name on every built baseline ConfigMap.
+pub const LABEL_BASELINE: &str = "autonomic.sh/baseline";
+/// A label on a Secret that holds a tenant's own credential (a virtual
+/// key, a broker token): another tenant holding its value is a finding.
+pub const LABEL_CREDENTIAL: &str = "autonomic.sh/credential";
+/// Label naming the AgentFS a helper pod serves.
+pub const LABEL_FS_HELPER: &str = "autonomic.sh/fs-helper";
+/// The node label (and taint key) that names a node's tier.
+pub const LABEL_NODE_TIER: &str = "autonomic.sh/node-tier";
+/// Nodes with this label run the cluster's control plane: no tenant pod
+/// (Kubernetes' own well-known label).
+pub const LABEL_CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
+
+// ---------------------------------------------------------------- annotations
+
+/// Hash of the desired object; a child whose annotation matches is not
+/// written again, a pod whose annotation differs is rolled.
+pub const ANNOTATION_SPEC_HASH: &str = "autonomic.sh/spec-hash";
+/// Set on an Agent (by `exo` pod control or by hand) to roll its pod: the
+/// value is carried into the pod template, so each new value restarts it.
+pub const ANNOTATION_RESTART_REQUESTED: &str = "autonomic.sh/restart-requested-at";
+/// The container `kubectl exec` and `exo attach` use when none is named
+/// (Kubernetes' own well-known annotation): an Agent pod's `runtime`, a
+/// Tool pod's `tool`.
+pub const ANNOTATION_DEFAULT_CONTAINER: &str = "kubectl.kubernetes.io/default-container";
+/// Set on a PVC that outlived its AgentFS because of `retain: true`.
+pub const ANNOTATION_RETAINED: &str = "autonomic.sh/retained-from";
+/// Capabilities the operator advertises (Lease annotation, `/healthz`).
+pub const ANNOTATION_CAPABILITIES: &str = "autonomic.sh/capabilities";
+/// Annotation on an Agent: the time of its last check-in (RFC 3339),
+/// written by the replica that took it (at most once per write interval).
+pub const ANNOTATION_LAST_CHECKIN: &str = "autonomic.sh/last-checkin";
+/// The release the last rollout step projected onto every workload.
+pub const ANNOTATION_RELEASE: &str = "autonomic.sh/release";
+/// When the live content of a workload was last verified.
+pub const ANNOTATION_VERIFIED_AT: &str = "autonomic.sh/verified-at";
+/// Set on a Fleet to ask for a sync now (push receiver, `exo`).
+pub const ANNOTATION_SYNC_REQUESTED: &str = "autonomic.sh/sync-requested-at";
+/// The full content hash of a baseline ConfigMap.
+pub const ANNOTATION_CONTENT_SHA256: &str = "autonomic.sh/content-sha256";
+/// Unix seconds of an fs helper pod's last use; every use moves it forward,
+/// and the operator deletes the helper once its idle time has passed
+/// since then (the operator's setting decides, whichever route used it).
+pub const ANNOTATION_FS_HELPER_LAST_USED: &str = "autonomic.sh/fs-helper-last-used";
+
+// ---------------------------------------------------------------- finalizers
+
+/// Finalizer on an Agent: the pod is gone before the Agent is, so the
+/// Agent passes through `Terminating` and an AgentFS is only released once
+/// no pod mounts it.
+pub const FINALIZER_AGENT: &str = "autonomic.sh/agent-cleanup";
+/// Finalizer on an AgentFS: holds deletion while Agents mount it, and
+/// releases a retained PVC before the AgentFS goes.
+pub const FINALIZER_AGENTFS: &str = "autonomic.sh/agentfs-protection";
+
+// ---------------------------------------------------------------- object and container names
+
+/// Name of the Rollout object in each tenant namespace.
+pub const ROLLOUT_NAME: &str = "release";
+/// Key of the generated token in the per-agent Secret.
+pub const TOKEN_KEY: &str = "token";
+/// The agent pod's workload container: where a shell or a check of the
+/// mounted baseline belongs, and the pod's default container.
+pub const AGENT_RUNTIME_CONTAINER: &str = "runtime";
+/// The agent pod's sidecar (token, agentlet port).
+pub const AGENT_AGENTLET_CONTAINER: &str = "agentlet";
+/// A Tool pod's one container, also its default container.
+pub const TOOL_CONTAINER: &str = "tool";
+/// The fs helper pod's container.
+pub const HELPER_CONTAINER: &str = "fs";
