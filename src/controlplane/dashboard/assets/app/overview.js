@@ -1,0 +1,107 @@
+// The Fleet page: every deployment, its state, heartbeat, version, capabilities and alerts.
+
+import { clear, el, enc } from './dom.js';
+import { getJSON } from './api.js';
+import { dash, str } from './format.js';
+import { frameSeen, heartbeatText, noteHeartbeat, tickHeartbeats } from './heartbeat.js';
+import { live } from './live.js';
+import { dataTable, pageHead, stateBadge } from './page.js';
+
+export function pageOverview(main) {
+  const rows = new Map();
+  const activeAlerts = new Map(); // name -> [active alert]
+  const { table, tbody } = dataTable('deployments', [
+    'Deployment', 'State', 'Last heartbeat', 'Operator version', 'Capabilities', 'Active alerts',
+  ]);
+  const count = el('p', { class: 'sub' }, 'Loading…');
+  clear(main).append(pageHead('Fleet', null, count), el('div', { class: 'card table-wrap' }, table));
+
+  const renderAlerts = (cell, d) => {
+    clear(cell);
+    const n = typeof d.active_alerts === 'number' ? d.active_alerts : 0;
+    cell.append(el('a', { class: 'alert-count', dataset: { count: String(n) }, href: `/api/v1/deployments/${enc(d.name)}/alerts/active` },
+      n === 1 ? '1 active' : `${n} active`));
+    const list = activeAlerts.get(d.name);
+    if (n > 0 && list && list.length) {
+      const ul = el('ul');
+      for (const a of list.slice(0, 3)) {
+        ul.append(el('li', { title: str(a.message) },
+          el('span', { class: `badge sev-${str(a.severity)}` }, dash(a.severity)), ' ',
+          str(a.reason), a.object ? el('span', { class: 'muted' }, ` ${a.namespace ? `${a.namespace}/` : ''}${a.object}`) : null));
+      }
+      if (list.length > 3) ul.append(el('li', { class: 'muted' }, `and ${list.length - 3} more`));
+      cell.append(ul);
+    }
+  };
+
+  const fetchAlerts = async (d) => {
+    if (!d.active_alerts) { activeAlerts.delete(d.name); return; }
+    try {
+      const res = await getJSON(`/api/v1/deployments/${enc(d.name)}/alerts/active`);
+      activeAlerts.set(d.name, Array.isArray(res.active) ? res.active : []);
+      const row = rows.get(d.name);
+      if (row) renderAlerts(row.alerts, row.d);
+    } catch (_) { /* the count stays */ }
+  };
+
+  const upsert = (d) => {
+    if (!d || typeof d.name !== 'string') return;
+    noteHeartbeat(d);
+    let row = rows.get(d.name);
+    if (!row) {
+      const tr = el('tr', { dataset: { deployment: d.name } });
+      row = {
+        tr,
+        name: el('th', { scope: 'row' }, el('a', { href: `/deployments/${enc(d.name)}` }, d.name)),
+        state: el('td'),
+        heartbeat: el('td', { class: 'heartbeat nowrap', dataset: { for: d.name } }),
+        version: el('td', { class: 'version' }),
+        capabilities: el('td', { class: 'capabilities' }),
+        alerts: el('td', { class: 'alerts' }),
+      };
+      tr.append(row.name, row.state, row.heartbeat, row.version, row.capabilities, row.alerts);
+      // keep rows sorted by name, without moving existing ones
+      const after = [...rows.keys()].filter((k) => k > d.name).sort()[0];
+      if (after) tbody.insertBefore(tr, rows.get(after).tr); else tbody.append(tr);
+      rows.set(d.name, row);
+    }
+    row.d = d;
+    clear(row.state).append(stateBadge(d.state));
+    row.state.title = d.connected ? 'connected' : `not connected${d.last_close ? ` (last close: ${d.last_close})` : ''}`;
+    row.heartbeat.textContent = heartbeatText(d.name);
+    row.version.textContent = dash(d.agent_version);
+    clear(row.capabilities);
+    const caps = Array.isArray(d.capabilities) ? d.capabilities : [];
+    if (caps.length) caps.forEach((c) => row.capabilities.append(el('span', { class: 'cap' }, str(c))));
+    else row.capabilities.append(el('span', { class: 'muted' }, '—'));
+    renderAlerts(row.alerts, d);
+    count.textContent = rows.size === 1 ? '1 deployment' : `${rows.size} deployments`;
+  };
+
+  const load = async () => {
+    try {
+      const res = await getJSON('/api/v1/deployments');
+      const list = Array.isArray(res.deployments) ? res.deployments : [];
+      for (const d of list) upsert(d);
+      if (!list.length && !rows.size) {
+        count.textContent = 'No deployments yet: exo control-plane deployment create NAME';
+      }
+      await Promise.all(list.map(fetchAlerts));
+    } catch (err) {
+      if (err.status !== 401) count.textContent = `Could not load the deployments: ${err.message}`;
+    }
+  };
+
+  load();
+  setInterval(tickHeartbeats, 1000);
+  live(null, {
+    deployment: (d) => {
+      const before = rows.get(d.name);
+      const changed = !before || before.d.active_alerts !== d.active_alerts;
+      upsert(d);
+      if (changed) fetchAlerts(d);
+    },
+    alerts: (a) => { const row = rows.get(a.deployment); if (row) fetchAlerts(row.d); },
+    resource: (ev) => { if (rows.has(ev.deployment)) frameSeen(ev.deployment); },
+  }, load);
+}
