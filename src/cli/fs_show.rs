@@ -1,31 +1,7 @@
 //! Tables for `exo fs` (`-o json` prints the answers as they are).
 
+use crate::cli::table;
 use crate::wire::fs::{FsInfo, FsList, FsListing, Transferred};
-
-fn table(head: &[&str], rows: &[Vec<String>]) -> String {
-    let mut width: Vec<usize> = head.iter().map(|h| h.len()).collect();
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            width[i] = width[i].max(c.chars().count());
-        }
-    }
-    let line = |cells: Vec<String>| {
-        let mut s = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                s.push_str(c);
-            } else {
-                s.push_str(&format!("{c:<w$}  ", w = width[i]));
-            }
-        }
-        s.trim_end().to_owned() + "\n"
-    };
-    let mut out = line(head.iter().map(|h| (*h).to_owned()).collect());
-    for r in rows {
-        out.push_str(&line(r.clone()));
-    }
-    out
-}
 
 fn or_dash(s: Option<&str>) -> String {
     s.filter(|s| !s.is_empty()).unwrap_or("-").to_owned()
@@ -62,14 +38,14 @@ const HEAD: [&str; 8] = [
 pub fn list(v: &serde_json::Value) -> String {
     match serde_json::from_value::<FsList>(v.clone()) {
         Ok(l) if l.items.is_empty() => "no file systems\n".into(),
-        Ok(l) => table(&HEAD, &l.items.iter().map(row).collect::<Vec<_>>()),
+        Ok(l) => table::render_trimmed(&HEAD, &l.items.iter().map(row).collect::<Vec<_>>()),
         Err(_) => format!("{v}\n"),
     }
 }
 
 pub fn one(v: &serde_json::Value) -> String {
     match serde_json::from_value::<FsInfo>(v.clone()) {
-        Ok(i) => table(&HEAD, &[row(&i)]),
+        Ok(i) => table::render_trimmed(&HEAD, &[row(&i)]),
         Err(_) => format!("{v}\n"),
     }
 }
@@ -119,7 +95,10 @@ pub fn listing(v: &serde_json::Value) -> String {
             vec![e.kind.as_str().to_owned(), e.size.to_string(), when, name]
         })
         .collect();
-    out.push_str(&table(&["TYPE", "SIZE", "MODIFIED", "NAME"], &rows));
+    out.push_str(&table::render_trimmed(
+        &["TYPE", "SIZE", "MODIFIED", "NAME"],
+        &rows,
+    ));
     out
 }
 

@@ -30,6 +30,7 @@ pub mod release_rollback;
 pub mod release_rollout;
 pub mod release_status;
 pub mod release_suspend;
+pub mod table;
 pub mod terminal;
 
 #[derive(Debug, Parser)]

@@ -9,6 +9,7 @@ use crate::cli::exit;
 use crate::cli::release::{Output, RootArg, load_fleet};
 use crate::cli::release_cluster::with_client;
 use crate::cli::release_prune::{self, PrunePlan};
+use crate::cli::table;
 use crate::release::plan::{self, Change, Plan};
 
 #[derive(Debug, Args)]
@@ -130,35 +131,6 @@ fn print_or_fail(text: Result<String, String>) -> u8 {
     }
 }
 
-/// Left-aligned columns, sized to their widest cell.
-pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            if i < widths.len() {
-                widths[i] = widths[i].max(c.chars().count());
-            }
-        }
-    }
-    let mut out = String::new();
-    let line = |cells: Vec<String>, out: &mut String| {
-        let n = cells.len();
-        for (i, c) in cells.into_iter().enumerate() {
-            if i + 1 == n {
-                out.push_str(&c);
-            } else {
-                let _ = write!(out, "{c:<w$}  ", w = widths[i]);
-            }
-        }
-        out.push('\n');
-    };
-    line(header.iter().map(|h| h.to_string()).collect(), &mut out);
-    for r in rows {
-        line(r.clone(), &mut out);
-    }
-    out
-}
-
 fn render_table(p: &Plan) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -194,7 +166,7 @@ fn render_table(p: &Plan) -> String {
             ]
         })
         .collect();
-    out.push_str(&table(
+    out.push_str(&table::render(
         &["COMPONENT (apply order)", "LAYER", "FROM", "TO", "CHANGE"],
         &rows,
     ));
@@ -215,7 +187,10 @@ fn render_table(p: &Plan) -> String {
             ]
         })
         .collect();
-    out.push_str(&table(&["CONFIGMAP", "FROM", "TO", "ACTION"], &rows));
+    out.push_str(&table::render(
+        &["CONFIGMAP", "FROM", "TO", "ACTION"],
+        &rows,
+    ));
     out.push('\n');
     let mut rows = Vec::new();
     for w in &p.waves {
@@ -240,7 +215,7 @@ fn render_table(p: &Plan) -> String {
             }
         }
     }
-    out.push_str(&table(
+    out.push_str(&table::render(
         &["WAVE", "TENANT", "STEP", "RE-POINT", "CHANGES"],
         &rows,
     ));

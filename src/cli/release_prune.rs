@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::cli::release_cluster::fleet_rollouts;
-use crate::cli::release_plan::table;
+use crate::cli::table;
 use crate::crd::{Fleet as FleetCr, InventoryEntry, InventoryKind, Rollout};
 use crate::fleet::{Fleet, Tenant};
 
@@ -154,7 +154,10 @@ pub fn render(p: &PrunePlan) -> String {
         );
         return out;
     }
-    out.push_str(&table(&["WAVE", "TENANT", "PRUNE", "NAME", "NOTE"], &rows));
+    out.push_str(&table::render(
+        &["WAVE", "TENANT", "PRUNE", "NAME", "NOTE"],
+        &rows,
+    ));
     out
 }
 

@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::cli::exit;
 use crate::cli::release::Output;
 use crate::cli::release_cluster::{now_secs, rollouts, with_client};
-use crate::cli::release_plan::table;
+use crate::cli::table;
 use crate::crd::Fleet as FleetCr;
 use crate::rollout::summary::{
     FleetSummary, TenantState, TenantSummary, abbrev, short_id, summarize_all, summarize_fleet,
@@ -190,7 +190,7 @@ pub fn render(status: &Status) -> String {
             ]
         })
         .collect();
-    out.push_str(&table(
+    out.push_str(&table::render(
         &[
             "WAVE", "TENANT", "RELEASE", "COMMIT", "STATE", "IN SYNC", "LIVE", "AGE",
         ],
