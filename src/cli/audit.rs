@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 
 use crate::audit::{self, Rule, report};
 use crate::cli::exit;
-use crate::cli::release_cluster::with_client_for;
+use crate::cli::release::cluster::with_client_for;
 
 #[derive(Debug, Clone, Copy, ValueEnum, Default)]
 pub enum Output {

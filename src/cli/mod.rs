@@ -21,15 +21,6 @@ pub mod operator;
 pub mod operator_connect;
 pub mod plane;
 pub mod release;
-pub mod release_cluster;
-pub mod release_pin;
-pub mod release_plan;
-pub mod release_promote;
-pub mod release_prune;
-pub mod release_rollback;
-pub mod release_rollout;
-pub mod release_status;
-pub mod release_suspend;
 pub mod table;
 pub mod terminal;
 

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::cli::exit;
-use crate::cli::release::{RootArg, load_fleet};
+use crate::cli::release::common::{RootArg, load_fleet, release_at};
 use crate::fleet::pin::{self, Credentials, ResolverOptions};
 use crate::release::pin_edit;
 
@@ -40,12 +40,7 @@ pub fn run(args: &PinArgs) -> u8 {
     } else {
         let mut out = Vec::new();
         for p in &args.releases {
-            let want = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
-            match fleet
-                .releases
-                .iter()
-                .find(|r| std::fs::canonicalize(&r.path).is_ok_and(|c| c == want))
-            {
+            match release_at(&fleet, p) {
                 Some(r) => out.push(r),
                 None => {
                     eprintln!(

@@ -9,8 +9,8 @@ use kube::api::{Api, ListParams};
 use serde::Serialize;
 
 use crate::cli::exit;
-use crate::cli::release::Output;
-use crate::cli::release_cluster::{now_secs, rollouts, with_client};
+use crate::cli::release::cluster::{now_secs, rollouts, with_client};
+use crate::cli::release::common::{Output, emit};
 use crate::cli::table;
 use crate::crd::Fleet as FleetCr;
 use crate::rollout::summary::{
@@ -235,23 +235,12 @@ pub fn run(args: &StatusArgs) -> u8 {
             fleets: fleets.iter().map(|f| summarize_fleet(f, now)).collect(),
             tenants: summarize_all(&all, now),
         };
-        let text = match args.output {
-            Output::Table => Ok(render(&status)),
-            Output::Json => serde_json::to_string_pretty(&status)
-                .map(|s| s + "\n")
-                .map_err(|e| e.to_string()),
-            Output::Yaml => crate::fleet::yaml::to_string(&status).map_err(|e| e.to_string()),
-        };
-        match text {
-            Ok(t) => {
-                print!("{t}");
-                exit::OK
-            }
-            Err(e) => {
-                eprintln!("exo release status: {e}");
-                exit::UNUSABLE
-            }
-        }
+        emit(
+            &status,
+            args.output,
+            || render(&status),
+            "exo release status",
+        )
     })
 }
 

@@ -9,9 +9,9 @@ use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use crate::cli::exit;
-use crate::cli::release::{RootArg, load_fleet};
-use crate::cli::release_cluster::{now_secs, of_fleet, transient, try_rollouts, with_client};
-use crate::cli::release_promote::promote;
+use crate::cli::release::cluster::{now_secs, of_fleet, transient, try_rollouts, with_client};
+use crate::cli::release::common::{RootArg, load_fleet};
+use crate::cli::release::promotion::promote;
 use crate::fleet::Fleet;
 use crate::release::WaveName;
 use crate::rollout::summary::{TenantState, TenantSummary, summarize_all, wave_of};

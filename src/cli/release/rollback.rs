@@ -4,8 +4,8 @@
 use clap::Args;
 
 use crate::cli::exit;
-use crate::cli::release::{RootArg, load_fleet};
-use crate::cli::release_cluster::{fleet_rollouts, repo_root, request_sync, with_client};
+use crate::cli::release::cluster::{fleet_rollouts, repo_root, request_sync, with_client};
+use crate::cli::release::common::{RootArg, load_fleet};
 use crate::crd::Rollout;
 use crate::fleet::WAVES_FILE;
 use crate::release::{WaveName, waves_edit};

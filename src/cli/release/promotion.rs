@@ -1,32 +1,15 @@
-//! `exo release promote <release> --wave <wave>`: point a wave at a release
-//! with a commit to `releases/waves.yaml`, once the previous wave's gates
-//! pass on what the cluster has verified.
-
-use clap::Args;
+//! The gated promotion `exo release promote` makes and `exo release
+//! rollout` makes wave by wave: the release lints clean, the previous
+//! wave's gates pass on what the cluster has verified, then one commit to
+//! `releases/waves.yaml` and a sync request. Its messages name `promote`
+//! whichever verb runs it.
 
 use crate::cli::exit;
-use crate::cli::release::{RootArg, load_fleet};
-use crate::cli::release_cluster::{fleet_rollouts, now_secs, repo_root, request_sync, with_client};
+use crate::cli::release::cluster::{fleet_rollouts, now_secs, repo_root, request_sync};
 use crate::fleet::{Fleet, WAVES_FILE};
 use crate::release::{WaveName, lint, waves_edit};
 use crate::rollout::gates;
 use crate::rollout::summary::short_id;
-
-#[derive(Debug, Args)]
-pub struct PromoteArgs {
-    #[command(flatten)]
-    pub kube: crate::cli::kube_args::KubeArgs,
-    /// The release to promote.
-    pub release: String,
-    /// The wave to point at it.
-    #[arg(long)]
-    pub wave: WaveName,
-    #[command(flatten)]
-    pub root: RootArg,
-    /// Commit only; do not push to origin.
-    #[arg(long)]
-    pub no_push: bool,
-}
 
 /// Checks gates and commits the wave pointer. Prints why it refuses.
 pub async fn promote(
@@ -96,17 +79,4 @@ pub async fn promote(
             Err(exit::UNUSABLE)
         }
     }
-}
-
-pub fn run(args: &PromoteArgs) -> u8 {
-    let fleet = match load_fleet(&args.root.root, "promote") {
-        Ok(f) => f,
-        Err(c) => return c,
-    };
-    with_client(&args.kube, |client| async move {
-        match promote(&fleet, &client, &args.release, args.wave, !args.no_push).await {
-            Ok(()) => exit::OK,
-            Err(code) => code,
-        }
-    })
 }

@@ -8,7 +8,7 @@ use clap::Args;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 
 use crate::cli::exit;
-use crate::cli::release_cluster::with_client;
+use crate::cli::release::cluster::with_client;
 use crate::crd::Fleet;
 use crate::meta::ANNOTATION_SYNC_REQUESTED;
 

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::cli::release_cluster::fleet_rollouts;
+use crate::cli::release::cluster::fleet_rollouts;
 use crate::cli::table;
 use crate::crd::{Fleet as FleetCr, InventoryEntry, InventoryKind, Rollout};
 use crate::fleet::{Fleet, Tenant};

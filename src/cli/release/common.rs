@@ -1,0 +1,170 @@
+//! What the `exo release` verbs share apart from the cluster
+//! ([`super::cluster`]): the `--root` and `-o` flags, loading the fleet,
+//! finding a release by its file, printing a value as a table, JSON or
+//! YAML, and the table of a [`Plan`] (`diff` and `plan` both print one).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+
+use crate::cli::{exit, table};
+use crate::fleet::{self, Fleet, Sourced};
+use crate::release::Release;
+use crate::release::plan::{Change, Plan};
+
+#[derive(Debug, Clone, Copy, ValueEnum, Default)]
+pub enum Output {
+    #[default]
+    Table,
+    Json,
+    Yaml,
+}
+
+#[derive(Debug, Args)]
+pub struct RootArg {
+    /// The fleet repository's root.
+    #[arg(long, default_value = ".")]
+    pub root: PathBuf,
+}
+
+/// Loads the fleet or prints why it is unusable.
+pub fn load_fleet(root: &Path, verb: &str) -> Result<Fleet, u8> {
+    fleet::load(root).map_err(|e| {
+        for line in e.to_string().lines() {
+            eprintln!("exo release {verb}: {line}");
+        }
+        exit::UNUSABLE
+    })
+}
+
+/// The fleet's release whose file is `path` (compared as canonical paths,
+/// so `./releases/x.yaml` and an absolute path both match).
+pub fn release_at<'a>(fleet: &'a Fleet, path: &Path) -> Option<&'a Sourced<Release>> {
+    let wanted = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    fleet
+        .releases
+        .iter()
+        .find(|r| std::fs::canonicalize(&r.path).is_ok_and(|p| p == wanted))
+}
+
+/// Prints `value` as `output` asks (the text `table` draws, or JSON or
+/// YAML); a value that cannot be written ends the verb with `who: why`.
+pub fn emit<T: Serialize>(
+    value: &T,
+    output: Output,
+    table: impl FnOnce() -> String,
+    who: &str,
+) -> u8 {
+    let text = match output {
+        Output::Table => Ok(table()),
+        Output::Json => serde_json::to_string_pretty(value)
+            .map(|s| s + "\n")
+            .map_err(|e| e.to_string()),
+        Output::Yaml => crate::fleet::yaml::to_string(value).map_err(|e| e.to_string()),
+    };
+    match text {
+        Ok(t) => {
+            print!("{t}");
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("{who}: {e}");
+            exit::UNUSABLE
+        }
+    }
+}
+
+/// A plan or diff as three tables: components in apply order, baseline
+/// ConfigMaps, and each tenant's re-points by wave.
+pub fn plan_table(p: &Plan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Release {}{}\n",
+        p.release,
+        p.from
+            .as_ref()
+            .map(|f| format!(" (from {f})"))
+            .unwrap_or_else(|| " (from the fleet's manifests)".into())
+    );
+    let rows: Vec<Vec<String>> = p
+        .components
+        .iter()
+        .map(|c| {
+            let change = match c.change {
+                Change::Added => "added",
+                Change::Removed => "removed",
+                Change::Changed => "changed",
+                Change::Unchanged => "-",
+            };
+            vec![
+                c.name.clone(),
+                c.layer.to_string(),
+                c.from
+                    .as_ref()
+                    .map(|v| v.short())
+                    .unwrap_or_else(|| "-".into()),
+                c.to.as_ref()
+                    .map(|v| v.short())
+                    .unwrap_or_else(|| "-".into()),
+                change.into(),
+            ]
+        })
+        .collect();
+    out.push_str(&table::render(
+        &["COMPONENT (apply order)", "LAYER", "FROM", "TO", "CHANGE"],
+        &rows,
+    ));
+    out.push('\n');
+    let rows: Vec<Vec<String>> = p
+        .config_maps
+        .iter()
+        .map(|c| {
+            vec![
+                c.name.clone(),
+                c.from.clone().unwrap_or_else(|| "-".into()),
+                c.to.clone().unwrap_or_else(|| "-".into()),
+                if c.create {
+                    "create (immutable)".into()
+                } else {
+                    "-".into()
+                },
+            ]
+        })
+        .collect();
+    out.push_str(&table::render(
+        &["CONFIGMAP", "FROM", "TO", "ACTION"],
+        &rows,
+    ));
+    out.push('\n');
+    let mut rows = Vec::new();
+    for w in &p.waves {
+        for t in &w.tenants {
+            if t.steps.is_empty() {
+                rows.push(vec![
+                    w.wave.to_string(),
+                    t.tenant.clone(),
+                    "-".into(),
+                    "-".into(),
+                    "up to date".into(),
+                ]);
+            }
+            for (i, s) in t.steps.iter().enumerate() {
+                rows.push(vec![
+                    w.wave.to_string(),
+                    t.tenant.clone(),
+                    format!("{}", i + 1),
+                    format!("{}/{}", s.kind, s.name),
+                    s.changes.join("; "),
+                ]);
+            }
+        }
+    }
+    out.push_str(&table::render(
+        &["WAVE", "TENANT", "STEP", "RE-POINT", "CHANGES"],
+        &rows,
+    ));
+    out
+}
