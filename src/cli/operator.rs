@@ -1,16 +1,17 @@
 //! `exo operator run`: the in-cluster operator (also runs locally with
-//! only a KUBECONFIG against a cluster that has the CRDs).
+//! only a KUBECONFIG against a cluster that has the CRDs). This module
+//! parses the flags, builds the kube client that names this replica, and
+//! hands the rest to [`crate::operator::assemble`].
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use tracing::{error, info, warn};
+use tracing::{error, info};
 
 use crate::cli::exit;
-use crate::operator::leader::LeaderConfig;
-use crate::operator::runtime::LeaderTask;
-use crate::operator::{self, OperatorConfig};
+use crate::operator::assemble::{self, Config};
+use crate::operator::monitor::thresholds::Overrides;
 
 #[derive(Debug, Subcommand)]
 pub enum OperatorCommand {
@@ -169,11 +170,6 @@ fn run_operator(args: RunArgs) -> u8 {
             .or_else(|| args.namespace.clone())
             .unwrap_or_else(|| "default".to_owned());
         info!(%identity, lease = %args.lease_name, %lease_namespace, namespace = args.namespace.as_deref().unwrap_or("*"), "starting the operator");
-        // Leader-only background tasks. The upstream WebSocket connector
-        // (src/upstream/) plugs in here: push a LeaderTask that runs it; it
-        // is started when this replica gains the Lease and stopped when it
-        // loses it.
-        let mut leader_tasks: Vec<LeaderTask> = Vec::new();
         let fs_max_bytes = match crate::operator::quantity::to_bytes(&args.fs_max_size) {
             Ok(b) => u64::try_from(b).unwrap_or(u64::MAX),
             Err(e) => {
@@ -181,138 +177,41 @@ fn run_operator(args: RunArgs) -> u8 {
                 return exit::UNUSABLE;
             }
         };
-        let fs_helper = crate::agentfs::helper::HelperOpts {
-            image: args.fs_helper_image.clone(),
-            idle: args.fs_helper_idle,
-            ..crate::agentfs::helper::HelperOpts::default()
-        };
-        // Idle `exo fs` helper pods go; checked a few times per idle period.
-        let reap_every = (args.fs_helper_idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(30));
-        let idle = args.fs_helper_idle;
-        leader_tasks.push(std::sync::Arc::new(move |ctx, stop: crate::operator::runtime::Stop| {
-            Box::pin(stop.until(crate::operator::fs_reaper::run(ctx, idle, reap_every)))
-        }));
-        // Upstream alerts (e.g. a live-content mismatch): clones of `alerts`
-        // (an AlertSink) raise them from anywhere in the process; the
-        // upstream connection drains `alert_queue` while connected.
-        // Unmanaged, nothing drains it and the bounded buffer drops the
-        // oldest.
-        let (alerts, alert_queue) =
-            crate::upstream::alerts::channel(crate::upstream::alerts::DEFAULT_CAPACITY);
-        let engine = crate::rollout::engine::EngineConfig {
-            cache_dir: args.gitops_cache.clone(),
-            poll: Duration::from_millis(args.rollout_poll_ms.max(50)),
+        let cfg = Config {
+            namespace: args.namespace,
+            metrics_addr: args.metrics_addr,
+            lease_name: args.lease_name,
+            lease_namespace,
+            identity,
+            lease_duration: Duration::from_secs(args.lease_duration),
+            concurrency: args.concurrency,
+            gitops_cache: args.gitops_cache,
+            rollout_poll: Duration::from_millis(args.rollout_poll_ms),
             verify_grace: Duration::from_secs(args.verify_grace),
-            // A namespace-scoped operator follows only its own namespace's Fleets.
-            fleet_namespace: args.fleet_namespace.clone().or_else(|| args.namespace.clone()),
-            alerts: alerts.clone(),
-        };
-        leader_tasks.push(std::sync::Arc::new(move |ctx, stop: crate::operator::runtime::Stop| {
-            Box::pin(stop.until(crate::rollout::engine::run(ctx, engine.clone())))
-        }));
-        let audit = crate::audit::schedule::AuditConfig {
-            interval: args.audit_interval.max(Duration::from_secs(1)),
-            fleet_namespace: args.fleet_namespace.clone().or_else(|| args.namespace.clone()),
-            alerts: alerts.clone(),
-        };
-        leader_tasks.push(std::sync::Arc::new(move |ctx, stop: crate::operator::runtime::Stop| {
-            Box::pin(stop.until(crate::audit::schedule::run(ctx, audit.clone())))
-        }));
-        // The upstream connection (AUTONOMIC_MANAGED=true): leader only.
-        let upstream = match crate::upstream::UpstreamConfig::from_env() {
-            Ok(u) => u,
-            Err(e) => {
-                error!(error = %e, "upstream configuration");
-                return exit::UNUSABLE;
-            }
-        };
-        let managed = upstream.is_some();
-        // The one upstream /health server of the process, on every
-        // replica: the liveness probe targets it (deploy/operator.yaml).
-        // Unmanaged it always answers 200; a port it cannot bind is then
-        // only a warning, since nothing else depends on it.
-        let health = managed.then(crate::upstream::health_handle);
-        if let Err(e) = crate::upstream::health::serve(args.upstream_health_addr, health.clone()).await {
-            if managed {
-                error!(addr = %args.upstream_health_addr, error = %e, "cannot serve the upstream /health");
-                return exit::UNUSABLE;
-            }
-            warn!(addr = %args.upstream_health_addr, error = %e, "cannot serve the upstream /health");
-        }
-        match (upstream, health) {
-            (Some(mut up), Some(health)) => {
-                up.namespace = args.namespace.clone();
-                up.fs_helper = fs_helper.clone();
-                up.fs_max_bytes = fs_max_bytes;
-                up.wedged_after = args.wedged_after.unwrap_or(up.wedged_after);
-                // The connection and its monitor (metrics, Events, the
-                // wedged-upstream alert). The queue outlives a lost Lease:
-                // alerts raised meanwhile wait for the next term's connection.
-                let target = crate::operator::upstream_monitor::event_target(&args.lease_name, &lease_namespace);
-                leader_tasks.push(crate::operator::upstream_monitor::leader_task(up, health, alert_queue, alerts.clone(), target));
-                info!("managed: the leader connects upstream");
-            }
-            _ => info!("unmanaged: no upstream connection (AUTONOMIC_MANAGED is not true)"),
-        }
-        // Health monitors (leader only); check-ins are taken by every
-        // replica's HTTP server and written to the Agent at most once per
-        // quarter of the `silent` threshold the flag (or default) sets.
-        let silent_after = args.monitor_silent_after.unwrap_or_else(|| {
-            crate::duration::parse(&crate::crd::Monitors::default().silent.after)
-                .unwrap_or(Duration::from_secs(900))
-        });
-        let checkins = match crate::operator::monitor::checkin::Checkins::new(
-            crate::operator::monitor::checkin::write_interval(silent_after),
-        ) {
-            Ok(c) => std::sync::Arc::new(c),
-            Err(e) => {
-                error!(error = %e, "no randomness for the check-in key");
-                return exit::UNUSABLE;
-            }
-        };
-        let monitors = crate::operator::monitor::task::MonitorConfig {
-            flags: crate::operator::monitor::thresholds::Overrides {
+            upstream_health_addr: args.upstream_health_addr,
+            wedged_after: args.wedged_after,
+            fleet_namespace: args.fleet_namespace,
+            fs_helper_image: args.fs_helper_image,
+            fs_helper_idle: args.fs_helper_idle,
+            fs_max_bytes,
+            audit_interval: args.audit_interval,
+            monitors: Overrides {
                 crashloop_restarts: args.monitor_crashloop_restarts,
                 crashloop_window: args.monitor_crashloop_window,
                 tenant_restarts: args.monitor_restarts,
                 tenant_window: args.monitor_restarts_window,
                 silent_after: args.monitor_silent_after,
             },
-            interval: args.monitor_interval,
-            fleet_namespace: args.fleet_namespace.clone().or_else(|| args.namespace.clone()),
-            // Alerts go upstream only from a managed installation.
-            alerts: managed.then(|| alerts.clone()),
-            checkins: checkins.clone(),
+            monitor_interval: args.monitor_interval,
         };
-        leader_tasks.push(std::sync::Arc::new(move |ctx, stop: crate::operator::runtime::Stop| {
-            Box::pin(stop.until(crate::operator::monitor::task::run(ctx, monitors.clone())))
-        }));
-        let cfg = OperatorConfig {
-            namespace: args.namespace.clone(),
-            metrics_addr: args.metrics_addr,
-            leader: LeaderConfig::with_duration(
-                args.lease_name.clone(),
-                lease_namespace,
-                identity,
-                Duration::from_secs(args.lease_duration.max(2)),
-            ),
-            concurrency: args.concurrency,
-            leader_tasks,
-            checkins,
-        };
-        let stop_rx = crate::shutdown::watch();
-        let stopped = operator::run(client, cfg, stop_rx).await;
-        let (undelivered, dropped) = (alerts.pending(), alerts.dropped());
-        if undelivered > 0 || dropped > 0 {
-            warn!(undelivered, dropped, "upstream alerts not delivered");
-        }
-        match stopped {
+        match assemble::run(client, cfg).await {
             Ok(()) => exit::OK,
-            Err(e) => {
-                error!(error = %e, "operator stopped");
+            Err(assemble::Error::Stopped(e)) => {
                 eprintln!("exo operator: {e}");
                 exit::UNUSABLE
             }
+            // Logged where it happened.
+            Err(_) => exit::UNUSABLE,
         }
     })
 }

@@ -22,6 +22,7 @@
 pub mod agent;
 pub mod agentfs;
 pub mod apply;
+pub mod assemble;
 pub mod build;
 pub mod conditions;
 pub mod error;
