@@ -11,53 +11,18 @@
 use kube::ResourceExt;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
-use serde_json::Value;
 use tracing::{info, warn};
 
-use super::actuate::{apply_workload, owned_meta};
 use super::desired::TenantDesired;
+use super::diff::diff_paths;
 use super::saga::Workload;
+use super::actuate::{apply_workload, owned_meta};
 use crate::crd::{Agent, AgentFS, DriftRecord, Tool};
 use crate::fleet::Fleet;
 use crate::operator::apply::Ctx;
 use crate::operator::events::Reason;
 use crate::operator::metrics::{Controller, KindLabels};
 use k8s_openapi::api::core::v1::ConfigMap;
-
-/// At most this many differing fields are named per object.
-const MAX_FIELDS: usize = 8;
-
-/// The JSON paths (`spec.runtime.image`) where `live` and `want` differ.
-/// Pure.
-pub fn diff_paths(live: &Value, want: &Value, prefix: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    walk(live, want, prefix, &mut out);
-    out.truncate(MAX_FIELDS);
-    out
-}
-
-fn walk(live: &Value, want: &Value, prefix: &str, out: &mut Vec<String>) {
-    if out.len() >= MAX_FIELDS || live == want {
-        return;
-    }
-    match (live, want) {
-        (Value::Object(l), Value::Object(w)) => {
-            let mut keys: Vec<&String> = l.keys().chain(w.keys()).collect();
-            keys.sort();
-            keys.dedup();
-            for k in keys {
-                let null = Value::Null;
-                walk(
-                    l.get(k).unwrap_or(&null),
-                    w.get(k).unwrap_or(&null),
-                    &format!("{prefix}.{k}"),
-                    out,
-                );
-            }
-        }
-        _ => out.push(prefix.to_owned()),
-    }
-}
 
 /// What one pass found and did.
 #[derive(Debug, Default)]
@@ -262,29 +227,19 @@ pub async fn revert(op: &Ctx, ns: &str, desired: &TenantDesired, fleet: &Fleet) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
-    fn names_the_fields_that_differ() {
-        let want = json!({"runtime": {"image": "a@sha256:1", "env": []}, "paused": false});
-        let live = json!({"runtime": {"image": "b:latest", "env": []}, "paused": false});
-        assert_eq!(diff_paths(&live, &want, "spec"), ["spec.runtime.image"]);
-        assert!(diff_paths(&want, &want, "spec").is_empty());
-        let added =
-            json!({"runtime": {"image": "a@sha256:1", "env": [{"name": "X"}]}, "paused": true});
-        assert_eq!(
-            diff_paths(&added, &want, "spec"),
-            ["spec.paused", "spec.runtime.env"]
-        );
-        let many: serde_json::Map<String, Value> =
-            (0..20).map(|i| (format!("k{i:02}"), json!(i))).collect();
-        assert_eq!(
-            diff_paths(&Value::Object(many), &json!({}), "spec").len(),
-            MAX_FIELDS
-        );
+    fn a_note_says_what_was_put_back() {
         assert_eq!(
             note("Agent a/b", &["deleted".to_owned()]),
             "Agent a/b was deleted outside git; restored from git"
+        );
+        assert_eq!(
+            note(
+                "Agent a/b",
+                &["spec.paused".to_owned(), "spec.runtime.env".to_owned()]
+            ),
+            "Agent a/b differed from git in spec.paused, spec.runtime.env; re-applied from git"
         );
     }
 }

@@ -219,7 +219,7 @@ pub fn policies(
 /// fields alike (the apiserver drops empty lists).
 pub fn differs(live: &NetworkPolicy, want: &NetworkPolicy) -> Vec<String> {
     let norm = |p: &NetworkPolicy| normalized(serde_json::to_value(&p.spec).unwrap_or_default());
-    super::drift::diff_paths(&norm(live), &norm(want), "spec")
+    super::diff::diff_paths(&norm(live), &norm(want), "spec")
 }
 
 fn normalized(v: serde_json::Value) -> serde_json::Value {

@@ -4,6 +4,7 @@
 
 pub mod actuate;
 pub mod desired;
+pub mod diff;
 pub mod drift;
 pub mod engine;
 pub mod gates;
