@@ -10,20 +10,18 @@ use kube::api::{Api, ListParams};
 
 use futures::StreamExt;
 
-use super::saga::{Outcome, StepKind, Workload, combine, digest_of_image_id, groups};
+use super::saga::{Outcome, StepKind, Workload, combine, groups};
 use super::verify::{ContentError, check_content};
+use super::workload::{
+    StepCtx, apply_workload, blocked, blocked_op, current_pod, expects_pod, pod_rolled,
+};
 use crate::crd::{Agent, Tool};
-use crate::fleet::Fleet;
 use crate::fleet::configmap;
 use crate::meta::{
     ANNOTATION_CONTENT_SHA256, ANNOTATION_RELEASE, ANNOTATION_VERIFIED_AT, LABEL_BASELINE,
-    LABEL_FLEET, LABEL_FLEET_NAMESPACE, LABEL_MANAGED_BY, LABEL_TENANT,
+    LABEL_FLEET, LABEL_FLEET_NAMESPACE, LABEL_MANAGED_BY,
 };
-use crate::operator::apply::Ctx;
-use crate::operator::build::{agent_labels, tool_labels};
 use crate::operator::metrics::Controller;
-use crate::operator::{Error as OpError, ErrorCategory};
-use crate::release::{ImageRef, Release};
 
 /// Whether `labels` (a Rollout's) name the Fleet `name` in `namespace`.
 pub fn follows_fleet(
@@ -33,57 +31,6 @@ pub fn follows_fleet(
 ) -> bool {
     labels.get(LABEL_FLEET).map(String::as_str) == Some(name)
         && labels.get(LABEL_FLEET_NAMESPACE).map(String::as_str) == Some(namespace)
-}
-
-pub struct StepCtx<'a> {
-    /// The operator's counted, leader-only write path and watch caches.
-    pub op: &'a Ctx,
-    pub namespace: &'a str,
-    pub release: &'a Release,
-    pub fleet: &'a Fleet,
-    pub workloads: &'a [Workload],
-    /// The tenant namespace's NetworkPolicies.
-    pub policies: &'a [k8s_openapi::api::networking::v1::NetworkPolicy],
-    /// Baseline version -> the release's sha256, for these workloads.
-    pub baselines: &'a BTreeMap<String, Option<String>>,
-    /// How long the step has been running; live content may lag a pod's
-    /// start by a moment (the kubelet writes volumes asynchronously).
-    pub step_age: std::time::Duration,
-    /// How long a content mismatch is retried before the step fails.
-    pub verify_grace: std::time::Duration,
-}
-
-pub fn is_forbidden(e: &kube::Error) -> bool {
-    match e {
-        kube::Error::Api(s) => s.code == 403,
-        kube::Error::UpgradeConnection(kube::client::UpgradeConnectionError::ProtocolSwitch(
-            code,
-        )) => code.as_u16() == 403,
-        _ => false,
-    }
-}
-
-/// Classifies an error of the write path like [`blocked`].
-pub fn blocked_op(what: &str, e: &OpError) -> Outcome {
-    if e.category() == ErrorCategory::Forbidden {
-        Outcome::Waiting(format!(
-            "{what}: forbidden for the operator's service account (missing RBAC)"
-        ))
-    } else {
-        Outcome::Pending(format!("{what}: {e}"))
-    }
-}
-
-/// Classifies a kube error: forbidden means a missing actuator (Waiting),
-/// anything else is transient (Pending).
-pub fn blocked(what: &str, e: &kube::Error) -> Outcome {
-    if is_forbidden(e) {
-        Outcome::Waiting(format!(
-            "{what}: forbidden for the operator's service account (missing RBAC)"
-        ))
-    } else {
-        Outcome::Pending(format!("{what}: {e}"))
-    }
 }
 
 /// Workloads of one step handled at once, per tenant.
@@ -189,43 +136,6 @@ async fn publish_configmaps(ctx: &StepCtx<'_>) -> Outcome {
     Outcome::Done
 }
 
-/// `meta` as Exo applies it in `namespace`: the manifest's name, labels
-/// and annotations, plus the managed-by and tenant labels that the drift
-/// check and pruning rely on.
-pub fn owned_meta(meta: &kube::api::ObjectMeta, namespace: &str) -> kube::api::ObjectMeta {
-    let mut labels = meta.labels.clone().unwrap_or_default();
-    labels.insert(LABEL_MANAGED_BY.to_owned(), "exo".to_owned());
-    labels.insert(LABEL_TENANT.to_owned(), namespace.to_owned());
-    kube::api::ObjectMeta {
-        name: meta.name.clone(),
-        namespace: Some(namespace.to_owned()),
-        labels: Some(labels),
-        annotations: Some(meta.annotations.clone().unwrap_or_default()),
-        ..kube::api::ObjectMeta::default()
-    }
-}
-
-/// Applies `w` as git wants it (server-side, the one field manager,
-/// counted).
-pub async fn apply_workload(op: &Ctx, namespace: &str, w: &Workload) -> Result<Workload, OpError> {
-    match w {
-        Workload::Agent(a) => {
-            let mut obj = Agent::new(w.name(), a.spec.clone());
-            obj.metadata = owned_meta(&a.metadata, namespace);
-            op.apply(Controller::Rollout, &obj)
-                .await
-                .map(Workload::Agent)
-        }
-        Workload::Tool(t) => {
-            let mut obj = Tool::new(w.name(), t.spec.clone());
-            obj.metadata = owned_meta(&t.metadata, namespace);
-            op.apply(Controller::Rollout, &obj)
-                .await
-                .map(Workload::Tool)
-        }
-    }
-}
-
 async fn repoint(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
     // One list per kind per look, not one read per workload: the step is
     // looked at every poll while the reconciler catches up, and a wave can
@@ -320,14 +230,6 @@ async fn repoint_one(ctx: &StepCtx<'_>, w: &Workload, live: &Live) -> Outcome {
     }
 }
 
-/// The labels the operator puts on `w`'s pods.
-pub fn pod_labels(w: &Workload) -> BTreeMap<String, String> {
-    match w {
-        Workload::Agent(_) => agent_labels(w.name()),
-        Workload::Tool(_) => tool_labels(w.name()),
-    }
-}
-
 /// Lists the operator's pods in the tenant namespace once.
 async fn managed_pods(ctx: &StepCtx<'_>) -> Result<Vec<Pod>, Outcome> {
     let api: Api<Pod> = ctx.op.api(ctx.namespace);
@@ -337,51 +239,6 @@ async fn managed_pods(ctx: &StepCtx<'_>) -> Result<Vec<Pod>, Outcome> {
         .map_err(|e| blocked("list pods", &e))
 }
 
-/// The one pod `w` runs now. Pod names change with the template, so the
-/// pod is found by its labels; while an older pod is still there the roll
-/// is not over.
-pub fn current_pod<'a>(w: &Workload, pods: &'a [Pod]) -> Result<&'a Pod, Outcome> {
-    let want = pod_labels(w);
-    let mine: Vec<&Pod> = pods
-        .iter()
-        .filter(|p| {
-            let labels = p.metadata.labels.as_ref();
-            want.iter()
-                .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
-        })
-        .collect();
-    let name = |p: &Pod| p.metadata.name.clone().unwrap_or_default();
-    match mine.as_slice() {
-        [] => Err(Outcome::Pending(format!(
-            "{} {} has no pod yet",
-            w.kind(),
-            w.name()
-        ))),
-        [p] if p.metadata.deletion_timestamp.is_some() => Err(Outcome::Pending(format!(
-            "pod {} of {} {} is terminating",
-            name(p),
-            w.kind(),
-            w.name()
-        ))),
-        [p] => Ok(p),
-        many => Err(Outcome::Pending(format!(
-            "{} {} has {} pods ({}); waiting for the old ones to go",
-            w.kind(),
-            w.name(),
-            many.len(),
-            many.iter().map(|p| name(p)).collect::<Vec<_>>().join(", ")
-        ))),
-    }
-}
-
-/// Whether the workload is meant to have a pod at all.
-pub fn expects_pod(w: &Workload) -> bool {
-    match w {
-        Workload::Agent(a) => !a.spec.paused,
-        Workload::Tool(t) => t.spec.enabled,
-    }
-}
-
 async fn pods_rolled(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
     // One list per look, not one read per pod: a saga polls this step while
     // pods roll, and a tenant can have hundreds of them.
@@ -389,69 +246,15 @@ async fn pods_rolled(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
         Ok(p) => p,
         Err(o) => return o,
     };
-    super::saga::combine(workloads.iter().filter(|w| expects_pod(w)).map(|w| {
-        match current_pod(w, &pods) {
-            Ok(p) => pod_rolled(w, p),
-            Err(o) => o,
-        }
-    }))
-}
-
-/// Whether `pod` is `w`'s pod rolled to the release: the new spec, Ready,
-/// and every container's imageID carrying the pinned digest.
-pub fn pod_rolled(w: &Workload, pod: &Pod) -> Outcome {
-    let name = pod.metadata.name.as_deref().unwrap_or_default();
-    {
-        let spec_images: BTreeMap<String, String> = pod
-            .spec
+    combine(
+        workloads
             .iter()
-            .flat_map(|s| &s.containers)
-            .map(|c| (c.name.clone(), c.image.clone().unwrap_or_default()))
-            .collect();
-        let statuses = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.container_statuses.clone())
-            .unwrap_or_default();
-        let ready = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-        for (container, image) in w.images() {
-            let Some(spec_image) = spec_images.get(container) else {
-                return Outcome::Pending(format!("pod {name} has no container {container} yet"));
-            };
-            if spec_image != image {
-                return Outcome::Pending(format!(
-                    "pod {name} still runs the old {container} image; rolling"
-                ));
-            }
-            let pinned = ImageRef::parse(image).digest.unwrap_or_default();
-            let Some(st) = statuses.iter().find(|s| s.name == container) else {
-                return Outcome::Pending(format!(
-                    "pod {name} reports no status for {container} yet"
-                ));
-            };
-            match digest_of_image_id(&st.image_id) {
-                None => {
-                    return Outcome::Pending(format!(
-                        "pod {name} container {container} has no imageID yet"
-                    ));
-                }
-                Some(d) if d != pinned => {
-                    return Outcome::Failed(format!(
-                        "pod {name} container {container} runs {d}, but the release pins {pinned}"
-                    ));
-                }
-                Some(_) => {}
-            }
-        }
-        if !ready {
-            return Outcome::Pending(format!("pod {name} is not Ready"));
-        }
-    }
-    Outcome::Done
+            .filter(|w| expects_pod(w))
+            .map(|w| match current_pod(w, &pods) {
+                Ok(p) => pod_rolled(w, p),
+                Err(o) => o,
+            }),
+    )
 }
 
 async fn verify_live(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {

@@ -16,7 +16,7 @@ use tracing::{info, warn};
 use super::desired::TenantDesired;
 use super::diff::diff_paths;
 use super::saga::Workload;
-use super::actuate::{apply_workload, owned_meta};
+use super::workload::{apply_workload, owned_meta};
 use crate::crd::{Agent, AgentFS, DriftRecord, Tool};
 use crate::fleet::Fleet;
 use crate::operator::apply::Ctx;

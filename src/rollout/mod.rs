@@ -14,6 +14,7 @@ pub mod reverify;
 pub mod saga;
 pub mod summary;
 pub mod verify;
+pub mod workload;
 
 /// Now, as the Kubernetes `Time` the statuses carry.
 pub fn now() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {

@@ -21,11 +21,11 @@ use kube::runtime::events::EventType;
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
-use super::actuate::{current_pod, expects_pod, pod_rolled};
 use super::engine::TenantPlan;
 use super::prune::set_condition;
 use super::saga::Outcome;
 use super::verify::{ContentError, check_content};
+use super::workload::{current_pod, expects_pod, pod_rolled};
 use crate::crd::{CONDITION_CONTENT_DRIFT, DriftPolicy, LiveCheck, Rollout, RolloutStatus};
 use crate::operator::apply::Ctx;
 use crate::operator::events::Reason;

@@ -13,8 +13,8 @@ use kube::Client;
 use kube::api::{Api, AttachParams};
 use tokio::io::AsyncReadExt;
 
-use super::actuate::blocked;
 use super::saga::{Outcome, Workload};
+use super::workload::blocked;
 use crate::fleet::configmap::{self, file_hash};
 use crate::operator::apply::Ctx;
 use crate::release::Release;

@@ -21,8 +21,9 @@ use crate::crd::{Rollout, RolloutPhase, RolloutStatus, StepState};
 use crate::operator::apply::Ctx;
 use crate::operator::feeds::Touch;
 use crate::operator::metrics::Controller as Writer;
-use crate::rollout::actuate::{StepCtx, execute};
+use crate::rollout::actuate::execute;
 use crate::rollout::saga::{self, Outcome, StartedFor, StepKind};
+use crate::rollout::workload::StepCtx;
 use crate::rollout::{drift, isolation, prune, reverify};
 
 pub(super) struct DriveCtx {

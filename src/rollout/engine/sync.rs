@@ -32,8 +32,9 @@ use crate::meta::{LABEL_FLEET, LABEL_FLEET_NAMESPACE, LABEL_TENANT, ROLLOUT_NAME
 use crate::operator::apply::Ctx;
 use crate::operator::metrics::Controller as Writer;
 use crate::release::{WaveName, lint};
-use crate::rollout::actuate::{follows_fleet, owned_meta};
+use crate::rollout::actuate::follows_fleet;
 use crate::rollout::desired::TenantDesired;
+use crate::rollout::workload::owned_meta;
 
 struct SyncCtx {
     op: Arc<Ctx>,

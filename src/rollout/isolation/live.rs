@@ -11,13 +11,12 @@ use tracing::{info, warn};
 
 use super::differs;
 use crate::crd::DriftRecord;
+use crate::meta::{LABEL_MANAGED_BY, MANAGED_BY};
 use crate::operator::apply::Ctx;
 use crate::operator::events::Reason;
 use crate::operator::metrics::{Controller, KindLabels};
-
-use crate::meta::{LABEL_MANAGED_BY, MANAGED_BY};
-use crate::rollout::actuate::{StepCtx, blocked, blocked_op};
 use crate::rollout::saga::Outcome;
+use crate::rollout::workload::{StepCtx, blocked, blocked_op};
 
 fn managed() -> ListParams {
     ListParams::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"))
