@@ -5,11 +5,13 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
 use futures::StreamExt;
 
+use super::isolation::differs;
 use super::saga::{Outcome, StepKind, Workload, combine, groups};
 use super::verify::{ContentError, check_content};
 use super::workload::{
@@ -19,7 +21,7 @@ use crate::crd::{Agent, Tool};
 use crate::fleet::configmap;
 use crate::meta::{
     ANNOTATION_CONTENT_SHA256, ANNOTATION_RELEASE, ANNOTATION_VERIFIED_AT, LABEL_BASELINE,
-    LABEL_FLEET, LABEL_FLEET_NAMESPACE, LABEL_MANAGED_BY,
+    LABEL_FLEET, LABEL_FLEET_NAMESPACE, LABEL_MANAGED_BY, MANAGED_BY,
 };
 use crate::operator::metrics::Controller;
 
@@ -51,7 +53,7 @@ where
 
 pub async fn execute(kind: &StepKind, ctx: &StepCtx<'_>) -> Outcome {
     match kind {
-        StepKind::Isolate => super::isolation::isolate(ctx).await,
+        StepKind::Isolate => isolate(ctx).await,
         StepKind::PublishConfigMaps => publish_configmaps(ctx).await,
         StepKind::Repoint(c) => repoint(ctx, &group(ctx, c)).await,
         StepKind::PodsRolled(c) => pods_rolled(ctx, &group(ctx, c)).await,
@@ -68,6 +70,50 @@ fn group(ctx: &StepCtx<'_>, component: &str) -> Vec<Workload> {
         .find(|(c, _)| c == component)
         .map(|(_, ws)| ws)
         .unwrap_or_default()
+}
+
+/// Exo's NetworkPolicies (the tenant's isolation) in a namespace.
+fn managed_policies() -> ListParams {
+    ListParams::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"))
+}
+
+/// The `network-isolated` step: apply every desired policy, delete Exo's policies that are
+/// not desired, then check from one list that the namespace holds exactly
+/// the desired ones, as built.
+async fn isolate(ctx: &StepCtx<'_>) -> Outcome {
+    let ns = ctx.namespace;
+    for p in ctx.policies {
+        if let Err(e) = ctx.op.apply(Controller::Rollout, p).await {
+            return blocked_op(&format!("apply NetworkPolicy {ns}/{}", p.name_any()), &e);
+        }
+    }
+    let api = ctx.op.api::<NetworkPolicy>(ns);
+    let live = match api.list(&managed_policies()).await {
+        Ok(l) => l.items,
+        Err(e) => return blocked(&format!("list NetworkPolicies in {ns}"), &e),
+    };
+    for l in &live {
+        if !ctx.policies.iter().any(|p| p.name_any() == l.name_any()) {
+            if let Err(e) = ctx.op.delete_unchanged(Controller::Rollout, l).await {
+                return blocked_op(&format!("delete NetworkPolicy {ns}/{}", l.name_any()), &e);
+            }
+            tracing::info!(namespace = %ns, policy = %l.name_any(), "NetworkPolicy git no longer builds deleted");
+        }
+    }
+    for p in ctx.policies {
+        let name = p.name_any();
+        let Some(l) = live.iter().find(|l| l.name_any() == name) else {
+            return Outcome::Pending(format!("NetworkPolicy {ns}/{name} not there yet"));
+        };
+        let fields = differs(l, p);
+        if !fields.is_empty() {
+            return Outcome::Pending(format!(
+                "NetworkPolicy {ns}/{name} differs in {}",
+                fields.join(", ")
+            ));
+        }
+    }
+    Outcome::Done
 }
 
 /// The content hash of a live ConfigMap's data, computed like the build.

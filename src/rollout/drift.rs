@@ -7,6 +7,11 @@
 //! apply with the one field manager (taking the fields back from whoever
 //! changed them), a `DriftReverted` Event on the object naming the fields,
 //! and a count in `exo_operator_drift_reverted_total{kind}`.
+//!
+//! The tenant namespace's NetworkPolicies are kept the same way, from the
+//! one NetworkPolicy watch; an Exo policy git no longer builds is deleted.
+//! Pods do not roll for a policy, so putting one back does not re-run the
+//! saga.
 
 use kube::ResourceExt;
 use kube::runtime::events::EventType;
@@ -15,6 +20,7 @@ use tracing::{info, warn};
 
 use super::desired::TenantDesired;
 use super::diff::diff_paths;
+use super::isolation::differs;
 use super::saga::Workload;
 use super::workload::{apply_workload, owned_meta};
 use crate::crd::{Agent, AgentFS, DriftRecord, Tool};
@@ -23,6 +29,7 @@ use crate::operator::apply::Ctx;
 use crate::operator::events::Reason;
 use crate::operator::metrics::{Controller, KindLabels};
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 
 /// What one pass found and did.
 #[derive(Debug, Default)]
@@ -220,6 +227,101 @@ pub async fn revert(op: &Ctx, ns: &str, desired: &TenantDesired, fleet: &Fleet) 
             "drift reverted ({}); rolling and verifying again",
             rerun.join(", ")
         ));
+    }
+    out
+}
+
+/// What the drift pass did to one tenant's policies.
+#[derive(Debug, Default)]
+pub struct PolicyDrift {
+    pub record: Option<DriftRecord>,
+    pub changed: bool,
+}
+
+/// Puts back a desired policy that is missing or differs (from the cache,
+/// confirmed by one read), and deletes an Exo policy that is not desired.
+pub async fn revert_policies(op: &Ctx, ns: &str, desired: &[NetworkPolicy]) -> PolicyDrift {
+    let mut out = PolicyDrift::default();
+    let api = op.api::<NetworkPolicy>(ns);
+    for p in desired {
+        let name = p.name_any();
+        let drift = |live: Option<&NetworkPolicy>| match live {
+            None => Some(vec!["deleted".to_owned()]),
+            Some(l) => Some(differs(l, p)).filter(|f| !f.is_empty()),
+        };
+        let cached = op.network_policies.get(&ObjectRef::new(&name).within(ns));
+        if drift(cached.as_deref()).is_none() {
+            continue;
+        }
+        let fields = match api.get_opt(&name).await {
+            Ok(live) => match drift(live.as_ref()) {
+                Some(f) => f,
+                None => continue,
+            },
+            Err(e) => {
+                warn!(namespace = %ns, policy = %name, error = %e, "cannot confirm NetworkPolicy drift");
+                continue;
+            }
+        };
+        match op.apply(Controller::Rollout, p).await {
+            Ok(applied) => {
+                let note = if fields == ["deleted"] {
+                    format!("NetworkPolicy {ns}/{name} was deleted outside git; restored")
+                } else {
+                    format!(
+                        "NetworkPolicy {ns}/{name} differed from what Exo builds ({}); re-applied",
+                        fields.join(", ")
+                    )
+                };
+                op.event(&applied, EventType::Warning, Reason::DriftReverted, note)
+                    .await;
+                op.metrics
+                    .drift_reverted
+                    .get_or_create(&KindLabels {
+                        kind: "NetworkPolicy",
+                    })
+                    .inc();
+                info!(namespace = %ns, policy = %name, fields = %fields.join(","), "drift reverted");
+                out.changed = true;
+                out.record = Some(DriftRecord {
+                    at: Some(super::now()),
+                    object: format!("NetworkPolicy/{name}"),
+                    fields,
+                });
+            }
+            Err(e) => {
+                warn!(namespace = %ns, policy = %name, error = %e, "cannot revert NetworkPolicy drift")
+            }
+        }
+    }
+    // Exo's policies git no longer builds (a Tool gone, say).
+    let extra: Vec<_> = op
+        .network_policies
+        .state()
+        .into_iter()
+        .filter(|l| l.namespace().as_deref() == Some(ns))
+        .filter(|l| !desired.iter().any(|p| p.name_any() == l.name_any()))
+        .collect();
+    for l in extra {
+        match op.delete_unchanged(Controller::Rollout, l.as_ref()).await {
+            Ok(()) => {
+                info!(namespace = %ns, policy = %l.name_any(), "NetworkPolicy git no longer builds deleted");
+                op.event(
+                    l.as_ref(),
+                    EventType::Normal,
+                    Reason::Pruned,
+                    format!(
+                        "NetworkPolicy {ns}/{} is no longer built from git; deleted",
+                        l.name_any()
+                    ),
+                )
+                .await;
+                out.changed = true;
+            }
+            Err(e) => {
+                warn!(namespace = %ns, policy = %l.name_any(), error = %e, "cannot prune NetworkPolicy")
+            }
+        }
     }
     out
 }

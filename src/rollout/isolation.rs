@@ -1,7 +1,7 @@
 //! Tenant network isolation, by construction: the NetworkPolicies every
 //! tenant namespace holds, built from its `tenant.yaml` and its Tools
-//! (pure), applied by the saga's first step, drift-reverted and pruned
-//! like the rest of a tenant's desired state.
+//! (pure), applied by the saga's first step (`actuate`), drift-reverted and
+//! pruned like the rest of a tenant's desired state (`drift`).
 //!
 //! The policies (all labelled `app.kubernetes.io/managed-by: exo`):
 //! - `exo-default-deny`: every pod, no ingress and no egress;
@@ -23,9 +23,6 @@ use k8s_openapi::api::networking::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-
-mod live;
-pub use live::{PolicyDrift, isolate, revert};
 
 use super::saga::Workload;
 use crate::fleet::tenant::{EgressRule, Protocol, TenantSpec};

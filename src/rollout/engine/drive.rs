@@ -24,7 +24,7 @@ use crate::operator::metrics::Controller as Writer;
 use crate::rollout::actuate::execute;
 use crate::rollout::saga::{self, Outcome, StartedFor, StepKind};
 use crate::rollout::workload::StepCtx;
-use crate::rollout::{drift, isolation, prune, reverify};
+use crate::rollout::{drift, prune, reverify};
 
 pub(super) struct DriveCtx {
     pub op: Arc<Ctx>,
@@ -293,7 +293,7 @@ async fn maintain(
     let mut changed = reverted.changed;
     // The namespace's NetworkPolicies: restored, narrowed back, pruned.
     // Pods do not roll for it, so the saga does not run again.
-    let policies = isolation::revert(&ctx.op, &ns, &plan.desired.policies).await;
+    let policies = drift::revert_policies(&ctx.op, &ns, &plan.desired.policies).await;
     if let Some(last) = policies.record {
         status.last_drift = Some(last);
     }
