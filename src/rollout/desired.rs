@@ -16,7 +16,7 @@ use super::isolation::{self, Platform};
 use super::saga::{Workload, baselines_needed, desired_workloads};
 use crate::crd::{AgentFS, InventoryKind};
 use crate::fleet::Tenant;
-use crate::release::Release;
+use crate::release::{Release, WaveName};
 
 /// Everything rendered for one tenant.
 #[derive(Debug, Clone)]
@@ -32,6 +32,16 @@ pub struct TenantDesired {
     pub baselines: BTreeMap<String, Option<String>>,
     /// sha256 (hex) over the release name and all of the above.
     pub hash: String,
+}
+
+/// One tenant at a synced commit: the wave it is in, the release that
+/// wave points at, and what it should run there. What the engine drives
+/// each tenant's saga towards, and what the steps check against.
+#[derive(Debug, Clone)]
+pub struct TenantTarget {
+    pub wave: WaveName,
+    pub release: Release,
+    pub desired: TenantDesired,
 }
 
 /// The canonical form hashed: ordered maps and the specs as serialized,

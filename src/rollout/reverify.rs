@@ -21,7 +21,7 @@ use kube::runtime::events::EventType;
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
-use super::engine::TenantPlan;
+use super::desired::TenantTarget;
 use super::prune::set_condition;
 use super::saga::Outcome;
 use super::verify::{ContentError, check_content};
@@ -88,7 +88,7 @@ pub struct LiveResult {
 
 /// Checks every pod of the tenant's workloads once. Pods come from the
 /// operator's cache; only the execs reach the apiserver.
-pub async fn run(op: &Ctx, ns: &str, plan: &TenantPlan) -> LiveResult {
+pub async fn run(op: &Ctx, ns: &str, target: &TenantTarget) -> LiveResult {
     let pods: Vec<Pod> = op
         .pods
         .state()
@@ -98,7 +98,7 @@ pub async fn run(op: &Ctx, ns: &str, plan: &TenantPlan) -> LiveResult {
         .collect();
     let pods = &pods;
     let mut checks = Vec::new();
-    for w in plan.desired.workloads.iter().filter(|w| expects_pod(w)) {
+    for w in target.desired.workloads.iter().filter(|w| expects_pod(w)) {
         checks.push(async move {
             let pod = match current_pod(w, pods) {
                 Ok(p) => p,
@@ -123,7 +123,7 @@ pub async fn run(op: &Ctx, ns: &str, plan: &TenantPlan) -> LiveResult {
             if matches!(w, super::saga::Workload::Agent(a) if a.spec.baseline.is_some()) {
                 op.metrics.live_check_execs.inc();
             }
-            match check_content(op, ns, &plan.release, &plan.desired.baselines, w, pod).await {
+            match check_content(op, ns, &target.release, &target.desired.baselines, w, pod).await {
                 Ok(()) => (1, None, None),
                 Err(ContentError::Mismatch { message, .. }) => (
                     1,

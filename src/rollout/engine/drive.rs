@@ -16,12 +16,13 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::Store;
 use tracing::{Instrument, info, warn};
 
-use super::{EngineConfig, Loaded, State, TenantPlan, now};
+use super::{EngineConfig, Loaded, State, now};
 use crate::crd::{Rollout, RolloutPhase, RolloutStatus, StepState};
 use crate::operator::apply::Ctx;
 use crate::operator::feeds::Touch;
 use crate::operator::metrics::Controller as Writer;
 use crate::rollout::actuate::execute;
+use crate::rollout::desired::TenantTarget;
 use crate::rollout::saga::{self, Outcome, StartedFor, StepKind};
 use crate::rollout::workload::StepCtx;
 use crate::rollout::{drift, prune, reverify};
@@ -131,7 +132,7 @@ async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, D
         Ok(None) => return Ok(Action::await_change()),
         Err(e) => return Err(DriveError::Read(e)),
     };
-    let Some((loaded, plan)) = ctx.state.tenant(&ro.spec.tenant).await else {
+    let Some((loaded, target)) = ctx.state.tenant(&ro.spec.tenant).await else {
         // Not synced yet since this leader started: look again soon. Once
         // a sync has loaded, a tenant no fleet holds (removed from git, or
         // another engine's) is looked at rarely; the Fleet's next sync
@@ -140,12 +141,12 @@ async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, D
         let again = if synced { 60 } else { 2 };
         return Ok(Action::requeue(Duration::from_secs(again)));
     };
-    if plan.desired.hash != ro.spec.desired_hash {
+    if target.desired.hash != ro.spec.desired_hash {
         // The spec is from another commit than this leader's last sync:
         // the sync writes the new spec (or a refused commit keeps it).
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    let kinds = saga::steps(&plan.desired.workloads, &plan.release);
+    let kinds = saga::steps(&target.desired.workloads, &target.release);
     let mut status = ro.status.clone().unwrap_or_default();
     let unknown_step = status
         .steps
@@ -155,10 +156,10 @@ async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, D
         || status.steps.is_empty()
         || unknown_step
     {
-        info!(tenant = %ro.spec.tenant, wave = %ro.spec.wave, release = %plan.release.metadata.name, "saga started");
+        info!(tenant = %ro.spec.tenant, wave = %ro.spec.wave, release = %target.release.metadata.name, "saga started");
         status = saga::start(
             ro.status.as_ref(),
-            &plan.release.metadata.name,
+            &target.release.metadata.name,
             &kinds,
             now(),
             StartedFor {
@@ -166,7 +167,7 @@ async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, D
                 commit: &ro.spec.commit,
                 generation: ro.metadata.generation,
             },
-            &plan.desired.keys(),
+            &target.desired.keys(),
         );
         write_status(&ctx.op, &ro, &status).await?;
     } else if status.observed_generation != ro.metadata.generation {
@@ -180,12 +181,12 @@ async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, D
     }
     match status.phase {
         Some(RolloutPhase::Verified) => {
-            return maintain(&ctx, &ro, status, &loaded, &plan, &kinds).await;
+            return maintain(&ctx, &ro, status, &loaded, &target, &kinds).await;
         }
         Some(RolloutPhase::Failed) => return Ok(Action::await_change()),
         _ => {}
     }
-    run_steps(&ctx, &ro, status, &loaded, &plan).await
+    run_steps(&ctx, &ro, status, &loaded, &target).await
 }
 
 async fn run_steps(
@@ -193,7 +194,7 @@ async fn run_steps(
     ro: &Rollout,
     mut status: RolloutStatus,
     loaded: &Loaded,
-    plan: &TenantPlan,
+    target: &TenantTarget,
 ) -> Result<Action, DriveError> {
     let ns = ro.namespace().unwrap_or_default();
     while let Some(i) = saga::next_step(&status) {
@@ -211,20 +212,26 @@ async fn run_steps(
         let outcome = if kind == StepKind::Prune {
             // Removals never hold the saga: what they wait for shows on
             // the `Pruned` condition, and a verified tenant retries them.
-            pruned = prune::run(&ctx.op, ro, &mut status, &plan.desired, loaded.policy.prune)
-                .instrument(span)
-                .await
-                .pruned;
+            pruned = prune::run(
+                &ctx.op,
+                ro,
+                &mut status,
+                &target.desired,
+                loaded.policy.prune,
+            )
+            .instrument(span)
+            .await
+            .pruned;
             Outcome::Done
         } else {
             let step_ctx = StepCtx {
                 op: &ctx.op,
                 namespace: &ns,
-                release: &plan.release,
+                release: &target.release,
                 fleet: &loaded.fleet,
-                workloads: &plan.desired.workloads,
-                policies: &plan.desired.policies,
-                baselines: &plan.desired.baselines,
+                workloads: &target.desired.workloads,
+                policies: &target.desired.policies,
+                baselines: &target.desired.baselines,
                 step_age,
                 verify_grace: ctx.cfg.verify_grace,
             };
@@ -260,7 +267,7 @@ async fn run_steps(
             }
         }
     }
-    info!(tenant = %ro.spec.tenant, release = %plan.release.metadata.name, "tenant verified");
+    info!(tenant = %ro.spec.tenant, release = %target.release.metadata.name, "tenant verified");
     Ok(Action::requeue(
         loaded.policy.interval.min(Duration::from_secs(60)),
     ))
@@ -273,13 +280,13 @@ async fn maintain(
     ro: &Rollout,
     mut status: RolloutStatus,
     loaded: &Loaded,
-    plan: &TenantPlan,
+    target: &TenantTarget,
     kinds: &[StepKind],
 ) -> Result<Action, DriveError> {
     let ns = ro.namespace().unwrap_or_default();
     let interval = loaded.policy.interval;
     // Drift: from the caches; acted on only after a fresh read confirms it.
-    let reverted = drift::revert(&ctx.op, &ns, &plan.desired, &loaded.fleet).await;
+    let reverted = drift::revert(&ctx.op, &ns, &target.desired, &loaded.fleet).await;
     if let Some(last) = reverted.record {
         status.last_drift = Some(last);
     }
@@ -293,13 +300,20 @@ async fn maintain(
     let mut changed = reverted.changed;
     // The namespace's NetworkPolicies: restored, narrowed back, pruned.
     // Pods do not roll for it, so the saga does not run again.
-    let policies = drift::revert_policies(&ctx.op, &ns, &plan.desired.policies).await;
+    let policies = drift::revert_policies(&ctx.op, &ns, &target.desired.policies).await;
     if let Some(last) = policies.record {
         status.last_drift = Some(last);
     }
     changed |= policies.changed;
     // Prunes that were blocked, and the inventory's uids.
-    let pass = prune::run(&ctx.op, ro, &mut status, &plan.desired, loaded.policy.prune).await;
+    let pass = prune::run(
+        &ctx.op,
+        ro,
+        &mut status,
+        &target.desired,
+        loaded.policy.prune,
+    )
+    .await;
     changed |= pass.changed;
     // The live re-check, when due.
     let mut next = if pass.pending {
@@ -309,7 +323,7 @@ async fn maintain(
     };
     let due_in = reverify::due_in(&status, &ns, loaded.policy.reverify, now());
     if due_in.is_zero() {
-        let result = reverify::run(&ctx.op, &ns, plan).await;
+        let result = reverify::run(&ctx.op, &ns, target).await;
         let heal = reverify::record(
             &ctx.op,
             ro,

@@ -37,12 +37,12 @@ use kube::{Client, ResourceExt};
 use tokio::sync::RwLock;
 use tracing::{info, warn};
 
-use super::desired::TenantDesired;
+use super::desired::TenantTarget;
 use crate::crd::{DriftPolicy, Fleet as FleetCr};
 use crate::fleet::Fleet;
 use crate::fleet::gitsync::{self, Credentials, Source};
 use crate::operator::apply::Ctx;
-use crate::release::{Release, WaveName, parse_duration};
+use crate::release::{WaveName, parse_duration};
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -86,20 +86,13 @@ impl Policy {
     }
 }
 
-/// One tenant at the synced commit.
-pub struct TenantPlan {
-    pub wave: WaveName,
-    pub release: Release,
-    pub desired: TenantDesired,
-}
-
 /// One Fleet's last good sync: the commit, the fleet read at it, and what
 /// each tenant should run.
 pub struct Loaded {
     pub commit: String,
     pub fleet: Fleet,
     pub policy: Policy,
-    pub tenants: BTreeMap<String, Arc<TenantPlan>>,
+    pub tenants: BTreeMap<String, Arc<TenantTarget>>,
 }
 
 #[derive(Default)]
@@ -114,8 +107,8 @@ pub struct State {
 }
 
 impl State {
-    /// The sync and plan that hold `tenant`.
-    async fn tenant(&self, tenant: &str) -> Option<(Arc<Loaded>, Arc<TenantPlan>)> {
+    /// The sync and target that hold `tenant`.
+    async fn tenant(&self, tenant: &str) -> Option<(Arc<Loaded>, Arc<TenantTarget>)> {
         let map = self.loaded.read().await;
         map.values().find_map(|l| {
             l.tenants

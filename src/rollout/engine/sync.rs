@@ -25,7 +25,7 @@ use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
-use super::{EngineConfig, Loaded, Policy, State, TenantPlan, assign, now, short, source_for};
+use super::{EngineConfig, Loaded, Policy, State, assign, now, short, source_for};
 use crate::crd::{AgentFS, Fleet as FleetCr, FleetStatus, Rollout, RolloutSpec};
 use crate::fleet::{self, gitsync};
 use crate::meta::{LABEL_FLEET, LABEL_FLEET_NAMESPACE, LABEL_TENANT, ROLLOUT_NAME};
@@ -33,7 +33,7 @@ use crate::operator::apply::Ctx;
 use crate::operator::metrics::Controller as Writer;
 use crate::release::{WaveName, lint};
 use crate::rollout::actuate::follows_fleet;
-use crate::rollout::desired::TenantDesired;
+use crate::rollout::desired::{TenantDesired, TenantTarget};
 use crate::rollout::workload::owned_meta;
 
 struct SyncCtx {
@@ -257,7 +257,7 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, policy: Policy) -> Option<Arc<Load
         };
         tenants.insert(
             tenant.clone(),
-            Arc::new(TenantPlan {
+            Arc::new(TenantTarget {
                 wave: *wave,
                 release: r.value.clone(),
                 desired: TenantDesired::new(t, &r.value),
@@ -349,13 +349,13 @@ impl State {
 async fn apply_tenants(
     ctx: &SyncCtx,
     f: &FleetCr,
-    tenants: &BTreeMap<String, Arc<TenantPlan>>,
+    tenants: &BTreeMap<String, Arc<TenantTarget>>,
     commit: &str,
 ) -> Result<usize, String> {
     let op = &ctx.op;
     let (fleet, fleet_ns) = (f.name_any(), f.namespace().unwrap_or_default());
     let mut changed = 0;
-    for (tenant, plan) in tenants {
+    for (tenant, target) in tenants {
         let labels = BTreeMap::from([
             (LABEL_TENANT.to_owned(), tenant.clone()),
             (
@@ -379,7 +379,7 @@ async fn apply_tenants(
                 .map_err(|e| format!("namespace {tenant}: {e}"))?;
             ctx.state.remember(key, hash);
         }
-        for fs in &plan.desired.filesystems {
+        for fs in &target.desired.filesystems {
             let name = fs.name_any();
             let mut obj = AgentFS::new(&name, fs.spec.clone());
             obj.metadata = owned_meta(&fs.metadata, tenant);
@@ -394,11 +394,11 @@ async fn apply_tenants(
         }
         let spec = RolloutSpec {
             tenant: tenant.clone(),
-            wave: plan.wave.as_str().to_owned(),
-            release: plan.release.metadata.name.clone(),
+            wave: target.wave.as_str().to_owned(),
+            release: target.release.metadata.name.clone(),
             commit: commit.to_owned(),
-            desired_hash: plan.desired.hash.clone(),
-            settings: plan.desired.settings.clone(),
+            desired_hash: target.desired.hash.clone(),
+            settings: target.desired.settings.clone(),
         };
         let live = ctx
             .rollouts
