@@ -16,7 +16,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::Store;
 use tracing::{Instrument, info, warn};
 
-use super::{EngineConfig, Loaded, State, now};
+use super::{EngineConfig, Error, Loaded, State, namespace_of, now};
 use crate::crd::{Rollout, RolloutPhase, RolloutStatus, StepState};
 use crate::operator::apply::Ctx;
 use crate::operator::feeds::Touch;
@@ -58,14 +58,6 @@ impl DriveCtx {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum DriveError {
-    #[error("read Rollout: {0}")]
-    Read(#[source] kube::Error),
-    #[error(transparent)]
-    Write(#[from] crate::operator::Error),
-}
-
 /// The Rollout controller of one leadership term, over the operator's one
 /// Rollout watch (`operator::feeds`): `rollouts` is its cache (the sync
 /// compares Rollout specs with it too) and the Rollout hub wakes it for
@@ -105,7 +97,7 @@ pub(super) async fn run(
     controller
         .run(
             reconcile,
-            |_, e: &DriveError, _| {
+            |_, e: &Error, _| {
                 warn!(error = %e, "rollout reconcile failed");
                 Action::requeue(Duration::from_secs(2))
             },
@@ -115,22 +107,22 @@ pub(super) async fn run(
         .await;
 }
 
-async fn write_status(op: &Ctx, ro: &Rollout, status: &RolloutStatus) -> Result<(), DriveError> {
-    let ns = ro.namespace().unwrap_or_default();
+async fn write_status(op: &Ctx, ro: &Rollout, status: &RolloutStatus) -> Result<(), Error> {
+    let ns = namespace_of(ro)?;
     op.apply_status::<Rollout>(Writer::Rollout, &ns, &ro.name_any(), status)
         .await?;
     Ok(())
 }
 
-async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, DriveError> {
-    let ns = cached.namespace().unwrap_or_default();
+async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, Error> {
+    let ns = namespace_of(cached.as_ref())?;
     // Read the saga state from the apiserver, not the watch cache: a cached
     // copy can lag our own last status write, and acting on it would run a
     // completed step again.
     let ro = match ctx.op.api::<Rollout>(&ns).get_opt(&cached.name_any()).await {
         Ok(Some(r)) => r,
         Ok(None) => return Ok(Action::await_change()),
-        Err(e) => return Err(DriveError::Read(e)),
+        Err(e) => return Err(Error::Read(e)),
     };
     let Some((loaded, target)) = ctx.state.tenant(&ro.spec.tenant).await else {
         // Not synced yet since this leader started: look again soon. Once
@@ -195,8 +187,8 @@ async fn run_steps(
     mut status: RolloutStatus,
     loaded: &Loaded,
     target: &TenantTarget,
-) -> Result<Action, DriveError> {
-    let ns = ro.namespace().unwrap_or_default();
+) -> Result<Action, Error> {
+    let ns = namespace_of(ro)?;
     while let Some(i) = saga::next_step(&status) {
         let started = status.steps[i].started_at.as_ref().map(|t| t.0.as_second());
         let step_age = started
@@ -282,8 +274,8 @@ async fn maintain(
     loaded: &Loaded,
     target: &TenantTarget,
     kinds: &[StepKind],
-) -> Result<Action, DriveError> {
-    let ns = ro.namespace().unwrap_or_default();
+) -> Result<Action, Error> {
+    let ns = namespace_of(ro)?;
     let interval = loaded.policy.interval;
     // Drift: from the caches; acted on only after a fresh read confirms it.
     let reverted = drift::revert(&ctx.op, &ns, &target.desired, &loaded.fleet).await;

@@ -24,7 +24,11 @@
 //! - nothing is applied, pruned or healed while the Fleet is suspended.
 
 mod drive;
+mod error;
 mod sync;
+
+pub use error::Error;
+use error::namespace_of;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -32,8 +36,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
 use kube::api::Api;
-use kube::{Client, ResourceExt};
 use tokio::sync::RwLock;
 use tracing::{info, warn};
 
@@ -70,11 +74,14 @@ pub struct Policy {
 
 impl Policy {
     /// The knobs of `f`, or which field is wrong and why.
-    pub fn of(f: &FleetCr) -> Result<Self, String> {
-        let duration = |field: &str, text: &str| {
+    pub fn of(f: &FleetCr) -> Result<Self, Error> {
+        let duration = |field: &'static str, text: &str| {
             parse_duration(text)
                 .map(|d| d.max(Duration::from_secs(1)))
-                .map_err(|e| format!("spec.{field}: {e}"))
+                .map_err(|e| Error::InvalidSpec {
+                    field,
+                    reason: e.to_string(),
+                })
         };
         Ok(Policy {
             interval: duration("interval", &f.spec.interval)?,
@@ -161,17 +168,17 @@ impl Drop for AbortOnDrop {
 /// Which tenant runs which release: each wave's tenants are chosen by the
 /// release that wave points at; a tenant already taken by an earlier wave
 /// stays there.
-pub fn assign(fleet: &Fleet) -> Result<Vec<(String, WaveName, String)>, String> {
-    let pointers = fleet
-        .waves
-        .as_ref()
-        .ok_or_else(|| "releases/waves.yaml is missing".to_owned())?;
+pub fn assign(fleet: &Fleet) -> Result<Vec<(String, WaveName, String)>, Error> {
+    let pointers = fleet.waves.as_ref().ok_or(Error::NoWaves)?;
     let mut taken: BTreeMap<String, (WaveName, String)> = BTreeMap::new();
     for wave in WaveName::ORDER {
         let release_name = &pointers.value.spec.get(wave).release;
-        let release = fleet.release(release_name).ok_or_else(|| {
-            format!("wave {wave} points at {release_name:?}, which is not in releases/")
-        })?;
+        let release = fleet
+            .release(release_name)
+            .ok_or_else(|| Error::UnknownRelease {
+                wave,
+                release: release_name.clone(),
+            })?;
         for (w, tenants) in crate::release::plan::wave_tenants(&release.value, &fleet.tenants) {
             if w != wave {
                 continue;
@@ -191,20 +198,27 @@ pub fn assign(fleet: &Fleet) -> Result<Vec<(String, WaveName, String)>, String> 
     Ok(taken.into_iter().map(|(t, (w, r))| (t, w, r)).collect())
 }
 
-async fn source_for(client: &Client, f: &FleetCr) -> Result<Source, String> {
-    let ns = f.namespace().unwrap_or_default();
+async fn source_for(client: &Client, f: &FleetCr, ns: &str) -> Result<Source, Error> {
     let credentials = match &f.spec.secret_ref {
         None => None,
         Some(name) => {
-            let secret = Api::<Secret>::namespaced(client.clone(), &ns)
+            let secret = Api::<Secret>::namespaced(client.clone(), ns)
                 .get(name)
                 .await
-                .map_err(|e| format!("Secret {ns}/{name}: {}", short_kube_error(&e)))?;
+                .map_err(|source| Error::Secret {
+                    namespace: ns.to_owned(),
+                    name: name.clone(),
+                    source,
+                })?;
             let data = secret.data.unwrap_or_default();
-            let field = |k: &str| {
-                data.get(k)
+            let field = |key: &'static str| {
+                data.get(key)
                     .map(|v| String::from_utf8_lossy(&v.0).trim().to_owned())
-                    .ok_or_else(|| format!("Secret {ns}/{name} has no key {k:?}"))
+                    .ok_or_else(|| Error::SecretKey {
+                        namespace: ns.to_owned(),
+                        name: name.clone(),
+                        key,
+                    })
             };
             Some(Credentials {
                 username: field("username").unwrap_or_else(|_| "git".into()),
@@ -223,13 +237,6 @@ async fn source_for(client: &Client, f: &FleetCr) -> Result<Source, String> {
             .and_then(|b| u64::try_from(b).ok())
             .unwrap_or(gitsync::DEFAULT_MAX_FILE_BYTES),
     })
-}
-
-fn short_kube_error(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
-        other => other.to_string(),
-    }
 }
 
 fn short(commit: &str) -> &str {

@@ -25,7 +25,9 @@ use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
-use super::{EngineConfig, Loaded, Policy, State, assign, now, short, source_for};
+use super::{
+    EngineConfig, Error, Loaded, Policy, State, assign, namespace_of, now, short, source_for,
+};
 use crate::crd::{AgentFS, Fleet as FleetCr, FleetStatus, Rollout, RolloutSpec};
 use crate::fleet::{self, gitsync};
 use crate::meta::{LABEL_FLEET, LABEL_FLEET_NAMESPACE, LABEL_TENANT, ROLLOUT_NAME};
@@ -42,9 +44,6 @@ struct SyncCtx {
     state: Arc<State>,
     rollouts: Store<Rollout>,
 }
-
-#[derive(Debug, thiserror::Error)]
-pub enum SyncError {}
 
 pub(super) async fn run(
     op: Arc<Ctx>,
@@ -77,7 +76,7 @@ pub(super) async fn run(
     Controller::for_stream(fleets, reader)
         .run(
             reconcile,
-            |_, e: &SyncError, _| {
+            |_, e: &Error, _| {
                 warn!(error = %e, "fleet sync failed");
                 Action::requeue(Duration::from_secs(5))
             },
@@ -87,26 +86,23 @@ pub(super) async fn run(
         .await;
 }
 
-async fn reconcile(f: Arc<FleetCr>, ctx: Arc<SyncCtx>) -> Result<Action, SyncError> {
+async fn reconcile(f: Arc<FleetCr>, ctx: Arc<SyncCtx>) -> Result<Action, Error> {
+    let ns = namespace_of(f.as_ref())?;
     let policy = match Policy::of(&f) {
         Ok(p) => p,
-        Err(m) => {
+        Err(e) => {
             // Nothing is fetched or applied for a spec that does not parse;
             // the condition names the field. A spec change wakes it again.
             let mut status = f.status.clone().unwrap_or_default();
-            let message = format!(
-                "Fleet {}/{}: {m}",
-                f.namespace().unwrap_or_default(),
-                f.name_any()
-            );
+            let message = format!("Fleet {ns}/{}: {e}", f.name_any());
             warn!(%message, "fleet spec refused");
-            status.conditions = vec![ready(false, "InvalidSpec", message, f.metadata.generation)];
-            set_fleet_status(&ctx.op, &f, status).await;
+            status.conditions = vec![ready(false, e.reason(), message, f.metadata.generation)];
+            set_fleet_status(&ctx.op, &f, &ns, status).await;
             return Ok(Action::await_change());
         }
     };
-    let key = format!("{}/{}", f.namespace().unwrap_or_default(), f.name_any());
-    if let Some(loaded) = sync_one(&ctx, &f, policy).await {
+    let key = format!("{ns}/{}", f.name_any());
+    if let Some(loaded) = sync_one(&ctx, &f, &ns, policy).await {
         ctx.state.loaded.write().await.insert(key, loaded);
     } else if let Some(prev) = ctx.state.loaded.read().await.get(&key).cloned() {
         // A refused commit keeps the last good one, with today's knobs
@@ -138,7 +134,7 @@ fn ready(status: bool, reason: &str, message: String, generation: Option<i64>) -
 /// Writes the Fleet's status when it says something new. `lastSyncTime`
 /// alone is not news: a steady fleet costs no write per interval, and
 /// `lastSyncTime` is the time of the last sync that changed the status.
-async fn set_fleet_status(op: &Ctx, f: &FleetCr, mut status: FleetStatus) {
+async fn set_fleet_status(op: &Ctx, f: &FleetCr, ns: &str, mut status: FleetStatus) {
     let old = f.status.clone().unwrap_or_default();
     let same_condition = |a: &[Condition], b: &[Condition]| {
         a.len() == b.len()
@@ -169,9 +165,8 @@ async fn set_fleet_status(op: &Ctx, f: &FleetCr, mut status: FleetStatus) {
         }
     }
     status.last_sync_time = Some(now());
-    let ns = f.namespace().unwrap_or_default();
     if let Err(e) = op
-        .apply_status::<FleetCr>(Writer::Rollout, &ns, &f.name_any(), &status)
+        .apply_status::<FleetCr>(Writer::Rollout, ns, &f.name_any(), &status)
         .await
     {
         warn!(fleet = %f.name_any(), error = %e, "cannot write Fleet status");
@@ -180,9 +175,8 @@ async fn set_fleet_status(op: &Ctx, f: &FleetCr, mut status: FleetStatus) {
 
 /// Fetches, checks and applies one Fleet. Returns the loaded fleet when it
 /// was good; on any failure the Fleet's status says why and nothing changes.
-async fn sync_one(ctx: &SyncCtx, f: &FleetCr, policy: Policy) -> Option<Arc<Loaded>> {
+async fn sync_one(ctx: &SyncCtx, f: &FleetCr, ns: &str, policy: Policy) -> Option<Arc<Loaded>> {
     let op = &ctx.op;
-    let ns = f.namespace().unwrap_or_default();
     let mut status = f.status.clone().unwrap_or_default();
     let generation = f.metadata.generation;
     let fail = |mut status: FleetStatus, reason: &str, message: String| {
@@ -190,10 +184,10 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, policy: Policy) -> Option<Arc<Load
         status.conditions = vec![ready(false, reason, message, generation)];
         status
     };
-    let source = match source_for(&op.client, f).await {
+    let source = match source_for(&op.client, f, ns).await {
         Ok(s) => s,
-        Err(m) => {
-            set_fleet_status(op, f, fail(status, "CredentialsUnavailable", m)).await;
+        Err(e) => {
+            set_fleet_status(op, f, ns, fail(status, e.reason(), e.to_string())).await;
             return None;
         }
     };
@@ -206,11 +200,11 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, policy: Policy) -> Option<Arc<Load
                 gitsync::GitSyncError::Refused { .. } => "CheckoutRefused",
                 _ => "FetchFailed",
             };
-            set_fleet_status(op, f, fail(status, reason, e.to_string())).await;
+            set_fleet_status(op, f, ns, fail(status, reason, e.to_string())).await;
             return None;
         }
         Err(e) => {
-            set_fleet_status(op, f, fail(status, "FetchFailed", e.to_string())).await;
+            set_fleet_status(op, f, ns, fail(status, "FetchFailed", e.to_string())).await;
             return None;
         }
     };
@@ -223,7 +217,7 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, policy: Policy) -> Option<Arc<Load
                 short(&checkout.commit),
                 e.to_string().replace('\n', "; ")
             );
-            set_fleet_status(op, f, fail(status, "InvalidFleet", m)).await;
+            set_fleet_status(op, f, ns, fail(status, "InvalidFleet", m)).await;
             return None;
         }
     };
@@ -240,13 +234,13 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, policy: Policy) -> Option<Arc<Load
                 .collect::<Vec<_>>()
                 .join("; ")
         );
-        set_fleet_status(op, f, fail(status, "LintFailed", m)).await;
+        set_fleet_status(op, f, ns, fail(status, "LintFailed", m)).await;
         return None;
     }
     let assignment = match assign(&loaded) {
         Ok(a) => a,
-        Err(m) => {
-            set_fleet_status(op, f, fail(status, "InvalidFleet", m)).await;
+        Err(e) => {
+            set_fleet_status(op, f, ns, fail(status, e.reason(), e.to_string())).await;
             return None;
         }
     };
@@ -270,7 +264,7 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, policy: Policy) -> Option<Arc<Load
             short(&checkout.commit)
         );
         status.conditions = vec![ready(true, "Suspended", message, generation)];
-        set_fleet_status(op, f, status).await;
+        set_fleet_status(op, f, ns, status).await;
         return Some(Arc::new(Loaded {
             commit: checkout.commit,
             fleet: loaded,
@@ -278,10 +272,10 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, policy: Policy) -> Option<Arc<Load
             tenants,
         }));
     }
-    let changed = match apply_tenants(ctx, f, &tenants, &checkout.commit).await {
+    let changed = match apply_tenants(ctx, f, ns, &tenants, &checkout.commit).await {
         Ok(n) => n,
-        Err(m) => {
-            set_fleet_status(op, f, fail(status, "ApplyFailed", m)).await;
+        Err(e) => {
+            set_fleet_status(op, f, ns, fail(status, e.reason(), e.to_string())).await;
             return None;
         }
     };
@@ -312,7 +306,7 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, policy: Policy) -> Option<Arc<Load
         assignment.len()
     );
     status.conditions = vec![ready(true, "Applied", message, generation)];
-    set_fleet_status(op, f, status).await;
+    set_fleet_status(op, f, ns, status).await;
     Some(Arc::new(Loaded {
         commit: checkout.commit,
         fleet: loaded,
@@ -349,11 +343,13 @@ impl State {
 async fn apply_tenants(
     ctx: &SyncCtx,
     f: &FleetCr,
+    fleet_ns: &str,
     tenants: &BTreeMap<String, Arc<TenantTarget>>,
     commit: &str,
-) -> Result<usize, String> {
+) -> Result<usize, Error> {
     let op = &ctx.op;
-    let (fleet, fleet_ns) = (f.name_any(), f.namespace().unwrap_or_default());
+    let fleet = f.name_any();
+    let apply_failed = |object: String| move |source| Error::Apply { object, source };
     let mut changed = 0;
     for (tenant, target) in tenants {
         let labels = BTreeMap::from([
@@ -376,7 +372,7 @@ async fn apply_tenants(
         if !ctx.state.unchanged(&key, &hash) {
             op.apply_cluster(Writer::Rollout, &namespace)
                 .await
-                .map_err(|e| format!("namespace {tenant}: {e}"))?;
+                .map_err(apply_failed(format!("namespace {tenant}")))?;
             ctx.state.remember(key, hash);
         }
         for fs in &target.desired.filesystems {
@@ -388,7 +384,7 @@ async fn apply_tenants(
             if !ctx.state.unchanged(&key, &hash) {
                 op.apply(Writer::Rollout, &obj)
                     .await
-                    .map_err(|e| format!("AgentFS {tenant}/{name}: {e}"))?;
+                    .map_err(apply_failed(format!("AgentFS {tenant}/{name}")))?;
                 ctx.state.remember(key, hash);
             }
         }
@@ -405,7 +401,7 @@ async fn apply_tenants(
             .get(&ObjectRef::new(ROLLOUT_NAME).within(tenant));
         // A Rollout from before the namespace label is applied again once.
         let same = live.as_ref().is_some_and(|r| {
-            follows_fleet(r.labels(), &fleet, &fleet_ns)
+            follows_fleet(r.labels(), &fleet, fleet_ns)
                 && r.spec.settings == spec.settings
                 && r.spec.tenant == spec.tenant
                 && r.spec.wave == spec.wave
@@ -420,7 +416,7 @@ async fn apply_tenants(
         ro.metadata.labels = Some(BTreeMap::from([
             (LABEL_TENANT.to_owned(), tenant.clone()),
             (LABEL_FLEET.to_owned(), fleet.clone()),
-            (LABEL_FLEET_NAMESPACE.to_owned(), fleet_ns.clone()),
+            (LABEL_FLEET_NAMESPACE.to_owned(), fleet_ns.to_owned()),
             (
                 crate::meta::LABEL_MANAGED_BY.to_owned(),
                 crate::meta::MANAGED_BY.to_owned(),
@@ -428,7 +424,7 @@ async fn apply_tenants(
         ]));
         op.apply(Writer::Rollout, &ro)
             .await
-            .map_err(|e| format!("Rollout {tenant}/{ROLLOUT_NAME}: {e}"))?;
+            .map_err(apply_failed(format!("Rollout {tenant}/{ROLLOUT_NAME}")))?;
         changed += 1;
     }
     Ok(changed)
