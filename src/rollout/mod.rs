@@ -1,6 +1,14 @@
-//! GitOps wave rollout: the saga's pure core (`saga`), its actuators against
-//! the cluster (`actuate`), and the leader-only engine that syncs the fleet
-//! repository and drives each tenant's saga (`engine`).
+//! GitOps wave rollout, in four layers; each imports only the ones below
+//! it (`tests/layers` checks this):
+//! - pure: the saga's core (`saga`), what a tenant should run (`desired`,
+//!   with the engine's `TenantTarget`), its NetworkPolicies (`isolation`),
+//!   field diffs (`diff`), promotion gates and summaries;
+//! - `workload`: what every step shares (its context, error outcomes, the
+//!   one way a workload is applied, the pod checks);
+//! - the steps: the saga's actuators (`actuate`), the live-content check
+//!   (`verify`), `drift`, `prune` and the live re-check (`reverify`);
+//! - the leader-only `engine` that syncs the fleet repository and drives
+//!   each tenant's saga.
 
 pub mod actuate;
 pub mod desired;
