@@ -20,15 +20,11 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{Transaction, params};
-use serde::Serialize;
-
-use super::alerts::{AlertRow, COLUMNS, Origin, Source, parse_severity, row};
+use super::alerts::{COLUMNS, parse_severity, row};
+use super::model::{ActiveAlert, ActiveChange, Origin, change_for};
 use super::store::{Store, StoreError};
-use crate::wire::{Alert, AlertState, Severity};
-
-/// Keys the control plane raises itself.
-pub const PLANE_PREFIX: &str = "plane/";
+use crate::wire::{Alert, Severity};
+use rusqlite::{Transaction, params};
 
 /// Schema version 1: keys and states in the history, and the active set.
 /// Works on a database of the previous version (the columns are added,
@@ -76,42 +72,6 @@ fn add_column(tx: &Transaction<'_>, table: &str, column: &str, decl: &str) -> ru
     Ok(())
 }
 
-/// What a newly stored alert does to the active set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Change {
-    /// A one-off alert, or a key its sender may not touch.
-    None,
-    /// Becomes (or replaces) the active alert of its key.
-    Upsert,
-    /// Ends the active alert of its key, if there is one.
-    Remove,
-}
-
-/// Pure: the change `a`, sent by `source`, makes.
-pub fn change_for(source: Source, a: &Alert) -> Change {
-    if a.key.is_empty() {
-        return Change::None;
-    }
-    let plane_key = a.key.starts_with(PLANE_PREFIX);
-    if plane_key != (source == Source::ControlPlane) {
-        return Change::None;
-    }
-    match a.state {
-        AlertState::Firing => Change::Upsert,
-        AlertState::Resolved => Change::Remove,
-    }
-}
-
-/// An active alert as the API shows it: the newest firing alert of its key
-/// and since when the key has been active.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct ActiveAlert {
-    /// When the key became active (the first firing alert's receipt).
-    pub since_ms: u64,
-    #[serde(flatten)]
-    pub alert: AlertRow,
-}
-
 /// Applies a newly stored alert (history row `id`) to the active set,
 /// inside the insert's transaction. Returns the change made.
 pub(super) fn apply(
@@ -120,11 +80,11 @@ pub(super) fn apply(
     a: &Alert,
     id: i64,
     received_ms: i64,
-) -> rusqlite::Result<Change> {
+) -> rusqlite::Result<ActiveChange> {
     let change = change_for(origin.source, a);
     match change {
-        Change::None => {}
-        Change::Upsert => {
+        ActiveChange::None => {}
+        ActiveChange::Upsert => {
             tx.execute(
                 "INSERT INTO active_alerts (deployment, alert_key, since_ms, id, alert_id,
                  boot_id, connection_id, received_ms, at, severity, reason, namespace, object,
@@ -153,7 +113,7 @@ pub(super) fn apply(
                 ],
             )?;
         }
-        Change::Remove => {
+        ActiveChange::Remove => {
             tx.execute(
                 "DELETE FROM active_alerts WHERE deployment = ?1 AND alert_key = ?2",
                 params![origin.deployment, a.key],
@@ -257,7 +217,9 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controlplane::model::Source;
     use crate::controlplane::test_store::backends;
+    use crate::wire::AlertState;
 
     fn finding(key: &str, msg: &str) -> Alert {
         Alert::new(Severity::Warning, "AuditPlacement", "t1", "Pod/p", msg).keyed(key)
@@ -277,28 +239,6 @@ mod tests {
             .into_iter()
             .map(|a| (a.alert.key, a.alert.message))
             .collect()
-    }
-
-    #[tokio::test]
-    async fn changes_by_key_state_and_source() {
-        let plane = Source::ControlPlane;
-        let op = Source::Operator;
-        let f = finding("audit/a", "m");
-        let r = f.resolving("gone");
-        let one_off = Alert::new(Severity::Warning, "R", "", "Pod/p", "m");
-        let plane_key = finding("plane/disconnected", "m");
-        let cases = [
-            (op, &f, Change::Upsert),
-            (op, &r, Change::Remove),
-            (op, &one_off, Change::None),
-            (op, &plane_key, Change::None),
-            (plane, &plane_key, Change::Upsert),
-            (plane, &plane_key.resolving("back"), Change::Remove),
-            (plane, &f, Change::None),
-        ];
-        for (source, alert, want) in cases {
-            assert_eq!(change_for(source, alert), want, "{source:?} {}", alert.key);
-        }
     }
 
     #[tokio::test]
@@ -436,7 +376,7 @@ mod tests {
     /// newest alert of the key says.
     #[tokio::test]
     async fn concurrent_alerts_keep_the_bound_and_the_active_set() {
-        use crate::controlplane::alerts::MAX_ALERTS_PER_DEPLOYMENT;
+        use crate::controlplane::model::MAX_ALERTS_PER_DEPLOYMENT;
         for b in backends().await {
             let s = b.store();
             for i in 0..MAX_ALERTS_PER_DEPLOYMENT - 2 {

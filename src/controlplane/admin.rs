@@ -18,12 +18,11 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
-use rusqlite::{OptionalExtension, params};
-use serde::Serialize;
-
+use super::model::AdminTokenInfo;
 use super::store::{Store, StoreError, to_i64};
 use crate::wire::now_ms;
 use crate::wire::token::{SecretToken, hash_token};
+use rusqlite::{OptionalExtension, params};
 
 /// Prefix of admin tokens, distinct from deployment tokens (`exo_dt_`).
 pub const ADMIN_TOKEN_PREFIX: &str = "exo_at_";
@@ -57,14 +56,6 @@ impl From<rusqlite::Error> for AdminError {
     fn from(e: rusqlite::Error) -> Self {
         Self::Store(StoreError::Sql(e))
     }
-}
-
-/// An admin token's metadata; never the token nor its hash.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct AdminTokenInfo {
-    pub id: String,
-    pub created_ms: u64,
-    pub revoked_ms: Option<u64>,
 }
 
 impl Store {

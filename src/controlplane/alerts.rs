@@ -7,14 +7,10 @@
 //! the same transaction as the insert. "Newest" is the order of receipt,
 //! not the operator's clock.
 
-use rusqlite::{OptionalExtension, params};
-use serde::Serialize;
-
+use super::model::{AlertRow, AlertSummary, MAX_ALERTS_PER_DEPLOYMENT, Origin};
 use super::store::{Store, StoreError, to_i64};
 use crate::wire::{Alert, AlertState, Severity, now_ms};
-
-/// Alerts kept per deployment.
-pub const MAX_ALERTS_PER_DEPLOYMENT: usize = 500;
+use rusqlite::{OptionalExtension, params};
 
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS alerts (
@@ -34,55 +30,6 @@ CREATE TABLE IF NOT EXISTS alerts (
 );
 CREATE INDEX IF NOT EXISTS alerts_by_deployment ON alerts(deployment, id);
 ";
-
-/// A stored alert, as the API shows it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct AlertRow {
-    /// Order of receipt; the paging cursor.
-    pub id: i64,
-    pub deployment: String,
-    /// The operator's id of the alert.
-    pub alert_id: String,
-    pub boot_id: Option<String>,
-    pub connection_id: Option<String>,
-    pub received_ms: u64,
-    /// When the operator raised it (RFC 3339, as sent).
-    pub at: String,
-    pub severity: Severity,
-    pub reason: String,
-    pub namespace: String,
-    pub object: String,
-    pub message: String,
-    /// The condition's key; empty for a one-off alert.
-    pub key: String,
-    pub state: AlertState,
-}
-
-/// Who raised an alert.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Source {
-    /// An operator, in an `alert` frame.
-    #[default]
-    Operator,
-    /// The control plane itself (its disconnect alert).
-    ControlPlane,
-}
-
-/// Where an alert came from.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Origin<'a> {
-    pub deployment: &'a str,
-    pub boot_id: Option<&'a str>,
-    pub connection_id: Option<&'a str>,
-    pub source: Source,
-}
-
-/// A deployment's alerts in brief, for the status page.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct AlertSummary {
-    pub count: u64,
-    pub newest: Option<AlertRow>,
-}
 
 pub(super) const COLUMNS: &str = "id, deployment, alert_id, boot_id, connection_id, \
                        received_ms, at, severity, reason, namespace, object, message, alert_key, \
@@ -143,9 +90,9 @@ impl Store {
         };
         if new {
             let d = origin.deployment.to_owned();
-            self.bus().publish(super::events::Change::Alerts(d.clone()));
+            self.bus().publish(super::bus::Change::Alerts(d.clone()));
             // Its count of active alerts may have changed.
-            self.bus().publish(super::events::Change::Deployment(d));
+            self.bus().publish(super::bus::Change::Deployment(d));
         }
         Ok(new)
     }
@@ -259,6 +206,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controlplane::model::Source;
     use crate::controlplane::test_store::backends;
 
     fn alert(id: &str) -> Alert {

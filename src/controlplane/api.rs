@@ -15,11 +15,10 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::App;
-use super::alerts::{AlertSummary, MAX_ALERTS_PER_DEPLOYMENT};
 use super::dashboard::esc;
-use super::live::{DeploymentView, LiveError};
+use super::live::LiveError;
+use super::model::{AlertSummary, DeploymentView, MAX_ALERTS_PER_DEPLOYMENT, NewAudit};
 use super::replica::Holding;
-use super::store::NewAudit;
 use super::ws::MAX_COMMAND_TIMEOUT;
 use crate::wire::{self, Command, CommandRequest, Frame, PodAction, PodControlRequest};
 
@@ -110,7 +109,7 @@ pub async fn list(State(app): State<Arc<App>>) -> Response {
 pub async fn deployment_view(
     app: &App,
     name: &str,
-) -> Result<super::live::DeploymentView, super::store::StoreError> {
+) -> Result<DeploymentView, super::store::StoreError> {
     let mut v = view_of(app, name, held_rows(app, Some(name)).await.get(name));
     v.active_alerts = app.store.list_active(name).await?.len() as u64;
     Ok(v)

@@ -23,7 +23,7 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 
 use super::App;
-use super::store::NewAudit;
+use super::model::NewAudit;
 use crate::wire::{self, AttachClose, AttachData, AttachOpen, AttachResize, Frame, close};
 
 /// What the operator sent for one session.

@@ -2,46 +2,14 @@
 //! server writes and the operators send (`audit` frames), announced on the
 //! store's bus as they are written, read back newest first in pages.
 
-use rusqlite::params;
-use serde::Serialize;
-
+use super::model::{AuditRow, NewAudit};
 use super::store::{Store, StoreError, to_i64, to_u64};
 use crate::wire::now_ms;
+use rusqlite::params;
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct AuditRow {
-    pub id: i64,
-    pub deployment: String,
-    pub connection_id: Option<String>,
-    pub at_ms: u64,
-    /// `server` for records the control plane writes, `operator` for records
-    /// the operator sent in `audit` frames.
-    pub source: String,
-    pub actor: String,
-    pub action: String,
-    pub target: String,
-    pub outcome: String,
-    pub detail: serde_json::Value,
-}
-
-/// A new audit record.
-#[derive(Debug, Clone, Default)]
-pub struct NewAudit<'a> {
-    pub deployment: &'a str,
-    pub connection_id: Option<&'a str>,
-    pub source: &'a str,
-    pub actor: &'a str,
-    pub action: &'a str,
-    pub target: &'a str,
-    pub outcome: &'a str,
-    pub detail: Option<serde_json::Value>,
-}
-
-impl NewAudit<'_> {
-    /// `detail` as stored: JSON text, or NULL.
-    pub(super) fn detail_text(&self) -> Option<String> {
-        self.detail.as_ref().map(|d| d.to_string())
-    }
+/// `detail` as stored: JSON text, or NULL.
+pub(super) fn detail_text(a: &NewAudit<'_>) -> Option<String> {
+    a.detail.as_ref().map(|d| d.to_string())
 }
 
 /// A stored `detail` back as JSON; NULL (or text that is not JSON, from a
@@ -64,18 +32,7 @@ impl Store {
             self.sqlite_append(a, at_ms)?
         };
         self.bus()
-            .publish(super::events::Change::Audit(Box::new(AuditRow {
-                id,
-                deployment: a.deployment.to_owned(),
-                connection_id: a.connection_id.map(str::to_owned),
-                at_ms,
-                source: a.source.to_owned(),
-                actor: a.actor.to_owned(),
-                action: a.action.to_owned(),
-                target: a.target.to_owned(),
-                outcome: a.outcome.to_owned(),
-                detail: a.detail.clone().unwrap_or(serde_json::Value::Null),
-            })));
+            .publish(super::bus::Change::Audit(Box::new(a.stored(id, at_ms))));
         Ok(())
     }
 
@@ -93,7 +50,7 @@ impl Store {
                     a.action,
                     a.target,
                     a.outcome,
-                    a.detail_text()
+                    detail_text(a)
                 ],
             )?;
             Ok(c.last_insert_rowid())

@@ -29,10 +29,7 @@ use std::time::Duration;
 use tracing::warn;
 
 use super::App;
-use super::active::PLANE_PREFIX;
-use super::alerts::{Origin, Source};
-use super::live::Health;
-use super::view::DeploymentView;
+use super::model::{DeploymentView, Health, Origin, PLANE_PREFIX, Source};
 use crate::wire::{Alert, Severity};
 
 /// The key of the disconnect alert.

@@ -1,14 +1,13 @@
-//! Live changes for the dashboard: one broadcast of what changed, fed by
-//! the live state (registrations, snapshots, deltas, health transitions)
-//! and the store (audit records, alerts), and the `GET /api/v1/events`
-//! server-sent events stream that turns it into browser events.
+//! Live changes for the dashboard: the `GET /api/v1/events` server-sent
+//! events stream that turns the changes of the `bus` into browser events,
+//! and the ticker that publishes health transitions.
 //!
 //! Guarantees:
 //! - A `deployment` event carries the view as it is when the event is sent
 //!   (read then, not when the change happened), so a slow subscriber never
 //!   shows an older state than a fast one.
-//! - A subscriber that falls behind the ring gets one `resync` instead of
-//!   the events it missed, and fetches everything again.
+//! - A subscriber that falls behind the bus's ring gets one `resync`
+//!   instead of the events it missed, and fetches everything again.
 //! - Health (online, degraded, offline) changes with time alone; a ticker
 //!   judges every known deployment every [`HEALTH_TICK`] and publishes the
 //!   transitions.
@@ -28,75 +27,11 @@ use serde_json::json;
 use tokio::sync::broadcast;
 
 use super::App;
-use super::live::Health;
-use super::store::AuditRow;
-use crate::wire::{DeltaOp, Resource};
+use super::bus::Change;
+use super::model::Health;
 
 /// How often health is judged for transitions.
 pub const HEALTH_TICK: Duration = Duration::from_millis(250);
-
-/// Events kept for slow subscribers before they are told to resync.
-const RING: usize = 4096;
-
-/// One change. Deployment views are not carried: they are read when sent.
-#[derive(Debug, Clone)]
-pub enum Change {
-    /// Something in the deployment's view changed (connection, state,
-    /// snapshot, active alerts).
-    Deployment(String),
-    /// A delta was applied to the deployment's resource view.
-    Resource {
-        deployment: String,
-        op: DeltaOp,
-        resource: Box<Resource>,
-    },
-    /// A snapshot replaced the deployment's resource view.
-    Resources(String),
-    /// An audit record was written.
-    Audit(Box<AuditRow>),
-    /// An alert arrived for the deployment (its active set may have changed).
-    Alerts(String),
-    /// A heartbeat frame arrived: the deployment's last frame is now.
-    Heartbeat(String),
-}
-
-impl Change {
-    fn deployment(&self) -> &str {
-        match self {
-            Change::Deployment(d)
-            | Change::Resources(d)
-            | Change::Alerts(d)
-            | Change::Heartbeat(d) => d,
-            Change::Resource { deployment, .. } => deployment,
-            Change::Audit(a) => &a.deployment,
-        }
-    }
-}
-
-/// The broadcast every change goes through; cheap to clone.
-#[derive(Debug, Clone)]
-pub struct Bus {
-    tx: broadcast::Sender<Arc<Change>>,
-}
-
-impl Default for Bus {
-    fn default() -> Self {
-        Self {
-            tx: broadcast::Sender::new(RING),
-        }
-    }
-}
-
-impl Bus {
-    /// Publishes a change; nobody listening is not an error.
-    pub fn publish(&self, c: Change) {
-        let _ = self.tx.send(Arc::new(c));
-    }
-
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Change>> {
-        self.tx.subscribe()
-    }
-}
 
 /// Publishes health transitions; runs for the server's lifetime.
 pub async fn watch_health(app: Arc<App>) {
@@ -225,22 +160,4 @@ impl Subscriber {
 fn sse(name: &str, data: &impl serde::Serialize) -> SseEvent {
     let text = serde_json::to_string(data).unwrap_or_else(|_| "{}".into());
     SseEvent::default().event(name).data(text)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_subscriber_that_falls_behind_is_told_to_resync() {
-        let bus = Bus::default();
-        let mut rx = bus.subscribe();
-        for i in 0..RING + 5 {
-            bus.publish(Change::Alerts(format!("d{i}")));
-        }
-        assert!(matches!(
-            rx.recv().await,
-            Err(broadcast::error::RecvError::Lagged(_))
-        ));
-    }
 }

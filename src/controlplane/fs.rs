@@ -31,7 +31,7 @@ use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
 use super::App;
-use super::store::NewAudit;
+use super::model::NewAudit;
 use crate::wire::fs::{CAP_MOUNT_FILESYSTEMS, CHUNK_BYTES, IDLE_TIMEOUT_MS, WINDOW};
 use crate::wire::{
     self, Command, CommandRequest, CommandResult, Frame, FsAbort, FsChunk, FsChunkAck,

@@ -18,10 +18,9 @@ use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::events::{Bus, Change};
-pub use super::health::{Health, Thresholds};
+use super::bus::{Bus, Change};
+use super::model::{DeploymentView, Health, Thresholds};
 use super::resources::{ResourceError, ResourceView};
-pub use super::view::DeploymentView;
 use crate::wire::{CommandResult, Delta, Frame, Hello, Resource, SnapshotChunk};
 
 /// What the socket task of a connection is told to do.

@@ -21,13 +21,14 @@ pub mod api;
 pub mod attach;
 pub mod audit_log;
 pub mod authn;
+pub mod bus;
 pub mod dashboard;
 pub mod disconnect;
 pub mod events;
 pub mod fs;
-pub mod health;
 pub mod hop;
 pub mod live;
+pub mod model;
 pub mod pg;
 pub mod replica;
 pub mod resources;
@@ -47,7 +48,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::{get, post};
 
-pub use live::{Health, Live, Thresholds};
+pub use live::Live;
+pub use model::{Health, Thresholds};
 pub use store::Store;
 
 #[derive(Debug, thiserror::Error)]
@@ -176,7 +178,7 @@ pub struct App {
     pub open_sockets: tokio::sync::watch::Sender<usize>,
     /// Every change, for the dashboard's events stream (shared with the
     /// store and the live state).
-    pub bus: events::Bus,
+    pub bus: bus::Bus,
     /// Logged-in dashboard browsers.
     pub sessions: session::Sessions,
     /// This server's place among N replicas (PostgreSQL store only).

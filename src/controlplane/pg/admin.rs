@@ -2,7 +2,7 @@
 //! statement, so concurrent replicas need no locks here.
 
 use super::Pg;
-use crate::controlplane::admin::AdminTokenInfo;
+use crate::controlplane::model::AdminTokenInfo;
 use crate::controlplane::store::{StoreError, to_i64, to_u64};
 use crate::wire::now_ms;
 

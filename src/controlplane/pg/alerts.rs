@@ -13,10 +13,10 @@ use std::collections::HashMap;
 use tokio_postgres::{Row, Transaction};
 
 use super::Pg;
-use crate::controlplane::active::{ActiveAlert, Change, change_for};
-use crate::controlplane::alerts::{
-    AlertRow, AlertSummary, COLUMNS, MAX_ALERTS_PER_DEPLOYMENT, Origin, parse_severity,
-    parse_state, state_str,
+use crate::controlplane::alerts::{COLUMNS, parse_severity, parse_state, state_str};
+use crate::controlplane::model::{
+    ActiveAlert, ActiveChange, AlertRow, AlertSummary, MAX_ALERTS_PER_DEPLOYMENT, Origin,
+    change_for,
 };
 use crate::controlplane::store::{StoreError, to_i64, to_u64};
 use crate::wire::{Alert, Severity, now_ms};
@@ -64,8 +64,8 @@ async fn apply(
     received_ms: i64,
 ) -> Result<(), tokio_postgres::Error> {
     match change_for(origin.source, a) {
-        Change::None => {}
-        Change::Upsert => {
+        ActiveChange::None => {}
+        ActiveChange::Upsert => {
             tx.execute(
                 "INSERT INTO active_alerts (deployment, alert_key, since_ms, id, alert_id,
                  boot_id, connection_id, received_ms, at, severity, reason, namespace, object,
@@ -95,7 +95,7 @@ async fn apply(
             )
             .await?;
         }
-        Change::Remove => {
+        ActiveChange::Remove => {
             tx.execute(
                 "DELETE FROM active_alerts WHERE deployment = $1 AND alert_key = $2",
                 &[&origin.deployment, &a.key],

@@ -6,8 +6,9 @@
 //! the start. SQLite commits its writes one at a time.
 
 use super::Pg;
-use crate::controlplane::audit_log::parse_detail;
-use crate::controlplane::store::{AuditRow, NewAudit, StoreError, to_i64, to_u64};
+use crate::controlplane::audit_log::{detail_text, parse_detail};
+use crate::controlplane::model::{AuditRow, NewAudit};
+use crate::controlplane::store::{StoreError, to_i64, to_u64};
 
 impl Pg {
     /// Inserts one record; returns its id.
@@ -26,7 +27,7 @@ impl Pg {
                     &a.action,
                     &a.target,
                     &a.outcome,
-                    &a.detail_text(),
+                    &detail_text(a),
                 ],
             )
             .await?

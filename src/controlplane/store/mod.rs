@@ -12,11 +12,10 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
-use serde::Serialize;
-
+use super::model::{Authenticated, DeploymentRow, TokenInfo};
 use crate::wire::now_ms;
 use crate::wire::token::{SecretToken, TokenError, hash_token};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -59,45 +58,6 @@ pub enum StoreError {
     },
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct DeploymentRow {
-    pub name: String,
-    pub created_ms: u64,
-}
-
-/// A token's metadata; never its clear text nor its hash.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct TokenInfo {
-    pub id: String,
-    pub deployment: String,
-    pub created_ms: u64,
-    pub expires_ms: Option<u64>,
-    pub revoked_ms: Option<u64>,
-}
-
-impl TokenInfo {
-    pub fn is_valid_at(&self, now: u64) -> bool {
-        self.revoked_ms.is_none() && self.expires_ms.is_none_or(|e| now < e)
-    }
-
-    /// Who the token authenticates at `now`; `None` once revoked or expired.
-    pub(super) fn authenticates(self, now: u64) -> Option<Authenticated> {
-        self.is_valid_at(now).then_some(Authenticated {
-            deployment: self.deployment,
-            token_id: self.id,
-        })
-    }
-}
-
-/// Who a valid token authenticates.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Authenticated {
-    pub deployment: String,
-    pub token_id: String,
-}
-
-pub use super::audit_log::{AuditRow, NewAudit};
-
 /// Where the data lives: one SQLite file (one server), or PostgreSQL
 /// (shared by N replicas, `replica` module).
 #[derive(Clone)]
@@ -112,7 +72,7 @@ enum Db {
 pub struct Store {
     db: Db,
     /// Announces audit records and alerts (`events`).
-    bus: super::events::Bus,
+    bus: super::bus::Bus,
 }
 
 impl std::fmt::Debug for Store {
@@ -179,7 +139,7 @@ impl Store {
         conn.execute_batch(super::alerts::SCHEMA)?;
         migrate(&mut conn)?;
         Ok(Self {
-            bus: super::events::Bus::default(),
+            bus: super::bus::Bus::default(),
             db: Db::Sqlite(Arc::new(Mutex::new(conn))),
         })
     }
@@ -189,7 +149,7 @@ impl Store {
     pub async fn connect(db: &str) -> Result<Self, StoreError> {
         if super::pg::is_url(db) {
             Ok(Self {
-                bus: super::events::Bus::default(),
+                bus: super::bus::Bus::default(),
                 db: Db::Postgres(Arc::new(super::pg::Pg::connect(db).await?)),
             })
         } else {
@@ -353,7 +313,7 @@ impl Store {
 
     /// Where this store announces what it wrote; the server's live state
     /// publishes on the same bus.
-    pub fn bus(&self) -> &super::events::Bus {
+    pub fn bus(&self) -> &super::bus::Bus {
         &self.bus
     }
 

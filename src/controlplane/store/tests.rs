@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::controlplane::model::NewAudit;
 use crate::controlplane::test_store::backends;
 
 #[tokio::test]

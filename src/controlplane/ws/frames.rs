@@ -4,9 +4,8 @@
 use tracing::{info, warn};
 
 use super::{ORD, Outcome, Session};
-use crate::controlplane::alerts::{Origin, Source};
 use crate::controlplane::live::ToSocket;
-use crate::controlplane::store::NewAudit;
+use crate::controlplane::model::{NewAudit, Origin, Source};
 use crate::wire::{Alert, AlertAck, Frame, close};
 
 impl Session {

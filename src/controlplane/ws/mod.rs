@@ -22,7 +22,7 @@ use tracing::{info, warn};
 use super::App;
 use super::disconnect::Trigger;
 use super::live::ToSocket;
-use super::store::{Authenticated, NewAudit};
+use super::model::{Authenticated, NewAudit};
 use crate::wire::token::SecretToken;
 use crate::wire::{self, Frame, PROTOCOL_VERSION, Welcome, close};
 

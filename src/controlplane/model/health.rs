@@ -1,7 +1,7 @@
 //! Online, degraded and offline: a deployment's state judged from how long
 //! it has been silent, against the thresholds given at start. The one
 //! judgement every view uses, live (`live`) or from a replica's row
-//! (`view`).
+//! (`crate::controlplane::view`).
 
 use std::time::{Duration, Instant};
 

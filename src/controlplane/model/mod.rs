@@ -1,0 +1,18 @@
+//! The control plane's data: the rows the store reads and writes and the
+//! views the API shows, as plain types. Pure: it names nothing else of the
+//! control plane, so every layer above (store, domain, HTTP) can share it.
+
+mod alerts;
+mod audit;
+mod deployment;
+mod health;
+mod tokens;
+
+pub use alerts::{
+    ActiveAlert, ActiveChange, AlertRow, AlertSummary, MAX_ALERTS_PER_DEPLOYMENT, Origin,
+    PLANE_PREFIX, Source, change_for,
+};
+pub use audit::{AuditRow, NewAudit};
+pub use deployment::DeploymentView;
+pub use health::{Health, Thresholds};
+pub use tokens::{AdminTokenInfo, Authenticated, DeploymentRow, TokenInfo};
