@@ -18,30 +18,14 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
-use super::model::AdminTokenInfo;
-use super::store::{Store, StoreError, to_i64};
-use crate::wire::now_ms;
-use crate::wire::token::{SecretToken, hash_token};
-use rusqlite::{OptionalExtension, params};
-
-/// Prefix of admin tokens, distinct from deployment tokens (`exo_dt_`).
-pub const ADMIN_TOKEN_PREFIX: &str = "exo_at_";
-
-pub(super) const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS admin_tokens (
-    id TEXT PRIMARY KEY,
-    hash TEXT NOT NULL UNIQUE,
-    created_ms INTEGER NOT NULL,
-    revoked_ms INTEGER
-);
-";
+pub use super::model::ADMIN_TOKEN_PREFIX;
+use super::store::{Store, StoreError};
+use crate::wire::token::hash_token;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("admin token {0:?} does not exist")]
-    NoToken(String),
     #[error("admin token file {path}: {reason}")]
     File { path: String, reason: String },
     #[error(
@@ -50,123 +34,6 @@ pub enum AdminError {
          loopback, or pass --allow-unauthenticated-api"
     )]
     Exposed(SocketAddr),
-}
-
-impl From<rusqlite::Error> for AdminError {
-    fn from(e: rusqlite::Error) -> Self {
-        Self::Store(StoreError::Sql(e))
-    }
-}
-
-impl Store {
-    /// Creates an admin token; the clear text is returned exactly once.
-    pub async fn create_admin_token(&self) -> Result<(AdminTokenInfo, SecretToken), AdminError> {
-        let secret = SecretToken::generate_with_prefix(ADMIN_TOKEN_PREFIX)
-            .map_err(|e| AdminError::Store(e.into()))?;
-        let info = AdminTokenInfo {
-            id: format!("adm_{}", &crate::wire::random_id()[..12]),
-            created_ms: now_ms(),
-            revoked_ms: None,
-        };
-        if let Some(p) = self.pg() {
-            p.insert_admin_token(&info, &secret.hash()).await?;
-            return Ok((info, secret));
-        }
-        self.with(|c| {
-            c.execute(
-                "INSERT INTO admin_tokens (id, hash, created_ms) VALUES (?1, ?2, ?3)",
-                params![info.id, secret.hash(), to_i64(info.created_ms)],
-            )?;
-            Ok(())
-        })?;
-        Ok((info, secret))
-    }
-
-    pub async fn list_admin_tokens(&self) -> Result<Vec<AdminTokenInfo>, AdminError> {
-        if let Some(p) = self.pg() {
-            return Ok(p.list_admin_tokens().await?);
-        }
-        Ok(self.with(|c| {
-            let mut st = c.prepare(
-                "SELECT id, created_ms, revoked_ms FROM admin_tokens ORDER BY created_ms, id",
-            )?;
-            let rows = st
-                .query_map([], |r| {
-                    Ok(AdminTokenInfo {
-                        id: r.get(0)?,
-                        created_ms: u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
-                        revoked_ms: r
-                            .get::<_, Option<i64>>(2)?
-                            .map(|v| u64::try_from(v).unwrap_or(0)),
-                    })
-                })?
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(rows)
-        })?)
-    }
-
-    /// Revokes one admin token; it stops working at the next request.
-    pub async fn revoke_admin_token(&self, id: &str) -> Result<(), AdminError> {
-        if let Some(p) = self.pg() {
-            return if p.revoke_admin_token(id).await? {
-                Ok(())
-            } else {
-                Err(AdminError::NoToken(id.to_owned()))
-            };
-        }
-        let known = self.with(|c| {
-            let known: Option<String> = c
-                .query_row("SELECT id FROM admin_tokens WHERE id = ?1", [id], |r| {
-                    r.get(0)
-                })
-                .optional()?;
-            if known.is_some() {
-                c.execute(
-                    "UPDATE admin_tokens SET revoked_ms = ?2 WHERE id = ?1 AND revoked_ms IS NULL",
-                    params![id, to_i64(now_ms())],
-                )?;
-            }
-            Ok(known.is_some())
-        })?;
-        if known {
-            Ok(())
-        } else {
-            Err(AdminError::NoToken(id.to_owned()))
-        }
-    }
-
-    /// Whether any admin token was ever created. Revoked ones count: once
-    /// enabled, admin authentication stays on, so revoking the last token
-    /// locks the API rather than opening it.
-    pub async fn admin_auth_enabled(&self) -> Result<bool, AdminError> {
-        if let Some(p) = self.pg() {
-            return Ok(p.admin_auth_enabled().await?);
-        }
-        Ok(self.with(|c| {
-            let n: i64 = c.query_row("SELECT count(*) FROM admin_tokens", [], |r| r.get(0))?;
-            Ok(n > 0)
-        })?)
-    }
-
-    /// Whether `token` is an admin token that is not revoked.
-    pub async fn admin_token_valid(&self, token: &SecretToken) -> Result<bool, AdminError> {
-        self.admin_hash_valid(&token.hash()).await
-    }
-
-    /// Whether the admin token with this SHA-256 exists and is not revoked.
-    pub async fn admin_hash_valid(&self, hash: &str) -> Result<bool, AdminError> {
-        if let Some(p) = self.pg() {
-            return Ok(p.admin_hash_valid(hash).await?);
-        }
-        Ok(self.with(|c| {
-            let n: i64 = c.query_row(
-                "SELECT count(*) FROM admin_tokens WHERE hash = ?1 AND revoked_ms IS NULL",
-                [hash],
-                |r| r.get(0),
-            )?;
-            Ok(n > 0)
-        })?)
-    }
 }
 
 /// The server's admin settings: the hash of the `--admin-token-file` token.
@@ -220,7 +87,7 @@ impl AdminAuth {
         if self.file_hash.as_deref() == Some(hash) {
             return Ok(true);
         }
-        store.admin_hash_valid(hash).await
+        Ok(store.admin_hash_valid(hash).await?)
     }
 
     /// Refuses an unauthenticated API on a non-loopback address.
@@ -244,7 +111,9 @@ impl AdminAuth {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controlplane::model::AdminTokenInfo;
     use crate::controlplane::test_store::backends;
+    use crate::wire::token::SecretToken;
 
     #[tokio::test]
     async fn admin_tokens_are_hashed_listed_without_secrets_and_revocable() {
@@ -293,7 +162,7 @@ mod tests {
             assert!(
                 matches!(
                     store.revoke_admin_token("adm_nope").await,
-                    Err(AdminError::NoToken(_))
+                    Err(StoreError::NoAdminToken(_))
                 ),
                 "{b}"
             );

@@ -14,12 +14,9 @@
 //! broadcast and its server-sent events stream) and `dashboard` (pages,
 //! assets, login).
 
-pub mod active;
 pub mod admin;
-pub mod alerts;
 pub mod api;
 pub mod attach;
-pub mod audit_log;
 pub mod authn;
 pub mod bus;
 pub mod dashboard;
@@ -29,7 +26,6 @@ pub mod fs;
 pub mod hop;
 pub mod live;
 pub mod model;
-pub mod pg;
 pub mod replica;
 pub mod resources;
 pub mod session;

@@ -11,8 +11,8 @@ use std::path::PathBuf;
 
 use tokio_postgres::NoTls;
 
-use super::pg::redact;
 use super::store::Store;
+use super::store::pg::redact;
 
 /// Where the tests find the PostgreSQL server (`scripts/testenv env`).
 pub const POSTGRES_URL_ENV: &str = "EXO_TEST_POSTGRES_URL";

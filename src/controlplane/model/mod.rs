@@ -15,4 +15,4 @@ pub use alerts::{
 pub use audit::{AuditRow, NewAudit};
 pub use deployment::DeploymentView;
 pub use health::{Health, Thresholds};
-pub use tokens::{AdminTokenInfo, Authenticated, DeploymentRow, TokenInfo};
+pub use tokens::{ADMIN_TOKEN_PREFIX, AdminTokenInfo, Authenticated, DeploymentRow, TokenInfo};

@@ -3,6 +3,9 @@
 
 use serde::Serialize;
 
+/// Prefix of admin tokens, distinct from deployment tokens (`exo_dt_`).
+pub const ADMIN_TOKEN_PREFIX: &str = "exo_at_";
+
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct DeploymentRow {
     pub name: String,

@@ -1,7 +1,7 @@
 //! N `serve` replicas on one PostgreSQL database: who holds which
 //! deployment's connection, and which replicas are alive.
 //!
-//! Tables (schema migration 2, [`SCHEMA`]): `replicas` (id, the URL peers
+//! Tables (PostgreSQL schema migration 2, `store::pg::schema`): `replicas` (id, the URL peers
 //! reach it at, its lease) and `connections` (per deployment: the session
 //! holding it, on which replica, since when, the last frame's time and the
 //! `hello`).
@@ -35,7 +35,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tracing::info;
 
-use super::pg::Pg;
+use super::store::pg::Pg;
 use super::store::{StoreError, to_i64, to_u64};
 use crate::wire::token::{TokenError, Verifier};
 use crate::wire::{Hello, now_ms};
@@ -43,35 +43,6 @@ use crate::wire::{Hello, now_ms};
 mod tasks;
 
 pub use tasks::{LEASE_LOST_REASON, leave, listen, maintain};
-
-/// Schema version 2 (appended to `pg::schema`'s list).
-pub const SCHEMA: &str = "
-CREATE TABLE replicas (
-    id TEXT PRIMARY KEY,
-    url TEXT NOT NULL,
-    started_ms BIGINT NOT NULL,
-    lease_until_ms BIGINT NOT NULL
-);
-CREATE TABLE connections (
-    deployment TEXT PRIMARY KEY,
-    session TEXT,
-    replica TEXT NOT NULL,
-    connection_id TEXT NOT NULL,
-    taken_ms BIGINT NOT NULL,
-    last_frame_ms BIGINT NOT NULL,
-    hello JSONB NOT NULL,
-    released_ms BIGINT,
-    last_close TEXT,
-    connections BIGINT NOT NULL DEFAULT 0,
-    evictions BIGINT NOT NULL DEFAULT 0,
-    disconnects BIGINT NOT NULL DEFAULT 0
-);
-CREATE INDEX connections_by_replica ON connections (replica) WHERE session IS NOT NULL;
-CREATE TABLE cluster (
-    key TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-";
 
 /// The channel evictions are announced on.
 pub const CHANNEL: &str = "exo_evict";

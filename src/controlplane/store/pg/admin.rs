@@ -3,7 +3,8 @@
 
 use super::Pg;
 use crate::controlplane::model::AdminTokenInfo;
-use crate::controlplane::store::{StoreError, to_i64, to_u64};
+use crate::controlplane::store::StoreError;
+use crate::controlplane::store::codec::{to_i64, to_u64};
 use crate::wire::now_ms;
 
 impl Pg {

@@ -3,9 +3,9 @@
 //!
 //! One module per concern, each an `impl Pg` block: `tokens` (deployments
 //! and deployment tokens), `audit`, `alerts` (history and the active set),
-//! `admin` (admin tokens) and `schema` (versioned migrations). The
-//! replicas' own tables (connection ownership, leases) are the `replica`
-//! module's.
+//! `admin` (admin tokens) and `schema` (versioned migrations, the
+//! replicas' tables among them; the `replica` module reads and writes
+//! those).
 //!
 //! Guarantees: every method is one statement or one transaction; the URL's
 //! password never appears in an error or a log line ([`redact`]). Results
@@ -30,7 +30,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
-use super::store::StoreError;
+use super::StoreError;
 
 /// Connections in the pool: the server's requests are short, and the
 /// replica's listener has its own connection besides these.

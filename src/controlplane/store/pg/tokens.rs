@@ -13,7 +13,8 @@ use tokio_postgres::{Row, Transaction};
 
 use super::Pg;
 use crate::controlplane::model::{Authenticated, DeploymentRow, TokenInfo};
-use crate::controlplane::store::{StoreError, new_token, to_i64, to_u64};
+use crate::controlplane::store::StoreError;
+use crate::controlplane::store::codec::{new_token, to_i64, to_u64};
 use crate::wire::now_ms;
 use crate::wire::token::SecretToken;
 

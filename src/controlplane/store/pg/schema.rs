@@ -15,7 +15,7 @@
 
 use tokio_postgres::Client;
 
-use super::super::store::{StoreError, to_i64};
+use crate::controlplane::store::{StoreError, to_i64};
 use crate::wire::now_ms;
 
 /// The advisory lock that serialises migrations across replicas ("ExoMigra"
@@ -106,8 +106,38 @@ pub const MIGRATIONS: &[&str] = &[
     );
     ",
     // 2: the replicas, their leases and who holds which connection.
-    crate::controlplane::replica::SCHEMA,
+    REPLICAS,
 ];
+
+/// Version 2: the replicas, their leases and who holds which connection
+/// (read and written by `crate::controlplane::replica`).
+const REPLICAS: &str = "
+CREATE TABLE replicas (
+    id TEXT PRIMARY KEY,
+    url TEXT NOT NULL,
+    started_ms BIGINT NOT NULL,
+    lease_until_ms BIGINT NOT NULL
+);
+CREATE TABLE connections (
+    deployment TEXT PRIMARY KEY,
+    session TEXT,
+    replica TEXT NOT NULL,
+    connection_id TEXT NOT NULL,
+    taken_ms BIGINT NOT NULL,
+    last_frame_ms BIGINT NOT NULL,
+    hello JSONB NOT NULL,
+    released_ms BIGINT,
+    last_close TEXT,
+    connections BIGINT NOT NULL DEFAULT 0,
+    evictions BIGINT NOT NULL DEFAULT 0,
+    disconnects BIGINT NOT NULL DEFAULT 0
+);
+CREATE INDEX connections_by_replica ON connections (replica) WHERE session IS NOT NULL;
+CREATE TABLE cluster (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+";
 
 /// Applies the migrations the database has not had, oldest first.
 pub async fn migrate(client: &mut Client) -> Result<(), StoreError> {

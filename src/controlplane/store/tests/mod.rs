@@ -1,5 +1,8 @@
 //! The store's behaviour, on SQLite and on PostgreSQL alike.
 
+mod active;
+mod alerts;
+
 use std::time::Duration;
 
 use super::*;

@@ -6,9 +6,9 @@
 //! the start. SQLite commits its writes one at a time.
 
 use super::Pg;
-use crate::controlplane::audit_log::{detail_text, parse_detail};
 use crate::controlplane::model::{AuditRow, NewAudit};
-use crate::controlplane::store::{StoreError, to_i64, to_u64};
+use crate::controlplane::store::StoreError;
+use crate::controlplane::store::codec::{detail_text, parse_detail, to_i64, to_u64};
 
 impl Pg {
     /// Inserts one record; returns its id.

@@ -1,5 +1,5 @@
 //! Alerts: the history and the active set, by the rules of the SQLite
-//! modules (`alerts`, `active`; [`change_for`] is shared).
+//! backend ([`change_for`] is shared).
 //!
 //! Guarantee beyond SQLite's, for N replicas: [`Pg::insert_alert`] holds a
 //! lock on its deployment (an advisory lock, class [`ALERT_LOCK`], key the
@@ -13,12 +13,14 @@ use std::collections::HashMap;
 use tokio_postgres::{Row, Transaction};
 
 use super::Pg;
-use crate::controlplane::alerts::{COLUMNS, parse_severity, parse_state, state_str};
 use crate::controlplane::model::{
     ActiveAlert, ActiveChange, AlertRow, AlertSummary, MAX_ALERTS_PER_DEPLOYMENT, Origin,
     change_for,
 };
-use crate::controlplane::store::{StoreError, to_i64, to_u64};
+use crate::controlplane::store::StoreError;
+use crate::controlplane::store::codec::{
+    COLUMNS, parse_severity, parse_state, state_str, to_i64, to_u64,
+};
 use crate::wire::{Alert, Severity, now_ms};
 
 /// The class of the per-deployment advisory lock of alert inserts ("EA").
@@ -55,7 +57,7 @@ fn active_row(r: &Row) -> Result<ActiveAlert, tokio_postgres::Error> {
 }
 
 /// Applies a newly stored alert (history row `id`) to the active set,
-/// inside the insert's transaction (the SQLite `active::apply`).
+/// inside the insert's transaction (the SQLite backend's `apply`).
 async fn apply(
     tx: &Transaction<'_>,
     origin: &Origin<'_>,
