@@ -15,17 +15,13 @@
 //! assets, login).
 
 pub mod admin;
-pub mod api;
-pub mod attach;
-pub mod authn;
 pub mod bus;
 pub mod dashboard;
 pub mod disconnect;
-pub mod events;
-pub mod fs;
-pub mod hop;
+pub mod http;
 pub mod live;
 pub mod model;
+pub mod relay;
 pub mod replica;
 pub mod resources;
 pub mod session;
@@ -163,8 +159,8 @@ pub struct App {
     pub store: Store,
     pub live: Live,
     pub stats: Stats,
-    pub attaches: attach::Sessions,
-    pub transfers: fs::Transfers,
+    pub attaches: relay::Attaches,
+    pub transfers: relay::Transfers,
     pub admin: admin::AdminAuth,
     /// Serialises the disconnect alert's decisions.
     pub disconnects: disconnect::DisconnectAlerts,
@@ -189,36 +185,45 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/deployments/{name}", get(dashboard::deployment))
         .route("/deployments/{name}/{page}", get(dashboard::subpage))
         .route("/logout", post(dashboard::logout))
-        .route("/status", get(api::page))
-        .route("/api/v1/events", get(events::events))
-        .route("/api/v1/stats", get(api::stats))
-        .route("/api/v1/deployments", get(api::list))
-        .route("/api/v1/deployments/{name}", get(api::get))
-        .route("/api/v1/deployments/{name}/resources", get(api::resources))
-        .route("/api/v1/deployments/{name}/audit", get(api::audit))
-        .route("/api/v1/deployments/{name}/alerts", get(api::alerts))
+        .route("/status", get(dashboard::status::page))
+        .route("/api/v1/events", get(http::sse::events))
+        .route("/api/v1/stats", get(http::api::stats))
+        .route("/api/v1/deployments", get(http::api::list))
+        .route("/api/v1/deployments/{name}", get(http::api::get))
+        .route(
+            "/api/v1/deployments/{name}/resources",
+            get(http::api::resources),
+        )
+        .route("/api/v1/deployments/{name}/audit", get(http::api::audit))
+        .route("/api/v1/deployments/{name}/alerts", get(http::api::alerts))
         .route(
             "/api/v1/deployments/{name}/alerts/active",
-            get(api::active_alerts),
+            get(http::api::active_alerts),
         )
-        .route("/api/v1/deployments/{name}/commands", post(api::command))
-        .route("/api/v1/deployments/{name}/attach", get(attach::attach))
-        .route("/api/v1/deployments/{name}/fs", get(fs::fs))
+        .route(
+            "/api/v1/deployments/{name}/commands",
+            post(http::api::command),
+        )
+        .route(
+            "/api/v1/deployments/{name}/attach",
+            get(http::attach::attach),
+        )
+        .route("/api/v1/deployments/{name}/fs", get(http::fs::fs))
         .route(
             "/api/v1/deployments/{name}/pod-control",
-            post(api::pod_control),
+            post(http::api::pod_control),
         )
         // Layers run outside in: authentication first, then the hop.
         .route_layer(axum::middleware::from_fn_with_state(
             app.clone(),
-            hop::route,
+            http::hop::route,
         ))
         .route_layer(axum::middleware::from_fn_with_state(
             app.clone(),
-            authn::require,
+            http::authn::require,
         ));
     Router::new()
-        .route("/healthz", get(api::healthz))
+        .route("/healthz", get(http::api::healthz))
         .route(crate::wire::CONNECT_PATH, get(ws::connect))
         .route("/login", get(dashboard::login_form).post(dashboard::login))
         .route("/assets/{*path}", get(dashboard::assets))
@@ -309,8 +314,8 @@ pub async fn serve(
         cfg,
         store,
         stats: Stats::default(),
-        attaches: attach::Sessions::default(),
-        transfers: fs::Transfers::default(),
+        attaches: relay::Attaches::default(),
+        transfers: relay::Transfers::default(),
         admin,
         disconnects: disconnect::DisconnectAlerts::default(),
         shutdown: tokio::sync::watch::Sender::new(false),
@@ -325,7 +330,7 @@ pub async fn serve(
     });
     let checker = tokio::spawn(ws::token_checker(app.clone()));
     let offline_check = tokio::spawn(disconnect::watch(app.clone()));
-    let health = tokio::spawn(events::watch_health(app.clone()));
+    let health = tokio::spawn(view::watch_health(app.clone()));
     let app2 = app.clone();
     let mut open = app.open_sockets.subscribe();
     let shutdown = async move {

@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 
 use crate::wire::token::{SecretToken, hash_token};
 
+/// The header a state-changing request made with the cookie carries.
+pub const CSRF_HEADER: &str = "x-csrf-token";
+
 /// The session cookie's name.
 pub const COOKIE: &str = "exo_session";
 

@@ -13,22 +13,32 @@ use modgraph::{Crate, Edge, cycles, report};
 /// from the bottom layer up. A child may name children of its own layer or
 /// of a layer below, never one above. Children not listed are not
 /// constrained by this table (the cycle check still holds for them).
-const LAYERS: &[(&str, &[&[&str]])] = &[(
-    "crate::rollout",
-    &[
-        &["saga", "desired", "gates", "summary", "isolation", "diff"],
-        &["workload"],
-        &["actuate", "verify", "drift", "prune", "reverify"],
-        &["engine"],
-    ],
-)];
+const LAYERS: &[(&str, &[&[&str]])] = &[
+    (
+        "crate::rollout",
+        &[
+            &["saga", "desired", "gates", "summary", "isolation", "diff"],
+            &["workload"],
+            &["actuate", "verify", "drift", "prune", "reverify"],
+            &["engine"],
+        ],
+    ),
+    (
+            &[
+            &["model", "resources", "session", "tls"],
+            &["bus"],
+            &["store"],
+            &["admin", "disconnect", "live", "relay", "replica", "view"],
+            &["dashboard", "http", "ws"],
+        ],
+    ),
+];
 
 /// Parents whose children still import each other in a circle, while issue
 /// 27 removes them one by one. A parent listed here that has no cycle left
 /// fails the test too, so the list only shrinks. Empty is the goal.
 const KNOWN: &[&str] = &[
     "crate",
-    "crate::controlplane",
     "crate::operator",
     "crate::release",
     "crate::upstream::conn",

@@ -12,6 +12,8 @@
 //! - The CSRF token is put only into the HTML of a page served to its own
 //!   session.
 
+pub mod status;
+
 use std::sync::Arc;
 
 use axum::Form;
@@ -22,7 +24,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::App;
-use super::authn::{self, Via};
+use super::http::authn::{self, Via};
 use super::session;
 use crate::wire::token::SecretToken;
 
@@ -108,7 +110,7 @@ pub async fn assets(Path(path): Path<String>, headers: HeaderMap) -> Response {
 }
 
 /// HTML-escapes text for an element or a quoted attribute.
-pub(super) fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

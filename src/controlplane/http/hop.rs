@@ -29,7 +29,8 @@ use axum::response::{IntoResponse, Response};
 use hyper_util::rt::TokioIo;
 use tracing::{debug, warn};
 
-use super::App;
+use crate::controlplane::App;
+use crate::controlplane::session::CSRF_HEADER;
 
 /// Carries the cluster's peer secret on a forwarded request.
 pub const PEER_HEADER: &str = "x-exo-peer";
@@ -44,7 +45,7 @@ pub fn hopping_target(path: &str, query: Option<&str>) -> Option<String> {
         return query?
             .split('&')
             .find_map(|kv| kv.strip_prefix("deployment="))
-            .filter(|d| super::store::valid_name(d))
+            .filter(|d| crate::controlplane::store::valid_name(d))
             .map(str::to_owned);
     }
     hopping_deployment(path).map(str::to_owned)
@@ -151,7 +152,7 @@ async fn forward(
     for h in [header::AUTHORIZATION, header::COOKIE, header::ORIGIN] {
         parts.headers.remove(h);
     }
-    parts.headers.remove(super::authn::CSRF_HEADER);
+    parts.headers.remove(CSRF_HEADER);
     if let Ok(v) = HeaderValue::from_str(authority) {
         parts.headers.insert(header::HOST, v);
     }

@@ -1,6 +1,5 @@
 //! Live changes for the dashboard: the `GET /api/v1/events` server-sent
-//! events stream that turns the changes of the `bus` into browser events,
-//! and the ticker that publishes health transitions.
+//! events stream that turns the changes of the `bus` into browser events.
 //!
 //! Guarantees:
 //! - A `deployment` event carries the view as it is when the event is sent
@@ -8,13 +7,11 @@
 //!   shows an older state than a fast one.
 //! - A subscriber that falls behind the bus's ring gets one `resync`
 //!   instead of the events it missed, and fetches everything again.
-//! - Health (online, degraded, offline) changes with time alone; a ticker
-//!   judges every known deployment every [`HEALTH_TICK`] and publishes the
+//! - Health changes with time alone; `view::watch_health` publishes the
 //!   transitions.
 //! - The stream ends when the server shuts down, so graceful shutdown does
 //!   not wait on open browsers.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,26 +23,9 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::broadcast;
 
-use super::App;
-use super::bus::Change;
-use super::model::Health;
-
-/// How often health is judged for transitions.
-pub const HEALTH_TICK: Duration = Duration::from_millis(250);
-
-/// Publishes health transitions; runs for the server's lifetime.
-pub async fn watch_health(app: Arc<App>) {
-    let mut last: HashMap<String, Health> = HashMap::new();
-    let mut tick = tokio::time::interval(HEALTH_TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        for (name, state) in app.live.health_changes(&mut last) {
-            tracing::debug!(deployment = %name, ?state, "health changed");
-            app.bus.publish(Change::Deployment(name));
-        }
-    }
-}
+use crate::controlplane::App;
+use crate::controlplane::bus::Change;
+use crate::controlplane::view;
 
 #[derive(Debug, Deserialize)]
 pub struct EventsQuery {
@@ -131,7 +111,7 @@ impl Subscriber {
         match c {
             // A view that cannot be read whole is not sent; the page reads
             // the state again on `resync` (and is shown the error).
-            Change::Deployment(d) => match super::api::deployment_view(&self.app, d).await {
+            Change::Deployment(d) => match view::deployment(&self.app, d).await {
                 Ok(v) => sse("deployment", &v),
                 Err(e) => {
                     tracing::warn!(deployment = %d, error = %e, "deployment view unreadable; resync");

@@ -10,8 +10,7 @@
 //! connection; a session ends when either side ends or the operator
 //! connection drops; open and close are audited.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, Query, State};
@@ -22,57 +21,10 @@ use base64::engine::general_purpose::STANDARD as B64;
 use serde::Deserialize;
 use tokio::sync::mpsc;
 
-use super::App;
-use super::model::NewAudit;
+use crate::controlplane::App;
+use crate::controlplane::model::NewAudit;
+use crate::controlplane::relay::FromShell;
 use crate::wire::{self, AttachClose, AttachData, AttachOpen, AttachResize, Frame, close};
-
-/// What the operator sent for one session.
-#[derive(Debug)]
-pub enum FromOperator {
-    Data(Vec<u8>),
-    Close(String),
-}
-
-#[derive(Debug, Default)]
-pub struct Sessions {
-    map: Mutex<HashMap<String, (String, mpsc::UnboundedSender<FromOperator>)>>,
-}
-
-impl Sessions {
-    fn insert(&self, id: &str, deployment: &str, tx: mpsc::UnboundedSender<FromOperator>) {
-        if let Ok(mut m) = self.map.lock() {
-            m.insert(id.to_owned(), (deployment.to_owned(), tx));
-        }
-    }
-
-    fn remove(&self, id: &str) {
-        if let Ok(mut m) = self.map.lock() {
-            m.remove(id);
-        }
-    }
-
-    /// Routes an operator frame to its user; only the session's deployment
-    /// may write to it.
-    pub fn deliver(&self, deployment: &str, frame: Frame) {
-        let (id, msg) = match frame {
-            Frame::AttachData(d) => match B64.decode(d.data.as_bytes()) {
-                Ok(bytes) => (d.session, FromOperator::Data(bytes)),
-                Err(e) => (
-                    d.session,
-                    FromOperator::Close(format!("bad attach data: {e}")),
-                ),
-            },
-            Frame::AttachClose(c) => (c.session, FromOperator::Close(c.reason)),
-            _ => return,
-        };
-        if let Ok(m) = self.map.lock()
-            && let Some((dep, tx)) = m.get(&id)
-            && dep == deployment
-        {
-            let _ = tx.send(msg);
-        }
-    }
-}
 
 #[derive(Debug, Deserialize)]
 pub struct AttachQuery {
@@ -179,12 +131,12 @@ async fn bridge(app: Arc<App>, deployment: String, q: AttachQuery, mut user: Web
                     }
                 }
                 m = rx.recv() => match m {
-                    Some(FromOperator::Data(b)) => {
+                    Some(FromShell::Data(b)) => {
                         if user.send(Message::Binary(b.into())).await.is_err() {
                             break "user socket failed".to_owned();
                         }
                     }
-                    Some(FromOperator::Close(reason)) => break reason,
+                    Some(FromShell::Close(reason)) => break reason,
                     None => break "session dropped".to_owned(),
                 }
             }

@@ -16,8 +16,7 @@
 //! user's socket is read only when the window has room (TCP backpressure
 //! reaches the user); audited as `fs.<command>`.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
@@ -30,56 +29,14 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
-use super::App;
-use super::model::NewAudit;
+use crate::controlplane::App;
+use crate::controlplane::model::NewAudit;
+use crate::controlplane::relay::FromCopy;
+use crate::controlplane::ws::MAX_COMMAND_TIMEOUT;
 use crate::wire::fs::{CAP_MOUNT_FILESYSTEMS, CHUNK_BYTES, IDLE_TIMEOUT_MS, WINDOW};
 use crate::wire::{
     self, Command, CommandRequest, CommandResult, Frame, FsAbort, FsChunk, FsChunkAck,
 };
-
-/// What the operator sent for one copy.
-#[derive(Debug)]
-pub enum FromOperator {
-    Chunk(FsChunk),
-    Ack(u64),
-    Abort(String),
-}
-
-#[derive(Debug, Default)]
-pub struct Transfers {
-    map: Mutex<HashMap<String, (String, mpsc::UnboundedSender<FromOperator>)>>,
-}
-
-impl Transfers {
-    fn insert(&self, id: &str, deployment: &str, tx: mpsc::UnboundedSender<FromOperator>) {
-        if let Ok(mut m) = self.map.lock() {
-            m.insert(id.to_owned(), (deployment.to_owned(), tx));
-        }
-    }
-
-    fn remove(&self, id: &str) {
-        if let Ok(mut m) = self.map.lock() {
-            m.remove(id);
-        }
-    }
-
-    /// Routes an operator's `fs_*` frame to its copy; only the copy's
-    /// deployment may write to it.
-    pub fn deliver(&self, deployment: &str, frame: Frame) {
-        let (id, msg) = match frame {
-            Frame::FsChunk(c) => (c.id.clone(), FromOperator::Chunk(c)),
-            Frame::FsChunkAck(a) => (a.id, FromOperator::Ack(a.seq)),
-            Frame::FsAbort(a) => (a.id, FromOperator::Abort(a.reason)),
-            _ => return,
-        };
-        if let Ok(m) = self.map.lock()
-            && let Some((dep, tx)) = m.get(&id)
-            && dep == deployment
-        {
-            let _ = tx.send(msg);
-        }
-    }
-}
 
 #[derive(Debug, Deserialize)]
 struct Opening {
@@ -188,8 +145,8 @@ async fn serve(app: Arc<App>, deployment: String, mut user: WebSocket) {
             .unwrap_or_default()
     );
     let target = serde_json::to_value(&opening.command).unwrap_or_default();
-    let timeout = Duration::from_millis(opening.timeout_ms.unwrap_or(120_000))
-        .min(super::ws::MAX_COMMAND_TIMEOUT);
+    let timeout =
+        Duration::from_millis(opening.timeout_ms.unwrap_or(120_000)).min(MAX_COMMAND_TIMEOUT);
     let (tx, mut rx) = mpsc::unbounded_channel();
     app.transfers.insert(&id, &deployment, tx);
     let write = matches!(opening.command, Command::AgentfsWrite { .. });
@@ -260,7 +217,7 @@ async fn upload(
     deployment: &str,
     id: &str,
     user: &mut WebSocket,
-    rx: &mut mpsc::UnboundedReceiver<FromOperator>,
+    rx: &mut mpsc::UnboundedReceiver<FromCopy>,
     mut done: oneshot::Receiver<CommandResult>,
 ) -> CommandResult {
     let idle = Duration::from_millis(IDLE_TIMEOUT_MS);
@@ -301,13 +258,13 @@ async fn upload(
                 }
             }
             m = rx.recv() => match m {
-                Some(FromOperator::Ack(s)) => acked = acked.max(s + 1),
-                Some(FromOperator::Abort(reason)) => {
+                Some(FromCopy::Ack(s)) => acked = acked.max(s + 1),
+                Some(FromCopy::Abort(reason)) => {
                     // The operator's command_result carries the reason.
                     tracing::debug!(id, reason, "operator aborted the upload");
                     ended = true;
                 }
-                Some(FromOperator::Chunk(_)) => {}
+                Some(FromCopy::Chunk(_)) => {}
                 None => return failed(id, "copy dropped"),
             },
             r = &mut done => return r.unwrap_or_else(|_| failed(id, "the operator connection closed before answering")),
@@ -326,7 +283,7 @@ async fn download(
     deployment: &str,
     id: &str,
     user: &mut WebSocket,
-    rx: &mut mpsc::UnboundedReceiver<FromOperator>,
+    rx: &mut mpsc::UnboundedReceiver<FromCopy>,
     mut done: oneshot::Receiver<CommandResult>,
 ) -> CommandResult {
     let idle = Duration::from_millis(IDLE_TIMEOUT_MS);
@@ -335,7 +292,7 @@ async fn download(
         tokio::select! {
             biased;
             m = rx.recv() => match m {
-                Some(FromOperator::Chunk(c)) => match forward(&mut next, c, user).await {
+                Some(FromCopy::Chunk(c)) => match forward(&mut next, c, user).await {
                     Ok(seq) => {
                         let _ = app.live.send_frame(deployment, Frame::FsChunkAck(FsChunkAck { id: id.to_owned(), seq }));
                     }
@@ -344,13 +301,13 @@ async fn download(
                         return failed(id, e);
                     }
                 },
-                Some(FromOperator::Abort(reason)) => tracing::debug!(id, reason, "operator aborted the download"),
-                Some(FromOperator::Ack(_)) => {}
+                Some(FromCopy::Abort(reason)) => tracing::debug!(id, reason, "operator aborted the download"),
+                Some(FromCopy::Ack(_)) => {}
                 None => return failed(id, "copy dropped"),
             },
             r = &mut done => {
                 // Chunks sent before the result are already queued: pass them on.
-                while let Ok(FromOperator::Chunk(c)) = rx.try_recv() {
+                while let Ok(FromCopy::Chunk(c)) = rx.try_recv() {
                     if let Err(e) = forward(&mut next, c, user).await {
                         return failed(id, e);
                     }

@@ -1,69 +1,29 @@
-//! The HTTP JSON API and the HTML status page.
+//! The HTTP JSON API (the HTML status page is `dashboard::status`).
 //!
 //! Authentication is the `admin` module's middleware (admin tokens); the
 //! operators' WebSocket endpoint takes deployment tokens instead.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::App;
-use super::dashboard::esc;
-use super::live::LiveError;
-use super::model::{AlertSummary, DeploymentView, MAX_ALERTS_PER_DEPLOYMENT, NewAudit};
-use super::replica::Holding;
-use super::ws::MAX_COMMAND_TIMEOUT;
+use super::fs::unavailable;
+use crate::controlplane::App;
+use crate::controlplane::live::LiveError;
+use crate::controlplane::model::{MAX_ALERTS_PER_DEPLOYMENT, NewAudit};
+use crate::controlplane::store::StoreError;
+use crate::controlplane::view;
+use crate::controlplane::ws::MAX_COMMAND_TIMEOUT;
 use crate::wire::{self, Command, CommandRequest, Frame, PodAction, PodControlRequest};
 
-fn error(status: StatusCode, msg: impl std::fmt::Display) -> Response {
+pub(crate) fn error(status: StatusCode, msg: impl std::fmt::Display) -> Response {
     (status, Json(json!({ "error": msg.to_string() }))).into_response()
-}
-
-/// With replicas: the database rows of deployments (one, or all). Empty
-/// on a single server, or when the database cannot be read (then this
-/// server's own view is all there is).
-async fn held_rows(app: &App, only: Option<&str>) -> HashMap<String, Holding> {
-    let Some(r) = &app.replica else {
-        return HashMap::new();
-    };
-    match r.holdings(only).await {
-        Ok(rows) => rows
-            .into_iter()
-            .map(|h| (h.deployment.clone(), h))
-            .collect(),
-        Err(e) => {
-            tracing::warn!(error = %e, "connection rows unreadable; showing this replica's view");
-            HashMap::new()
-        }
-    }
-}
-
-/// One deployment's view: this server's own when it holds (or last held)
-/// the connection, with the cluster-wide counters of the row; the row's
-/// otherwise.
-fn view_of(app: &App, name: &str, row: Option<&Holding>) -> DeploymentView {
-    let Some((h, me)) = row.zip(app.replica.as_ref()) else {
-        return app.live.view(name);
-    };
-    if h.replica != me.id && !app.live.is_connected(name) {
-        return DeploymentView::from_holding(h, app.live.thresholds);
-    }
-    let mut v = app.live.view(name);
-    v.connections = h.connections;
-    v.evictions = h.evictions;
-    v.disconnects = h.disconnects;
-    if !v.connected {
-        v.last_close = h.last_close.clone();
-    }
-    v.replica = Some(h.replica.clone());
-    v
 }
 
 async fn unknown(app: &App, name: &str) -> Option<Response> {
@@ -82,44 +42,17 @@ pub async fn healthz() -> &'static str {
 }
 
 pub async fn list(State(app): State<Arc<App>>) -> Response {
-    match app.store.list_deployments().await {
-        Ok(rows) => {
-            let counts = match app.store.active_counts().await {
-                Ok(c) => c,
-                Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
-            };
-            let held = held_rows(&app, None).await;
-            let views: Vec<_> = rows
-                .iter()
-                .map(|r| {
-                    let mut v = view_of(&app, &r.name, held.get(&r.name));
-                    v.active_alerts = counts.get(&r.name).copied().unwrap_or(0);
-                    v
-                })
-                .collect();
-            Json(json!({ "deployments": views })).into_response()
-        }
+    match view::all(&app).await {
+        Ok(views) => Json(json!({ "deployments": views })).into_response(),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
-}
-
-/// A deployment's view with its count of active alerts: what the API and
-/// the events stream show. An unreadable active set is an error, so no
-/// reader is shown a count of 0 it cannot trust.
-pub async fn deployment_view(
-    app: &App,
-    name: &str,
-) -> Result<DeploymentView, super::store::StoreError> {
-    let mut v = view_of(app, name, held_rows(app, Some(name)).await.get(name));
-    v.active_alerts = app.store.list_active(name).await?.len() as u64;
-    Ok(v)
 }
 
 pub async fn get(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
     if let Some(r) = unknown(&app, &name).await {
         return r;
     }
-    match deployment_view(&app, &name).await {
+    match view::deployment(&app, &name).await {
         Ok(v) => Json(v).into_response(),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
     }
@@ -253,7 +186,7 @@ pub async fn command(
             format!("a copy streams its bytes: use the WebSocket /api/v1/deployments/{name}/fs"),
         );
     }
-    if let Some(why) = super::fs::unavailable(&app, &name) {
+    if let Some(why) = unavailable(&app, &name) {
         return error(StatusCode::CONFLICT, why);
     }
     let timeout = timeout_of(body.timeout_ms);
@@ -333,7 +266,7 @@ async fn dispatch(
     };
     // The record is committed before the caller hears the outcome: a
     // result that cannot be audited is not acknowledged as one.
-    let unaudited = |e: super::store::StoreError| {
+    let unaudited = |e: StoreError| {
         error(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("the outcome could not be written to the audit log: {e}"),
@@ -386,96 +319,4 @@ async fn dispatch(
         Ok(()) => response,
         Err(e) => unaudited(e),
     }
-}
-
-/// The status page's alert cell: the count (a link to the list) and the
-/// newest alert with its age.
-fn alerts_cell(name: &str, summary: Result<AlertSummary, super::store::StoreError>) -> String {
-    let s = match summary {
-        Ok(s) => s,
-        Err(e) => return format!("<span class=\"offline\">{}</span>", esc(&e.to_string())),
-    };
-    let Some(a) = s.newest else {
-        return "0".into();
-    };
-    let age_s = wire::now_ms().saturating_sub(a.received_ms) as f64 / 1000.0;
-    let class = match a.severity {
-        wire::Severity::Critical => "offline",
-        wire::Severity::Warning => "degraded",
-    };
-    format!(
-        "<a href=\"/api/v1/deployments/{n}/alerts\">{count}</a>, newest: \
-         <span class=\"{class}\">{sev}</span> <span title=\"{msg}\">{reason}</span> \
-         {obj}{ns} ({age_s:.1} s ago)",
-        n = esc(name),
-        count = s.count,
-        sev = a.severity.as_str(),
-        msg = esc(&a.message),
-        reason = esc(&a.reason),
-        obj = esc(&a.object),
-        ns = if a.namespace.is_empty() {
-            String::new()
-        } else {
-            format!(" in {}", esc(&a.namespace))
-        },
-    )
-}
-
-pub async fn page(State(app): State<Arc<App>>) -> Response {
-    let rows = match app.store.list_deployments().await {
-        Ok(r) => r,
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
-    };
-    let mut html = String::from(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" \
-         content=\"5\"><title>Exo control plane</title><link rel=\"stylesheet\" \
-         href=\"/assets/status.css\"></head><body><h1>Exo control plane</h1>\
-         <p><a href=\"/\">Dashboard</a></p>\
-         <table><tr><th>Deployment</th><th>State</th><th>Connected</th><th>Host</th>\
-         <th>Agent version</th><th>Capabilities</th><th>Resources</th><th>Last frame</th><th>Evictions</th>\
-         <th>Disconnects</th><th>Active alerts</th><th>Alerts</th></tr>",
-    );
-    let counts = app.store.active_counts().await.unwrap_or_default();
-    for r in rows {
-        let v = app.live.view(&r.name);
-        let summary = app.store.alert_summary(&r.name).await;
-        let active = counts.get(&r.name).copied().unwrap_or(0);
-        let state = serde_json::to_value(v.state)
-            .ok()
-            .and_then(|s| s.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        html.push_str(&format!(
-            "<tr><td><a href=\"/api/v1/deployments/{n}\">{n}</a></td><td class=\"{s}\">{s}</td>\
-             <td>{c}</td><td>{h}</td><td>{av}</td><td>{caps}</td><td><a href=\"/api/v1/deployments/{n}/resources\">{res}</a></td>\
-             <td>{age}</td><td>{ev}</td><td>{dc}</td><td>{act}</td><td>{al}</td></tr>",
-            n = esc(&v.name),
-            s = state,
-            c = if v.connected { "yes" } else { "no" },
-            h = esc(v.hostname.as_deref().unwrap_or("-")),
-            av = esc(v.agent_version.as_deref().unwrap_or("-")),
-            caps = if v.capabilities.is_empty() {
-                "-".to_owned()
-            } else {
-                esc(&v.capabilities.join(", "))
-            },
-            res = v.resources,
-            age = v
-                .last_frame_age_ms
-                .map(|a| format!("{:.1} s ago", a as f64 / 1000.0))
-                .unwrap_or_else(|| "never".into()),
-            ev = v.evictions,
-            dc = v.disconnects,
-            act = if active == 0 {
-                "0".to_owned()
-            } else {
-                format!(
-                    "<a class=\"offline\" href=\"/api/v1/deployments/{}/alerts/active\">{active}</a>",
-                    esc(&v.name)
-                )
-            },
-            al = alerts_cell(&v.name, summary),
-        ));
-    }
-    html.push_str("</table></body></html>");
-    Html(html).into_response()
 }

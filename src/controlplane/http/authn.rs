@@ -24,12 +24,11 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use tracing::warn;
 
-use super::App;
-use super::session::{self, Session};
+use super::hop::PEER_HEADER;
+use crate::controlplane::App;
+pub use crate::controlplane::session::CSRF_HEADER;
+use crate::controlplane::session::{self, Session};
 use crate::wire::token::SecretToken;
-
-/// The header a state-changing request made with the cookie carries.
-pub const CSRF_HEADER: &str = "x-csrf-token";
 
 /// How a request was let in; page handlers read it for the CSRF token.
 #[derive(Debug, Clone)]
@@ -65,7 +64,7 @@ pub fn cookie_session(headers: &HeaderMap) -> Option<&str> {
 }
 
 async fn judge(app: &App, headers: &HeaderMap) -> Verdict {
-    if let Some(presented) = headers.get(super::hop::PEER_HEADER) {
+    if let Some(presented) = headers.get(PEER_HEADER) {
         let ok = app
             .replica
             .as_ref()
