@@ -2,17 +2,17 @@
 //! (`docs/protocol.md`), deployment and token administration, live state
 //! per deployment, an HTTP JSON API and a status page.
 //!
-//! One module per concern: `admin`
-//! (admin tokens and the API's authentication), `tls` (HTTPS listener), `store`
-//! (SQLite: deployments, hashed tokens, audit), `alerts` (the operators'
-//! alerts, stored per deployment), `active` (the keyed alerts firing now),
-//! `disconnect` (the control plane's own alert for a lost operator),
-//! `resources` (snapshot/delta
-//! view, pure), `live` (registration, eviction, health), `ws` (the socket
-//! endpoint), `api` (HTTP), `authn` (who may use the API: Bearer, session
-//! cookie with CSRF), `session` (dashboard sessions), `events` (the change
-//! broadcast and its server-sent events stream) and `dashboard` (pages,
-//! assets, login).
+//! In one-way layers, each naming only those below it (`tests/layers`):
+//! `model` (the row and view types), `resources`, `session` and `tls` at
+//! the bottom; `bus` (the change broadcast); `store` (one facade over the
+//! SQLite and PostgreSQL backends); the domain: `live` (registration,
+//! eviction, health), `view` (what a deployment looks like, and its
+//! queries), `replica`, `disconnect` (the control plane's own alert for a
+//! lost operator), `admin` (admin authentication) and `relay` (open attach
+//! and copy sessions); at the top `http` (the API, the events stream, the
+//! user sockets, authentication, the hop), `ws` (the operators' endpoint)
+//! and `dashboard` (pages, assets, login). This file wires them: `App`,
+//! the router and `serve`.
 
 pub mod admin;
 pub mod bus;
