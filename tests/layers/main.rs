@@ -41,7 +41,6 @@ const KNOWN: &[&str] = &[
     "crate",
     "crate::operator",
     "crate::release",
-    "crate::upstream::conn",
 ];
 
 fn at(parent: &[String]) -> String {

@@ -24,23 +24,12 @@
 //!   snapshot is complete, before data frames, and only to a control plane
 //!   whose `welcome` says it takes them (`alerts` module).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use futures::{FutureExt, SinkExt, StreamExt};
-use kube::api::Api;
-use kube::runtime::{WatchStreamExt, watcher};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use futures::FutureExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::{self, Message};
-use tracing::{debug, error, info, warn};
+use tracing::{error, info, warn};
 
 mod copy;
 mod requests;
@@ -49,20 +38,14 @@ mod watch;
 mod writer;
 
 use session::Ctx;
-use writer::*;
 
 use crate::upstream::UpstreamError;
-use crate::upstream::actions;
 use crate::upstream::alerts::{self, AlertQueue};
 use crate::upstream::backoff::{Backoff, random_u64};
 use crate::upstream::config::UpstreamConfig;
 use crate::upstream::health::{ConnState, HealthHandle, LossCause};
-use crate::upstream::outbox::{DataItem, Outbox};
-use crate::upstream::tracker::{Tracker, WatchEvent, encode};
-use crate::wire::{
-    self, AuditRecord, CommandAck, CommandResult, Frame, Heartbeat, Hello, HostMeta,
-    PROTOCOL_VERSION, ResourceKind, close,
-};
+use crate::upstream::tracker::{Tracker, WatchEvent};
+use crate::wire::{self, Frame, HostMeta, ResourceKind, close};
 
 /// The kinds streamed on the wire (Rollouts only where they can be listed).
 pub const WIRE_KINDS: [ResourceKind; 5] = [

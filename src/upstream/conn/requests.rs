@@ -5,24 +5,50 @@
 
 use std::collections::HashMap;
 
-use super::session::Ctx;
-use super::*;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tracing::{debug, info};
 
+use super::Out;
+use super::copy;
+use super::writer::carry_out;
+use crate::agentfs::helper::HelperOpts;
+use crate::upstream::actions;
+use crate::upstream::alerts::AlertQueue;
+use crate::upstream::config::UpstreamConfig;
+use crate::wire::Frame;
+
+/// The requests of one connection. It holds what they need of the
+/// connection (the client, the copy settings, the alerts to acknowledge)
+/// rather than the session, so the session drives it and not the reverse.
 pub(super) struct Requests {
     ctl_tx: mpsc::Sender<Out>,
     /// Every request's task; aborted when the connection ends.
     tasks: JoinSet<()>,
     attaches: HashMap<String, crate::upstream::attach::AttachHandle>,
-    copies: HashMap<String, mpsc::Sender<super::copy::FromServer>>,
+    copies: HashMap<String, mpsc::Sender<copy::FromServer>>,
+    client: kube::Client,
+    fs_helper: HelperOpts,
+    fs_max_bytes: u64,
+    alerts: AlertQueue,
 }
 
 impl Requests {
-    pub(super) fn new(ctl_tx: mpsc::Sender<Out>) -> Self {
+    pub(super) fn new(
+        ctl_tx: mpsc::Sender<Out>,
+        client: kube::Client,
+        cfg: &UpstreamConfig,
+        alerts: AlertQueue,
+    ) -> Self {
         Requests {
             ctl_tx,
             tasks: JoinSet::new(),
             attaches: HashMap::new(),
             copies: HashMap::new(),
+            client,
+            fs_helper: cfg.fs_helper.clone(),
+            fs_max_bytes: cfg.fs_max_bytes,
+            alerts,
         }
     }
 
@@ -31,15 +57,15 @@ impl Requests {
     }
 
     /// Takes one frame from the control plane.
-    pub(super) async fn on_frame(&mut self, ctx: &Ctx, frame: Frame) {
+    pub(super) async fn on_frame(&mut self, frame: Frame) {
         match frame {
             Frame::Command(req) if req.command.streams() => {
                 self.copies.retain(|_, tx| !tx.is_closed());
                 let (ftx, frx) = mpsc::channel(2 * crate::wire::fs::WINDOW as usize);
                 self.copies.insert(req.id.clone(), ftx);
-                let client = ctx.client.clone();
-                let helper = ctx.cfg.fs_helper.clone();
-                let cap = ctx.cfg.fs_max_bytes;
+                let client = self.client.clone();
+                let helper = self.fs_helper.clone();
+                let cap = self.fs_max_bytes;
                 let tx = self.ctl_tx.clone();
                 self.tasks.spawn(async move {
                     let target = serde_json::to_value(&req.command).unwrap_or_default();
@@ -52,7 +78,7 @@ impl Requests {
                         crate::wire::now_ms() + 7 * 24 * 3600 * 1000
                     };
                     let r = carry_out(&tx, &id, &req.actor, "command", target, deadline, async {
-                        super::copy::run(
+                        copy::run(
                             client,
                             req.id.clone(),
                             req.command.clone(),
@@ -68,7 +94,7 @@ impl Requests {
                 });
             }
             f @ (Frame::FsChunk(_) | Frame::FsChunkAck(_) | Frame::FsAbort(_)) => {
-                if let Some((id, m)) = super::copy::FromServer::route(f)
+                if let Some((id, m)) = copy::FromServer::route(f)
                     && let Some(tx) = self.copies.get(&id)
                     && tx.send(m).await.is_err()
                 {
@@ -76,8 +102,8 @@ impl Requests {
                 }
             }
             Frame::Command(req) => {
-                let client = ctx.client.clone();
-                let helper = ctx.cfg.fs_helper.clone();
+                let client = self.client.clone();
+                let helper = self.fs_helper.clone();
                 let tx = self.ctl_tx.clone();
                 self.tasks.spawn(async move {
                     let target = serde_json::to_value(&req.command).unwrap_or_default();
@@ -96,7 +122,7 @@ impl Requests {
                 });
             }
             Frame::PodControl(req) => {
-                let client = ctx.client.clone();
+                let client = self.client.clone();
                 let tx = self.ctl_tx.clone();
                 self.tasks.spawn(async move {
                     let target = serde_json::json!({"namespace": req.namespace, "agent": req.agent, "action": req.action});
@@ -113,7 +139,7 @@ impl Requests {
                 info!(session = %id, namespace = %open.namespace, agent = %open.agent, actor = %open.actor, "attach opened");
                 let h = crate::upstream::attach::spawn(
                     &mut self.tasks,
-                    ctx.client.clone(),
+                    self.client.clone(),
                     open,
                     move |f| {
                         let tx = tx.clone();
@@ -148,7 +174,7 @@ impl Requests {
                 self.attaches.remove(&c.session);
             }
             Frame::AlertAck(a) => {
-                if !ctx.alerts.ack(&a.id) {
+                if !self.alerts.ack(&a.id) {
                     debug!(id = %a.id, "ack for an alert not held");
                 }
             }

@@ -2,8 +2,26 @@
 //! snapshot, and folding watch events into deltas; requests are handed to
 //! `requests`.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::{self, Message};
+use tracing::{info, warn};
+
 use super::requests::Requests;
-use super::*;
+use super::writer::{WriteError, send, writer};
+use super::{End, Events, Out, classify_close, retry, silence};
+use crate::upstream::alerts::AlertQueue;
+use crate::upstream::config::UpstreamConfig;
+use crate::upstream::health::{ConnState, HealthHandle, LossCause};
+use crate::upstream::outbox::{DataItem, Outbox};
+use crate::upstream::tracker::Tracker;
+use crate::wire::{self, Frame, Hello, HostMeta, PROTOCOL_VERSION, ResourceKind, close};
 
 /// One open connection as the session loop drives it: the writer task
 /// and its two queues, the resource count its heartbeats carry, and the
@@ -12,7 +30,7 @@ pub(super) struct Link {
     pub(super) ctl_tx: mpsc::Sender<Out>,
     pub(super) data_tx: mpsc::Sender<DataItem>,
     pub(super) count: Arc<AtomicU64>,
-    pub(super) writer: tokio::task::JoinHandle<Result<(), String>>,
+    pub(super) writer: tokio::task::JoinHandle<Result<(), WriteError>>,
     pub(super) requests: Requests,
 }
 
@@ -106,7 +124,7 @@ impl Ctx {
             capabilities: cfg.capabilities.clone(),
         });
         if let Err(e) = send(&mut sink, &hello).await {
-            return retry(e, false);
+            return retry(e.to_string(), false);
         }
         let welcome = loop {
             let msg = match tokio::time::timeout(cfg.dial_timeout, stream.next()).await {
@@ -170,7 +188,12 @@ impl Ctx {
             alerts,
         ));
         let mut link = Link {
-            requests: Requests::new(ctl_tx.clone()),
+            requests: Requests::new(
+                ctl_tx.clone(),
+                self.client.clone(),
+                cfg,
+                self.alerts.clone(),
+            ),
             ctl_tx,
             data_tx,
             count,
@@ -249,7 +272,7 @@ impl Ctx {
                 res = &mut link.writer => {
                     return match res {
                         Ok(Ok(())) => retry("writer stopped", true),
-                        Ok(Err(e)) => retry(e, true),
+                        Ok(Err(e)) => retry(e.to_string(), true),
                         Err(e) => retry(format!("writer task: {e}"), true),
                     };
                 }
@@ -288,7 +311,7 @@ impl Ctx {
                         Message::Close(Some(cf)) => return classify_close(u16::from(cf.code), cf.reason.as_str()),
                         Message::Close(None) => return retry("closed by the control plane", true),
                         Message::Text(t) => match Frame::parse(t.as_str()) {
-                            Ok(frame) => link.requests.on_frame(self, frame).await,
+                            Ok(frame) => link.requests.on_frame(frame).await,
                             Err(e) => {
                                 let reason = format!("malformed frame from the control plane: {e}");
                                 let _ = link.ctl_tx.send(Out::Close(close::PROTOCOL_ERROR, reason.clone())).await;

@@ -6,12 +6,22 @@
 //! installed, or RBAC does not allow it) they are not watched and not
 //! waited for, and the other kinds stream as before.
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::ListParams;
+use kube::api::{Api, ListParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tracing::warn;
 
-use super::*;
+use super::WIRE_KINDS;
 use crate::crd::{Agent, AgentFS, Rollout, Tool};
 use crate::operator::error::is_unlistable;
+use crate::upstream::config::UpstreamConfig;
+use crate::upstream::tracker::{WatchEvent, encode};
+use crate::wire::ResourceKind;
 
 /// Starts a watch of each wire kind not in `fed`, and returns the kinds it
 /// watches (the ones the first snapshot waits for).

@@ -1,7 +1,32 @@
 //! The writer side of a connection: frames out in priority order, and
 //! requests carried out with their acks and results.
 
-use super::*;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::{FutureExt, SinkExt};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::{self, Message};
+
+use super::Out;
+use crate::upstream::actions;
+use crate::upstream::alerts::AlertQueue;
+use crate::upstream::health::HealthHandle;
+use crate::upstream::outbox::{DataItem, Outbox};
+use crate::wire::{self, AuditRecord, CommandAck, CommandResult, Frame, Heartbeat, close};
+
+/// Why a frame could not go out; the session retries the connection with
+/// this as its reason.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum WriteError {
+    #[error("encode: {0}")]
+    Encode(#[source] serde_json::Error),
+    #[error("write: {0}")]
+    Write(#[source] tungstenite::Error),
+}
 
 /// Acks, runs until the deadline, answers with a result and an audit record.
 pub(super) async fn carry_out<F>(
@@ -60,14 +85,14 @@ where
     ok
 }
 
-pub(super) async fn send<W>(sink: &mut W, frame: &Frame) -> Result<(), String>
+pub(super) async fn send<W>(sink: &mut W, frame: &Frame) -> Result<(), WriteError>
 where
     W: futures::Sink<Message, Error = tungstenite::Error> + Unpin,
 {
-    let text = frame.to_json().map_err(|e| format!("encode: {e}"))?;
+    let text = frame.to_json().map_err(WriteError::Encode)?;
     sink.send(Message::Text(text.into()))
         .await
-        .map_err(|e| format!("write: {e}"))
+        .map_err(WriteError::Write)
 }
 
 /// Sends control frames first, heartbeats on time, alerts once the first
@@ -96,7 +121,7 @@ pub(super) async fn writer<W>(
     health: HealthHandle,
     mut outbox: Outbox,
     alerts: Option<AlertQueue>,
-) -> Result<(), String>
+) -> Result<(), WriteError>
 where
     W: futures::Sink<Message, Error = tungstenite::Error> + Unpin,
 {
