@@ -107,6 +107,19 @@ pub fn version_name(name: &str, sha256: &str) -> String {
     format!("{name}-{}", &sha256[..SHORT_HASH_LEN.min(sha256.len())])
 }
 
+/// The baseline name of a version `<name>-<hash>`: the inverse of
+/// [`version_name`] (anything else is its own name).
+pub fn baseline_name(version: &str) -> &str {
+    match version.rsplit_once('-') {
+        Some((name, hash))
+            if hash.len() == SHORT_HASH_LEN && hash.bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            name
+        }
+        _ => version,
+    }
+}
+
 /// sha256 of one file, lowercase hex.
 pub fn file_hash(content: &[u8]) -> String {
     hex::encode(Sha256::digest(content))

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::model::{ImageRef, Layer, Release, WaveName};
 use super::repoint;
-use crate::fleet::configmap::SHORT_HASH_LEN;
+use crate::fleet::configmap::baseline_name;
 use crate::fleet::{Fleet, Tenant};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -153,18 +153,6 @@ pub fn wave_tenants(
         out.push((w.name, sel));
     }
     out
-}
-
-/// The baseline name of a version `<name>-<hash>`.
-pub fn baseline_name(version: &str) -> &str {
-    match version.rsplit_once('-') {
-        Some((name, hash))
-            if hash.len() == SHORT_HASH_LEN && hash.bytes().all(|b| b.is_ascii_hexdigit()) =>
-        {
-            name
-        }
-        _ => version,
-    }
 }
 
 /// One workload's pinned inputs: container images and baseline version.

@@ -5,7 +5,7 @@
 //! version of that `<name>`. Anything the release does not name stays.
 
 use super::model::{Component, ImageRef, Release};
-use super::plan::baseline_name;
+use crate::fleet::configmap::baseline_name;
 
 /// The release component whose image has `image`'s repository.
 pub fn component_for<'r>(release: &'r Release, image: &str) -> Option<&'r Component> {

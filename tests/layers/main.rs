@@ -40,7 +40,6 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
 const KNOWN: &[&str] = &[
     "crate",
     "crate::operator",
-    "crate::release",
 ];
 
 fn at(parent: &[String]) -> String {
