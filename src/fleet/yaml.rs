@@ -37,7 +37,7 @@ pub enum YamlError {
     #[error("{path}: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("cannot render YAML: {0}")]
-    Render(String),
+    Render(#[source] serde_saphyr::ser::Error),
 }
 
 /// The deepest nesting a document may have.
@@ -101,7 +101,7 @@ pub fn from_file<T: DeserializeOwned>(path: &Path) -> Result<T, YamlError> {
 
 /// Renders a value as YAML.
 pub fn to_string<T: serde::Serialize>(value: &T) -> Result<String, YamlError> {
-    serde_saphyr::to_string(value).map_err(|e| YamlError::Render(e.to_string()))
+    serde_saphyr::to_string(value).map_err(YamlError::Render)
 }
 
 /// The parser renders a multi-line snippet after a first line that already

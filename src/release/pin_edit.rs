@@ -11,16 +11,26 @@ use std::path::Path;
 use super::model::{ImageRef, Release};
 use super::yaml_line::{indent_of, key_at, split_value, unquote};
 use crate::fleet::pin::TagRef;
+use crate::fleet::yaml::YamlError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PinEditError {
+    #[error("image {image:?} has neither a tag nor `tag:`; nothing to resolve")]
+    NoTag { image: String },
+    /// The fallback, re-rendering the whole document, failed.
+    #[error(transparent)]
+    Render(#[from] YamlError),
+}
 
 /// What a component resolves from: the tag in its image, else its `tag`.
-pub fn tag_ref(image: &str, tag: Option<&str>) -> Result<TagRef, String> {
+pub fn tag_ref(image: &str, tag: Option<&str>) -> Result<TagRef, PinEditError> {
     let r = ImageRef::parse(image);
     let tag = r
         .tag
         .clone()
         .or_else(|| tag.map(str::to_owned))
-        .ok_or_else(|| {
-            format!("image {image:?} has neither a tag nor `tag:`; nothing to resolve")
+        .ok_or_else(|| PinEditError::NoTag {
+            image: image.to_owned(),
         })?;
     Ok(TagRef {
         repository: r.repository,
@@ -121,7 +131,7 @@ pub fn rewrite(
     text: &str,
     release: &Release,
     digests: &BTreeMap<usize, (TagRef, String)>,
-) -> Result<(String, bool), String> {
+) -> Result<(String, bool), PinEditError> {
     let want = pinned_model(release, digests);
     if let Some(edited) = edit_text(text, release, digests)
         && crate::fleet::yaml::from_str::<Release>(path, &edited)
@@ -131,9 +141,7 @@ pub fn rewrite(
     {
         return Ok((edited, true));
     }
-    crate::fleet::yaml::to_string(&want)
-        .map(|s| (s, false))
-        .map_err(|e| e.to_string())
+    Ok((crate::fleet::yaml::to_string(&want)?, false))
 }
 
 #[cfg(test)]
@@ -214,6 +222,10 @@ spec:
     #[test]
     fn nothing_to_resolve_is_an_error() {
         assert!(tag_ref("reg/a@sha256:00", None).is_err());
+        assert_eq!(
+            tag_ref("reg/a@sha256:00", None).unwrap_err().to_string(),
+            "image \"reg/a@sha256:00\" has neither a tag nor `tag:`; nothing to resolve"
+        );
         assert_eq!(tag_ref("reg/a@sha256:00", Some("1.0")).unwrap().tag, "1.0");
     }
 }

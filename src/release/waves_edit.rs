@@ -6,15 +6,17 @@ use std::path::Path;
 
 use super::model::{WaveName, WavePointer, WavePointers};
 use super::yaml_line::{indent_of, key_at, split_value};
+use crate::fleet::yaml::YamlError;
 
-/// Sets `wave` to `pointer` in the document `text`.
+/// Sets `wave` to `pointer` in the document `text`. Fails only when the
+/// fallback, re-rendering the whole document, does.
 pub fn set_pointer(
     path: &Path,
     text: &str,
     doc: &WavePointers,
     wave: WaveName,
     pointer: &WavePointer,
-) -> Result<String, String> {
+) -> Result<String, YamlError> {
     let mut want = doc.clone();
     *want.spec.get_mut(wave) = pointer.clone();
     if let Some(edited) = edit(text, wave, pointer)
@@ -25,7 +27,7 @@ pub fn set_pointer(
     {
         return Ok(edited);
     }
-    crate::fleet::yaml::to_string(&want).map_err(|e| e.to_string())
+    crate::fleet::yaml::to_string(&want)
 }
 
 fn edit(text: &str, wave: WaveName, p: &WavePointer) -> Option<String> {
