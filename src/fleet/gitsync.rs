@@ -27,8 +27,14 @@ pub const DEFAULT_MAX_FILE_BYTES: u64 = 1024 * 1024;
 pub enum GitSyncError {
     #[error("repository URL refused: {0}")]
     UrlRefused(String),
-    #[error("fetch from {url} failed: {message}")]
-    Fetch { url: String, message: String },
+    /// git2's own message is what the user reads (its `Display` adds class
+    /// and code numbers); the git2 error stays the `#[source]`.
+    #[error("fetch from {url} failed: {}", .source.message())]
+    Fetch {
+        url: String,
+        #[source]
+        source: git2::Error,
+    },
     #[error("branch {branch:?} not found in {url}")]
     NoBranch { url: String, branch: String },
     #[error("commit {commit}: {path}: {reason}")]
@@ -37,20 +43,14 @@ pub enum GitSyncError {
         path: String,
         reason: String,
     },
-    #[error("git: {0}")]
-    Git(String),
+    #[error("git: {}", .0.message())]
+    Git(#[from] git2::Error),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-}
-
-impl From<git2::Error> for GitSyncError {
-    fn from(e: git2::Error) -> Self {
-        GitSyncError::Git(e.message().to_owned())
-    }
 }
 
 /// Username and password (or token) for HTTPS. Debug redacts both.
@@ -187,7 +187,7 @@ pub fn sync(source: &Source, cache: &Path) -> Result<Checkout, GitSyncError> {
         .fetch(&[&refspec], Some(&mut opts), None)
         .map_err(|e| GitSyncError::Fetch {
             url: source.url.clone(),
-            message: e.message().to_owned(),
+            source: e,
         })?;
     let reference = repo
         .find_reference(&format!("refs/remotes/origin/{}", source.branch))
@@ -338,6 +338,30 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(!err.contains("hunter2"), "{err}");
+    }
+
+    /// The user reads git2's message alone; the git2 error is kept as the
+    /// source.
+    #[test]
+    fn a_failed_fetch_keeps_the_git_error_as_its_source() {
+        let cache = tempfile::tempdir().unwrap();
+        let missing = cache.path().join("no-such-repo");
+        let source = Source {
+            url: format!("file://{}", missing.display()),
+            branch: "main".into(),
+            credentials: None,
+            allow_insecure: true,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+        };
+        let e = sync(&source, cache.path()).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.starts_with(&format!("fetch from {} failed: ", source.url)),
+            "{text}"
+        );
+        assert!(!text.contains("class="), "{text}");
+        let git = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<git2::Error>());
+        assert!(git.is_some_and(|g| text.ends_with(g.message())), "{e:?}");
     }
 
     #[test]

@@ -8,30 +8,40 @@ use std::path::{Path, PathBuf};
 
 use git2::{PushOptions, RemoteCallbacks, Repository, ResetType, Signature};
 
+/// git2's own message is what the user reads (its `Display` adds class and
+/// code numbers); the git2 error stays the `#[source]`.
 #[derive(Debug, thiserror::Error)]
 pub enum RepoError {
-    #[error("{path}: not a git repository: {message}")]
-    NotARepo { path: PathBuf, message: String },
+    #[error("{path}: not a git repository: {}", .source.message())]
+    NotARepo {
+        path: PathBuf,
+        #[source]
+        source: git2::Error,
+    },
     #[error("{path} has uncommitted changes; commit or stash them first")]
     Dirty { path: PathBuf },
     #[error(
+        "push to {remote} refused: {}; nothing was changed (fetch, rebase and try again)",
+        .source.message()
+    )]
+    Push {
+        remote: String,
+        #[source]
+        source: git2::Error,
+    },
+    /// The remote took the push but refused the branch update.
+    #[error(
         "push to {remote} refused: {message}; nothing was changed (fetch, rebase and try again)"
     )]
-    Push { remote: String, message: String },
-    #[error("git: {0}")]
-    Git(String),
+    Rejected { remote: String, message: String },
+    #[error("git: {}", .0.message())]
+    Git(#[from] git2::Error),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-}
-
-impl From<git2::Error> for RepoError {
-    fn from(e: git2::Error) -> Self {
-        RepoError::Git(e.message().to_owned())
-    }
 }
 
 /// Writes `content` to `rel` (relative to the repository root), commits it
@@ -44,9 +54,9 @@ pub fn commit_file(
     message: &str,
     push: bool,
 ) -> Result<String, RepoError> {
-    let repo = Repository::open(root).map_err(|e| RepoError::NotARepo {
+    let repo = Repository::open(root).map_err(|source| RepoError::NotARepo {
         path: root.to_owned(),
-        message: e.message().to_owned(),
+        source,
     })?;
     let path = root.join(rel);
     let status = repo.status_file(Path::new(rel))?;
@@ -87,10 +97,12 @@ pub fn commit_file(
 }
 
 fn push_branch(repo: &Repository, branch: &str) -> Result<(), RepoError> {
-    let mut remote = repo.find_remote("origin").map_err(|e| RepoError::Push {
-        remote: "origin".into(),
-        message: e.message().to_owned(),
-    })?;
+    let mut remote = repo
+        .find_remote("origin")
+        .map_err(|source| RepoError::Push {
+            remote: "origin".into(),
+            source,
+        })?;
     let url = remote.url().unwrap_or("origin").to_owned();
     let config = repo.config()?;
     let mut rejected: Option<String> = None;
@@ -115,16 +127,37 @@ fn push_branch(repo: &Repository, branch: &str) -> Result<(), RepoError> {
         let spec = format!("refs/heads/{branch}:refs/heads/{branch}");
         remote
             .push(&[spec.as_str()], Some(&mut opts))
-            .map_err(|e| RepoError::Push {
+            .map_err(|source| RepoError::Push {
                 remote: url.clone(),
-                message: e.message().to_owned(),
+                source,
             })?;
     }
     match rejected {
-        Some(message) => Err(RepoError::Push {
+        Some(message) => Err(RepoError::Rejected {
             remote: url,
             message,
         }),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The user reads git2's message alone; the git2 error is kept as the
+    /// source.
+    #[test]
+    fn not_a_repository_keeps_the_git_error_as_its_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = commit_file(dir.path(), "x", "", "m", false).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.starts_with(&format!("{}: not a git repository: ", dir.path().display())),
+            "{text}"
+        );
+        assert!(!text.contains("class="), "{text}");
+        let git = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<git2::Error>());
+        assert!(git.is_some_and(|g| text.ends_with(g.message())), "{e:?}");
     }
 }
