@@ -13,12 +13,15 @@ use super::model::{
 use crate::fleet::configmap::version_name;
 use crate::fleet::{Fleet, Sourced};
 
+mod rule;
+pub use rule::Rule;
+
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Finding {
     pub file: PathBuf,
     pub field: String,
-    /// Stable identifier, e.g. `mutable-tag`.
-    pub rule: &'static str,
+    /// Its stable id renders as e.g. `mutable-tag`.
+    pub rule: Rule,
     pub message: String,
 }
 
@@ -45,7 +48,7 @@ impl Findings<'_> {
         &mut self,
         file: &std::path::Path,
         field: impl Into<String>,
-        rule: &'static str,
+        rule: Rule,
         message: String,
     ) {
         self.out.push(Finding {
@@ -88,19 +91,19 @@ fn lint_image(f: &mut Findings<'_>, file: &std::path::Path, field: String, image
         None => f.add(
             file,
             field,
-            "mutable-tag",
+            Rule::MutableTag,
             format!("image {image:?} is not pinned by digest; run `exo release pin`"),
         ),
         Some(d) if !ImageRef::digest_is_valid(d) => f.add(
             file,
             field,
-            "malformed-digest",
+            Rule::MalformedDigest,
             format!("digest {d:?} is not sha256:<64 lowercase hex>"),
         ),
         Some(_) if r.tag.is_some() => f.add(
             file,
             field,
-            "tag-in-image",
+            Rule::TagInImage,
             format!("image {image:?} carries both a tag and a digest; write repository@digest and keep the tag in `tag:`"),
         ),
         Some(_) => {}
@@ -115,7 +118,7 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
         f.add(
             file,
             "apiVersion",
-            "api-version",
+            Rule::ApiVersion,
             format!("expected {API_VERSION:?}, found {:?}", r.api_version),
         );
     }
@@ -123,7 +126,7 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
         f.add(
             file,
             "kind",
-            "kind",
+            Rule::Kind,
             format!("expected {KIND_RELEASE:?}, found {:?}", r.kind),
         );
     }
@@ -135,7 +138,7 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
         f.add(
             file,
             "metadata.name",
-            "name-mismatch",
+            Rule::NameMismatch,
             format!(
                 "release {:?} lives in a file named {stem:?}; name the file after the release",
                 r.metadata.name
@@ -150,7 +153,7 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
             f.add(
                 file,
                 format!("spec.components[{i}].name"),
-                "duplicate-component",
+                Rule::DuplicateComponent,
                 format!("component {:?} appears twice", c.name),
             );
         }
@@ -160,7 +163,7 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
         f.add(
             file,
             "spec.components",
-            "no-components",
+            Rule::NoComponents,
             "a release needs at least one component".into(),
         );
     }
@@ -171,7 +174,7 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
                 None => f.add(
                     file,
                     field,
-                    "unknown-dependency",
+                    Rule::UnknownDependency,
                     format!(
                         "{:?} depends on {dep:?}, which is not a component of this release",
                         c.name
@@ -180,10 +183,10 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
                 Some(&k) => {
                     let target = &spec.components[k];
                     if c.layer == Layer::Capability && target.layer == Layer::Consumer {
-                        f.add(file, field.clone(), "layer-inversion", format!("capability {:?} depends on consumer {dep:?}; capabilities may depend only on capabilities", c.name));
+                        f.add(file, field.clone(), Rule::LayerInversion, format!("capability {:?} depends on consumer {dep:?}; capabilities may depend only on capabilities", c.name));
                     }
                     if k > i && target.name != c.name {
-                        f.add(file, field, "dependency-order", format!("{} {:?} is listed before {} {dep:?} that it depends on; list {dep:?} first", c.layer, c.name, target.layer));
+                        f.add(file, field, Rule::DependencyOrder, format!("{} {:?} is listed before {} {dep:?} that it depends on; list {dep:?} first", c.layer, c.name, target.layer));
                     }
                 }
             }
@@ -193,7 +196,7 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
         f.add(
             file,
             "spec.components",
-            "dependency-cycle",
+            Rule::DependencyCycle,
             format!("dependency cycle: {}", cycle.join(" -> ")),
         );
     }
@@ -206,7 +209,7 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
             f.add(
                 file,
                 format!("{field}.name"),
-                "duplicate-configmap",
+                Rule::DuplicateConfigmap,
                 format!("ConfigMap {:?} appears twice", cm.name),
             );
         }
@@ -214,7 +217,7 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
             f.add(
                 file,
                 format!("{field}.version"),
-                "configmap-version",
+                Rule::ConfigmapVersion,
                 format!(
                     "version {:?} does not match its sha256; expected {:?}",
                     cm.version,
@@ -232,7 +235,7 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
             f.add(
                 file,
                 format!("{field}.name"),
-                "configmap-source-missing",
+                Rule::ConfigmapSourceMissing,
                 format!(
                     "no source folder configmaps/{}/ (or configmaps/{}@<label>/)",
                     cm.name, cm.name
@@ -249,7 +252,7 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
                     )
                 })
                 .collect();
-            f.add(file, format!("{field}.sha256"), "configmap-hash-mismatch", format!("{} does not match any source ({}); run `exo config build` and record the new version, or keep the old source in configmaps/{}@<label>/", cm.version, found.join(", "), cm.name));
+            f.add(file, format!("{field}.sha256"), Rule::ConfigmapHashMismatch, format!("{} does not match any source ({}); run `exo config build` and record the new version, or keep the old source in configmaps/{}@<label>/", cm.version, found.join(", "), cm.name));
         }
     }
 
@@ -260,7 +263,7 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
         f.add(
             file,
             "spec.waves",
-            "wave-order",
+            Rule::WaveOrder,
             format!(
                 "waves must be exactly canary -> low-risk -> fleet, found {}",
                 if got.is_empty() {
@@ -281,7 +284,7 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
                 f.add(
                     file,
                     format!("{field}.tenants[{j}]"),
-                    "unknown-tenant",
+                    Rule::UnknownTenant,
                     format!(
                         "wave {} names tenant {t:?}, which has no folder under manifests/",
                         w.name
@@ -303,7 +306,7 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
             f.add(
                 file,
                 field.clone(),
-                "empty-wave",
+                Rule::EmptyWave,
                 format!("wave {} selects no tenant", w.name),
             );
         }
@@ -314,7 +317,7 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
                 f.add(
                     file,
                     field.clone(),
-                    "tenant-in-two-waves",
+                    Rule::TenantInTwoWaves,
                     format!("tenant {t:?} is in wave {prev} and wave {}", w.name),
                 );
             }
@@ -322,12 +325,17 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
         if let Some(soak) = &w.gates.soak_time
             && let Err(e) = parse_duration(soak)
         {
-            f.add(file, format!("{field}.gates.soakTime"), "bad-soak-time", e);
+            f.add(
+                file,
+                format!("{field}.gates.soakTime"),
+                Rule::BadSoakTime,
+                e,
+            );
         }
     }
     for t in tenants.keys() {
         if !covered.contains_key(t) {
-            f.add(file, "spec.waves", "uncovered-tenant", format!("tenant {t:?} (manifests/{t}/) is in no wave; name it in a wave or set `remaining: true` on fleet"));
+            f.add(file, "spec.waves", Rule::UncoveredTenant, format!("tenant {t:?} (manifests/{t}/) is in no wave; name it in a wave or set `remaining: true` on fleet"));
         }
     }
 
@@ -337,7 +345,7 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
             f.add(
                 file,
                 "spec.compatibleWith",
-                "compatibility",
+                Rule::Compatibility,
                 "a release cannot be compatible with itself".into(),
             );
         } else if let Some(prev) = f.fleet.release(prev_name) {
@@ -349,14 +357,14 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
                 .filter(|c| c.layer == Layer::Capability)
             {
                 if !index.contains_key(c.name.as_str()) {
-                    f.add(file, "spec.components", "compatibility", format!("capability {:?} of {prev_name} is dropped; capabilities stay for at least one release so {prev_name}'s consumers keep working", c.name));
+                    f.add(file, "spec.components", Rule::Compatibility, format!("capability {:?} of {prev_name} is dropped; capabilities stay for at least one release so {prev_name}'s consumers keep working", c.name));
                 }
             }
         } else {
             f.add(
                 file,
                 "spec.compatibleWith",
-                "unknown-release",
+                Rule::UnknownRelease,
                 format!("{prev_name:?} is not a release in releases/"),
             );
         }
@@ -421,7 +429,7 @@ fn lint_waves_file(f: &mut Findings<'_>) {
         f.add(
             &path,
             "spec",
-            "no-wave-pointers",
+            Rule::NoWavePointers,
             "missing; it records which release each wave runs".into(),
         );
         return;
@@ -431,12 +439,17 @@ fn lint_waves_file(f: &mut Findings<'_>) {
         f.add(
             &file,
             "apiVersion",
-            "api-version",
+            Rule::ApiVersion,
             format!("expected {API_VERSION:?}"),
         );
     }
     if waves.value.kind != KIND_WAVES {
-        f.add(&file, "kind", "kind", format!("expected {KIND_WAVES:?}"));
+        f.add(
+            &file,
+            "kind",
+            Rule::Kind,
+            format!("expected {KIND_WAVES:?}"),
+        );
     }
     for w in WaveName::ORDER {
         let p = waves.value.spec.get(w);
@@ -444,7 +457,7 @@ fn lint_waves_file(f: &mut Findings<'_>) {
             f.add(
                 &file,
                 format!("spec.{w}.release"),
-                "unknown-release",
+                Rule::UnknownRelease,
                 format!(
                     "wave {w} points at {:?}, which is not a release in releases/",
                     p.release

@@ -10,7 +10,10 @@ fn example() -> Fleet {
 fn rules_after(mutate: impl FnOnce(&mut Fleet)) -> Vec<&'static str> {
     let mut fleet = example();
     mutate(&mut fleet);
-    lint_fleet(&fleet).into_iter().map(|f| f.rule).collect()
+    lint_fleet(&fleet)
+        .into_iter()
+        .map(|f| f.rule.as_str())
+        .collect()
 }
 
 fn latest(f: &mut Fleet) -> &mut Release {
@@ -170,11 +173,28 @@ fn one_cycle_is_reported_once() {
         .push("router".into());
     let cycles: Vec<String> = lint_fleet(&fleet)
         .into_iter()
-        .filter(|f| f.rule == "dependency-cycle")
+        .filter(|f| f.rule == Rule::DependencyCycle)
         .map(|f| f.message)
         .collect();
     assert_eq!(
         cycles,
         vec!["dependency cycle: broker -> router -> broker".to_owned()]
     );
+}
+
+/// The ids are what scripts match on: one per rule, in kebab case, and the
+/// JSON output carries the same string.
+#[test]
+fn rule_ids_are_unique_and_serialize_as_themselves() {
+    let ids: BTreeSet<&str> = Rule::ALL.iter().map(|r| r.as_str()).collect();
+    assert_eq!(ids.len(), Rule::ALL.len());
+    for r in Rule::ALL {
+        let id = r.as_str();
+        assert!(
+            id.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'),
+            "{id}"
+        );
+        assert_eq!(r.to_string(), id);
+        assert_eq!(serde_json::to_value(r).unwrap(), serde_json::json!(id));
+    }
 }

@@ -1,0 +1,132 @@
+//! The lint rules. Each has a stable id, the one findings print (`[id]`)
+//! and carry in JSON, so scripts may match on it.
+
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Rule {
+    /// An image pinned by tag, not by digest.
+    MutableTag,
+    /// A digest that is not `sha256:<64 lowercase hex>`.
+    MalformedDigest,
+    /// An image with both a tag and a digest.
+    TagInImage,
+    /// A document of another `apiVersion`.
+    ApiVersion,
+    /// A document of another `kind`.
+    Kind,
+    /// A release whose file is named otherwise.
+    NameMismatch,
+    /// A component name used twice.
+    DuplicateComponent,
+    /// A release without components.
+    NoComponents,
+    /// A dependency on no component of the release.
+    UnknownDependency,
+    /// A capability depending on a consumer.
+    LayerInversion,
+    /// A component listed before one it depends on.
+    DependencyOrder,
+    /// Components depending on each other in a circle.
+    DependencyCycle,
+    /// A ConfigMap named twice.
+    DuplicateConfigmap,
+    /// A ConfigMap version that does not match its sha256.
+    ConfigmapVersion,
+    /// A ConfigMap without a source folder.
+    ConfigmapSourceMissing,
+    /// A ConfigMap whose sha256 matches no source.
+    ConfigmapHashMismatch,
+    /// Waves other than canary, low-risk, fleet in that order.
+    WaveOrder,
+    /// A wave naming a tenant without a folder.
+    UnknownTenant,
+    /// A wave selecting no tenant.
+    EmptyWave,
+    /// A tenant in more than one wave.
+    TenantInTwoWaves,
+    /// A soak time that is not a duration.
+    BadSoakTime,
+    /// A tenant in no wave.
+    UncoveredTenant,
+    /// A broken `compatibleWith`: with itself, or dropping a capability.
+    Compatibility,
+    /// A release named that is not in `releases/`.
+    UnknownRelease,
+    /// No `releases/waves.yaml`.
+    NoWavePointers,
+}
+
+impl Rule {
+    pub const ALL: [Rule; 25] = [
+        Rule::MutableTag,
+        Rule::MalformedDigest,
+        Rule::TagInImage,
+        Rule::ApiVersion,
+        Rule::Kind,
+        Rule::NameMismatch,
+        Rule::DuplicateComponent,
+        Rule::NoComponents,
+        Rule::UnknownDependency,
+        Rule::LayerInversion,
+        Rule::DependencyOrder,
+        Rule::DependencyCycle,
+        Rule::DuplicateConfigmap,
+        Rule::ConfigmapVersion,
+        Rule::ConfigmapSourceMissing,
+        Rule::ConfigmapHashMismatch,
+        Rule::WaveOrder,
+        Rule::UnknownTenant,
+        Rule::EmptyWave,
+        Rule::TenantInTwoWaves,
+        Rule::BadSoakTime,
+        Rule::UncoveredTenant,
+        Rule::Compatibility,
+        Rule::UnknownRelease,
+        Rule::NoWavePointers,
+    ];
+
+    /// The stable id, e.g. `mutable-tag`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::MutableTag => "mutable-tag",
+            Rule::MalformedDigest => "malformed-digest",
+            Rule::TagInImage => "tag-in-image",
+            Rule::ApiVersion => "api-version",
+            Rule::Kind => "kind",
+            Rule::NameMismatch => "name-mismatch",
+            Rule::DuplicateComponent => "duplicate-component",
+            Rule::NoComponents => "no-components",
+            Rule::UnknownDependency => "unknown-dependency",
+            Rule::LayerInversion => "layer-inversion",
+            Rule::DependencyOrder => "dependency-order",
+            Rule::DependencyCycle => "dependency-cycle",
+            Rule::DuplicateConfigmap => "duplicate-configmap",
+            Rule::ConfigmapVersion => "configmap-version",
+            Rule::ConfigmapSourceMissing => "configmap-source-missing",
+            Rule::ConfigmapHashMismatch => "configmap-hash-mismatch",
+            Rule::WaveOrder => "wave-order",
+            Rule::UnknownTenant => "unknown-tenant",
+            Rule::EmptyWave => "empty-wave",
+            Rule::TenantInTwoWaves => "tenant-in-two-waves",
+            Rule::BadSoakTime => "bad-soak-time",
+            Rule::UncoveredTenant => "uncovered-tenant",
+            Rule::Compatibility => "compatibility",
+            Rule::UnknownRelease => "unknown-release",
+            Rule::NoWavePointers => "no-wave-pointers",
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// As its id: JSON output carries the same string as the text output.
+impl serde::Serialize for Rule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
