@@ -44,21 +44,37 @@ pub fn place(spec: &mut PodSpec, tier: Option<&str>) {
     }
 }
 
+/// Why a node may not run a tenant's pod.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Misplaced {
+    #[error("the node is a control-plane node ({})", LABEL_CONTROL_PLANE)]
+    ControlPlane,
+    #[error("the node is tier {have:?}, the tenant's is {want:?}")]
+    OtherTier { have: String, want: String },
+    #[error(
+        "the node has no {} label; the tenant's tier is {want:?}",
+        LABEL_NODE_TIER
+    )]
+    NoTier { want: String },
+}
+
 /// Whether a node may run a pod of `tier`: not a control-plane node, and
 /// labelled with the tier when there is one. The audit's placement rule.
-pub fn node_fits(node_labels: &BTreeMap<String, String>, tier: Option<&str>) -> Result<(), String> {
+pub fn node_fits(
+    node_labels: &BTreeMap<String, String>,
+    tier: Option<&str>,
+) -> Result<(), Misplaced> {
     if node_labels.contains_key(LABEL_CONTROL_PLANE) {
-        return Err(format!(
-            "the node is a control-plane node ({LABEL_CONTROL_PLANE})"
-        ));
+        return Err(Misplaced::ControlPlane);
     }
     match tier {
         Some(t) => match node_labels.get(LABEL_NODE_TIER) {
             Some(have) if have == t => Ok(()),
-            Some(have) => Err(format!("the node is tier {have:?}, the tenant's is {t:?}")),
-            None => Err(format!(
-                "the node has no {LABEL_NODE_TIER} label; the tenant's tier is {t:?}"
-            )),
+            Some(have) => Err(Misplaced::OtherTier {
+                have: have.clone(),
+                want: t.to_owned(),
+            }),
+            None => Err(Misplaced::NoTier { want: t.to_owned() }),
         },
         None => Ok(()),
     }
@@ -109,21 +125,20 @@ mod tests {
         let std_node = labels(&[(LABEL_NODE_TIER, "standard")]);
         assert!(node_fits(&std_node, Some("standard")).is_ok());
         assert!(node_fits(&std_node, None).is_ok());
-        assert!(
-            node_fits(&std_node, Some("gpu"))
-                .unwrap_err()
-                .contains("\"standard\"")
+        assert_eq!(
+            node_fits(&std_node, Some("gpu")).unwrap_err().to_string(),
+            "the node is tier \"standard\", the tenant's is \"gpu\""
         );
-        assert!(
+        assert_eq!(
             node_fits(&labels(&[]), Some("gpu"))
                 .unwrap_err()
-                .contains("no autonomic.sh/node-tier")
+                .to_string(),
+            "the node has no autonomic.sh/node-tier label; the tenant's tier is \"gpu\""
         );
         let cp = labels(&[(LABEL_CONTROL_PLANE, ""), (LABEL_NODE_TIER, "standard")]);
-        assert!(
-            node_fits(&cp, Some("standard"))
-                .unwrap_err()
-                .contains("control-plane")
+        assert_eq!(
+            node_fits(&cp, Some("standard")).unwrap_err().to_string(),
+            "the node is a control-plane node (node-role.kubernetes.io/control-plane)"
         );
         assert!(node_fits(&cp, None).is_err());
     }
