@@ -3,17 +3,36 @@
 //! control plane's flags. A number and a unit (`ms`, `s`, `m`, `h`, `d`),
 //! compounds allowed (`1h30m`).
 
+use std::num::ParseIntError;
 use std::time::Duration;
 
+/// Why a text is not a duration; each names the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// Empty, or a number without its unit.
+    #[error("{text:?}: expected a duration like 90s, 10m or 1h30m")]
+    NoUnit { text: String },
+    #[error("{text:?}: expected a number before {unit:?}")]
+    NoNumber {
+        text: String,
+        unit: String,
+        #[source]
+        source: ParseIntError,
+    },
+    #[error("{text:?}: unknown unit {unit:?}; use ms, s, m, h or d")]
+    UnknownUnit { text: String, unit: String },
+}
+
 /// Parses `250ms`, `90s`, `10m`, `2h`, `1d` or `1h30m`. A unit is required.
-pub fn parse(text: &str) -> Result<Duration, String> {
+pub fn parse(text: &str) -> Result<Duration, DurationError> {
     let text = text.trim();
     let mut total = Duration::ZERO;
     let mut rest = text;
+    let no_unit = || DurationError::NoUnit {
+        text: text.to_owned(),
+    };
     if rest.is_empty() {
-        return Err(format!(
-            "{text:?}: expected a duration like 90s, 10m or 1h30m"
-        ));
+        return Err(no_unit());
     }
     while !rest.is_empty() {
         let digits = rest
@@ -25,13 +44,13 @@ pub fn parse(text: &str) -> Result<Duration, String> {
             .unwrap_or(after.len());
         let (unit, next) = after.split_at(unit_len);
         if unit.is_empty() {
-            return Err(format!(
-                "{text:?}: expected a duration like 90s, 10m or 1h30m"
-            ));
+            return Err(no_unit());
         }
-        let n: u64 = number
-            .parse()
-            .map_err(|_| format!("{text:?}: expected a number before {unit:?}"))?;
+        let n: u64 = number.parse().map_err(|source| DurationError::NoNumber {
+            text: text.to_owned(),
+            unit: unit.to_owned(),
+            source,
+        })?;
         let part = match unit {
             "ms" => Duration::from_millis(n),
             "s" => Duration::from_secs(n),
@@ -39,9 +58,10 @@ pub fn parse(text: &str) -> Result<Duration, String> {
             "h" => Duration::from_secs(n.saturating_mul(3600)),
             "d" => Duration::from_secs(n.saturating_mul(86_400)),
             _ => {
-                return Err(format!(
-                    "{text:?}: unknown unit {unit:?}; use ms, s, m, h or d"
-                ));
+                return Err(DurationError::UnknownUnit {
+                    text: text.to_owned(),
+                    unit: unit.to_owned(),
+                });
             }
         };
         total = total.saturating_add(part);
@@ -51,7 +71,7 @@ pub fn parse(text: &str) -> Result<Duration, String> {
 }
 
 /// Like [`parse`], and a bare number is seconds (command-line flags).
-pub fn parse_or_seconds(text: &str) -> Result<Duration, String> {
+pub fn parse_or_seconds(text: &str) -> Result<Duration, DurationError> {
     match text.trim().parse::<u64>() {
         Ok(n) => Ok(Duration::from_secs(n)),
         Err(_) => parse(text),
@@ -84,5 +104,19 @@ mod tests {
         assert_eq!(parse_or_seconds("2"), Ok(s(2)));
         assert_eq!(parse_or_seconds("5m"), Ok(s(300)));
         assert!(parse_or_seconds("x").is_err());
+    }
+
+    /// The messages the CLI and the Fleet status show.
+    #[test]
+    fn errors_name_the_text() {
+        let cases = [
+            ("", "\"\": expected a duration like 90s, 10m or 1h30m"),
+            ("10", "\"10\": expected a duration like 90s, 10m or 1h30m"),
+            ("m", "\"m\": expected a number before \"m\""),
+            ("5x", "\"5x\": unknown unit \"x\"; use ms, s, m, h or d"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse(text).unwrap_err().to_string(), want, "{text:?}");
+        }
     }
 }

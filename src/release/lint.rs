@@ -329,7 +329,7 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
                 file,
                 format!("{field}.gates.soakTime"),
                 Rule::BadSoakTime,
-                e,
+                e.to_string(),
             );
         }
     }

@@ -106,7 +106,7 @@ pub enum GateFailure {
         needed: Duration,
         elapsed: Duration,
     },
-    BadSoak(String),
+    BadSoak(crate::duration::DurationError),
 }
 
 fn join<T: std::fmt::Display>(items: impl IntoIterator<Item = T>, sep: &str) -> String {

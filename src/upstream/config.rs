@@ -24,7 +24,11 @@ pub enum ConfigError {
     #[error("token file {path}: {reason}")]
     TokenFile { path: String, reason: String },
     #[error("{field}: {reason}")]
-    BadDuration { field: &'static str, reason: String },
+    BadDuration {
+        field: &'static str,
+        #[source]
+        reason: crate::duration::DurationError,
+    },
 }
 
 #[derive(Clone)]

@@ -53,7 +53,8 @@ pub enum ThresholdError {
     BadDuration {
         field: &'static str,
         value: String,
-        reason: String,
+        #[source]
+        reason: crate::duration::DurationError,
         default: String,
     },
     #[error("spec.monitors.{field} is {value}; it must be a positive duration, using {default}")]
