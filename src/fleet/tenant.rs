@@ -133,25 +133,56 @@ pub fn is_label_value(s: &str) -> bool {
         && s.bytes().last().is_none_or(ok)
 }
 
+/// Why an egress destination is not a usable CIDR; each names the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum CidrError {
+    #[error("{0:?} is not a CIDR (address/prefix)")]
+    NoPrefix(String),
+    #[error("{cidr:?}: {ip:?} is not an IP address")]
+    BadAddress {
+        cidr: String,
+        ip: String,
+        #[source]
+        source: std::net::AddrParseError,
+    },
+    #[error("{cidr:?}: prefix {bits:?} is not a number")]
+    BadPrefix {
+        cidr: String,
+        bits: String,
+        #[source]
+        source: std::num::ParseIntError,
+    },
+    #[error("{cidr:?}: prefix /{bits} is longer than /{max}")]
+    TooLong { cidr: String, bits: u8, max: u8 },
+    #[error("{0:?} allows every address; name the destinations instead")]
+    Everything(String),
+}
+
 /// `a.b.c.d/n` or an IPv6 CIDR, with the host bits clear.
-fn check_cidr(s: &str) -> Result<(), String> {
+fn check_cidr(s: &str) -> Result<(), CidrError> {
     let (ip, bits) = s
         .split_once('/')
-        .ok_or_else(|| format!("{s:?} is not a CIDR (address/prefix)"))?;
-    let ip: IpAddr = ip
-        .parse()
-        .map_err(|_| format!("{s:?}: {ip:?} is not an IP address"))?;
-    let bits: u8 = bits
-        .parse()
-        .map_err(|_| format!("{s:?}: prefix {bits:?} is not a number"))?;
+        .ok_or_else(|| CidrError::NoPrefix(s.to_owned()))?;
+    let ip: IpAddr = ip.parse().map_err(|source| CidrError::BadAddress {
+        cidr: s.to_owned(),
+        ip: ip.to_owned(),
+        source,
+    })?;
+    let bits: u8 = bits.parse().map_err(|source| CidrError::BadPrefix {
+        cidr: s.to_owned(),
+        bits: bits.to_owned(),
+        source,
+    })?;
     let max = if ip.is_ipv4() { 32 } else { 128 };
     if bits > max {
-        return Err(format!("{s:?}: prefix /{bits} is longer than /{max}"));
+        return Err(CidrError::TooLong {
+            cidr: s.to_owned(),
+            bits,
+            max,
+        });
     }
     if bits == 0 {
-        return Err(format!(
-            "{s:?} allows every address; name the destinations instead"
-        ));
+        return Err(CidrError::Everything(s.to_owned()));
     }
     Ok(())
 }
@@ -270,5 +301,27 @@ mod tests {
             let p = doc(yaml).problems("acme");
             assert!(p.iter().any(|m| m.contains(want)), "{yaml}: {p:?}");
         }
+    }
+
+    /// The messages a tenant's author reads, word for word.
+    #[test]
+    fn cidr_refusals_name_the_text() {
+        let cases = [
+            ("10.0.0.0", "\"10.0.0.0\" is not a CIDR (address/prefix)"),
+            ("10.0.0/8", "\"10.0.0/8\": \"10.0.0\" is not an IP address"),
+            ("10.0.0.0/x", "\"10.0.0.0/x\": prefix \"x\" is not a number"),
+            (
+                "10.0.0.0/33",
+                "\"10.0.0.0/33\": prefix /33 is longer than /32",
+            ),
+            (
+                "::/0",
+                "\"::/0\" allows every address; name the destinations instead",
+            ),
+        ];
+        for (cidr, want) in cases {
+            assert_eq!(check_cidr(cidr).unwrap_err().to_string(), want);
+        }
+        assert!(check_cidr("fd00::/8").is_ok());
     }
 }
