@@ -9,18 +9,19 @@
 //! `Terminating` until its pod is gone.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use tracing::{info, instrument, warn};
+use tracing::info;
 
 use super::apply::{Created, Ctx};
 use super::build::{self, Owner, agent_secret_name, agent_service_name, hash_of};
 use super::conditions::{Cond, merge};
+use super::controller;
 use super::error::{Error, Result};
 use super::events::Reason;
 use super::fs::{effective_mounts, mount_applied, unavailable_mounts, validate_mounts};
@@ -33,38 +34,15 @@ use crate::meta::{ANNOTATION_RESTART_REQUESTED, FINALIZER_AGENT};
 
 const C: Controller = Controller::Agent;
 
-/// Entry point for the controller: times the reconcile and counts it.
+/// Entry point for the controller; see [`controller::reconcile`].
 pub async fn reconcile(agent: Arc<Agent>, ctx: Arc<Ctx>) -> Result<Action> {
-    if !ctx.is_leader() {
-        return Ok(Action::await_change());
-    }
-    let start = Instant::now();
-    let out = reconcile_inner(&agent, &ctx).await;
-    let result = match &out {
-        Ok(_) => "ok",
-        Err(e) => e.category().as_str(),
-    };
-    ctx.metrics.reconciled(C, result, start.elapsed());
-    out
+    controller::reconcile(C, agent.as_ref(), &ctx, reconcile_inner(&agent, &ctx)).await
 }
 
 pub fn error_policy(agent: Arc<Agent>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    let cat = err.category();
-    warn!(agent = %agent.metadata.name.as_deref().unwrap_or(""), category = cat.as_str(), error = %err, "agent reconcile failed");
-    let note = format!("reconcile failed ({}): {err}", cat.as_str());
-    tokio::spawn(async move {
-        ctx.event(
-            agent.as_ref(),
-            EventType::Warning,
-            Reason::ReconcileError,
-            note,
-        )
-        .await;
-    });
-    Action::requeue(cat.requeue_after())
+    controller::error_policy(C, agent, err, ctx)
 }
 
-#[instrument(skip_all, fields(namespace = agent.metadata.namespace.as_deref(), agent = agent.metadata.name.as_deref()))]
 async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
     if !ctx.caches_synced() {
         return Ok(Action::requeue(Duration::from_secs(1)));

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -22,11 +22,12 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use tracing::{info, instrument, warn};
+use tracing::info;
 
 use super::apply::Ctx;
 use super::build::{self, Owner, pvc_name};
 use super::conditions::{Cond, merge};
+use super::controller;
 use super::error::{Error, Result};
 use super::events::Reason;
 use super::fs::{SizeRefusal, capacities, holders, mounted_by, phase, plan_size};
@@ -37,37 +38,15 @@ use crate::meta::{ANNOTATION_RETAINED, FINALIZER_AGENTFS};
 
 const C: Controller = Controller::Agentfs;
 
+/// Entry point for the controller; see [`controller::reconcile`].
 pub async fn reconcile(fs: Arc<AgentFS>, ctx: Arc<Ctx>) -> Result<Action> {
-    if !ctx.is_leader() {
-        return Ok(Action::await_change());
-    }
-    let start = Instant::now();
-    let out = reconcile_inner(&fs, &ctx).await;
-    let result = match &out {
-        Ok(_) => "ok",
-        Err(e) => e.category().as_str(),
-    };
-    ctx.metrics.reconciled(C, result, start.elapsed());
-    out
+    controller::reconcile(C, fs.as_ref(), &ctx, reconcile_inner(&fs, &ctx)).await
 }
 
 pub fn error_policy(fs: Arc<AgentFS>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    let cat = err.category();
-    warn!(agentfs = %fs.metadata.name.as_deref().unwrap_or(""), category = cat.as_str(), error = %err, "agentfs reconcile failed");
-    let note = format!("reconcile failed ({}): {err}", cat.as_str());
-    tokio::spawn(async move {
-        ctx.event(
-            fs.as_ref(),
-            EventType::Warning,
-            Reason::ReconcileError,
-            note,
-        )
-        .await;
-    });
-    Action::requeue(cat.requeue_after())
+    controller::error_policy(C, fs, err, ctx)
 }
 
-#[instrument(skip_all, fields(namespace = fs.metadata.namespace.as_deref(), agentfs = fs.metadata.name.as_deref()))]
 async fn reconcile_inner(fs: &AgentFS, ctx: &Ctx) -> Result<Action> {
     // `mountedBy` and the delete hold come from the Agent cache: an empty
     // cache would release a volume that is in use.

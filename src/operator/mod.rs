@@ -25,6 +25,7 @@ pub mod apply;
 pub mod assemble;
 pub mod build;
 pub mod conditions;
+pub mod controller;
 pub mod error;
 pub mod events;
 pub mod feeds;

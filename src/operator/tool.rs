@@ -3,16 +3,17 @@
 //! A pod whose template hash differs from the desired one is recreated.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use tracing::{info, instrument, warn};
+use tracing::info;
 
 use super::apply::{Created, Ctx};
 use super::build::{self, Owner, hash_of, tool_service_name};
 use super::conditions::{Cond, merge};
+use super::controller;
 use super::error::{Error, Result};
 use super::events::Reason;
 use super::metrics::Controller;
@@ -22,37 +23,15 @@ use crate::crd::{Tool, ToolPhase, ToolStatus};
 
 const C: Controller = Controller::Tool;
 
+/// Entry point for the controller; see [`controller::reconcile`].
 pub async fn reconcile(tool: Arc<Tool>, ctx: Arc<Ctx>) -> Result<Action> {
-    if !ctx.is_leader() {
-        return Ok(Action::await_change());
-    }
-    let start = Instant::now();
-    let out = reconcile_inner(&tool, &ctx).await;
-    let result = match &out {
-        Ok(_) => "ok",
-        Err(e) => e.category().as_str(),
-    };
-    ctx.metrics.reconciled(C, result, start.elapsed());
-    out
+    controller::reconcile(C, tool.as_ref(), &ctx, reconcile_inner(&tool, &ctx)).await
 }
 
 pub fn error_policy(tool: Arc<Tool>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    let cat = err.category();
-    warn!(tool = %tool.metadata.name.as_deref().unwrap_or(""), category = cat.as_str(), error = %err, "tool reconcile failed");
-    let note = format!("reconcile failed ({}): {err}", cat.as_str());
-    tokio::spawn(async move {
-        ctx.event(
-            tool.as_ref(),
-            EventType::Warning,
-            Reason::ReconcileError,
-            note,
-        )
-        .await;
-    });
-    Action::requeue(cat.requeue_after())
+    controller::error_policy(C, tool, err, ctx)
 }
 
-#[instrument(skip_all, fields(namespace = tool.metadata.namespace.as_deref(), tool = tool.metadata.name.as_deref()))]
 async fn reconcile_inner(tool: &Tool, ctx: &Ctx) -> Result<Action> {
     if tool.metadata.deletion_timestamp.is_some() {
         // Children go with their owner references.
