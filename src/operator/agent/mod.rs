@@ -24,13 +24,16 @@ use super::conditions::{Cond, merge};
 use super::controller;
 use super::error::{Error, Result};
 use super::events::Reason;
-use super::fs::{effective_mounts, mount_applied, unavailable_mounts, validate_mounts};
+use super::fs::mount_applied;
 use super::metrics::Controller;
+mod plan;
+
 use super::phase::{PodState, agent_phase, pod_state};
 use super::pods::PodSet;
+use plan::Rolled;
 
-use crate::crd::{Agent, AgentFS, AgentPhase, AgentStatus, FilesystemMount, RestartPolicy};
-use crate::meta::{ANNOTATION_RESTART_REQUESTED, FINALIZER_AGENT};
+use crate::crd::{Agent, AgentFS, AgentStatus, FilesystemMount, RestartPolicy};
+use crate::meta::FINALIZER_AGENT;
 
 const C: Controller = Controller::Agent;
 
@@ -59,34 +62,20 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
     // an invalid spec): three round trips in the time of one.
     let finalizer = ctx.set_finalizer(C, agent, FINALIZER_AGENT, true);
 
-    let old = agent.status.clone().unwrap_or_default();
-    let generation = agent.metadata.generation;
-    let mounts = effective_mounts(&agent.spec, agent.status.as_ref());
-    let baseline_path = agent.spec.baseline.as_ref().map(|b| b.mount_path());
-    let problems = validate_mounts(&mounts, baseline_path);
-    if !problems.is_empty() {
-        finalizer.await?;
-        let message = problems.join("; ");
-        let status = AgentStatus {
-            phase: Some(AgentPhase::Error),
-            observed_generation: generation,
-            conditions: merge(
-                &old.conditions,
-                &[Cond::new("Ready", false, "InvalidSpec", message.clone())],
-                generation,
-                Timestamp::now(),
-            ),
-            pod_name: pods.first().and_then(|p| p.metadata.name.clone()),
-            filesystems: old.filesystems.clone(),
-            message: Some(message.clone()),
-        };
-        if write_status(ctx, &owner, &old, &status).await? {
-            ctx.event(agent, EventType::Warning, Reason::InvalidSpec, message)
-                .await;
+    let mounts = match plan::validate(agent) {
+        Ok(mounts) => mounts,
+        Err(message) => {
+            finalizer.await?;
+            let old = agent.status.clone().unwrap_or_default();
+            let status = plan::invalid_status(agent, &pods, &message, Timestamp::now());
+            if write_status(ctx, &owner, &old, &status).await? {
+                ctx.event(agent, EventType::Warning, Reason::InvalidSpec, message)
+                    .await;
+            }
+            // Permanent: wait for the spec to change.
+            return Ok(Action::await_change());
         }
-        // Permanent: wait for the spec to change.
-        return Ok(Action::await_change());
-    }
+    };
 
     let missing = missing_filesystems(ctx, ns, &mounts).await?;
     let (finalized, secret, service) = tokio::join!(
@@ -98,49 +87,77 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
     secret?;
     service?;
     let closing = closing_filesystems(ctx, ns, &mounts, &missing, agent.status.as_ref()).await?;
-    // A refused mount is not recorded as applied: it stays refused, and
-    // never holds the volume's deletion.
-    let mounts: Vec<FilesystemMount> = mounts
-        .into_iter()
-        .filter(|m| !closing.contains(&m.name))
-        .collect();
-    let available = missing.is_empty() && closing.is_empty();
+    let desired = plan::build(agent, &owner, mounts, &missing, &closing)?;
+    let set = plan::pod_set(agent, &pods, &desired);
+    let rolled = apply_pod(agent, ctx, ns, &set, desired.pod.as_ref()).await?;
+    if matches!(rolled.state, PodState::Broken { .. }) {
+        forget_secret(ctx, &owner);
+    }
+    let next = plan::status(
+        agent,
+        ns,
+        desired,
+        &missing,
+        &closing,
+        rolled,
+        Timestamp::now(),
+    );
+    if let Some(note) = &next.terminating {
+        ctx.event(
+            agent,
+            EventType::Warning,
+            Reason::FilesystemTerminating,
+            note.clone(),
+        )
+        .await;
+    }
+    let old = agent.status.clone().unwrap_or_default();
+    let deferred = ctx.holds.wait(
+        &owner.owner_ref.uid,
+        next.same,
+        next.coming_up,
+        &old.conditions,
+        &next.status.conditions,
+    );
+    if let Some(wait) = deferred {
+        // Progress while not ready: shown if it lasts, folded otherwise.
+        return Ok(Action::requeue(next.requeue.map_or(wait, |r| r.min(wait))));
+    }
+    if write_status(ctx, &owner, &old, &next.status).await? && !missing.is_empty() {
+        ctx.event(
+            agent,
+            EventType::Warning,
+            Reason::FilesystemNotFound,
+            next.status.message.clone().unwrap_or_default(),
+        )
+        .await;
+    }
+    Ok(match next.requeue {
+        Some(d) => Action::requeue(d),
+        None => Action::await_change(),
+    })
+}
 
-    let desired = if agent.spec.paused || !available {
-        None
-    } else {
-        let restart = agent
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION_RESTART_REQUESTED));
-        Some(build::agent_pod_restarted(
-            &owner,
-            &agent.spec,
-            &mounts,
-            restart.map(String::as_str),
-        )?)
-    };
-    // With file systems missing or refused nothing is rolled: the pod
-    // stays as it is.
-    let set = if available || agent.spec.paused {
-        PodSet::split(&pods, desired.as_ref())
-    } else {
-        PodSet {
-            current: pods.first(),
-            stale: Vec::new(),
-        }
-    };
+/// Rolls the pod towards `desired`: retires the pods it replaces (or all
+/// of them while paused), recreates after the old ones are gone, and
+/// restarts a failed pod unless `restartPolicy: Never`.
+async fn apply_pod(
+    agent: &Agent,
+    ctx: &Ctx,
+    ns: &str,
+    set: &PodSet<'_>,
+    desired: Option<&Pod>,
+) -> Result<Rolled> {
     let mut requeue = None;
     let mut shown = set.shown().and_then(|p| p.metadata.name.clone());
     let mut state = pod_state(set.shown());
     if ctx
-        .retire_pods(C, agent, ns, &set, desired.as_ref(), "spec.paused is set")
+        .retire_pods(C, agent, ns, set, desired, "spec.paused is set")
         .await?
     {
         state = PodState::Deleting;
     }
-    if let Some(desired) = &desired {
+    if let Some(desired) = desired {
         let name = desired.metadata.name.clone().unwrap_or_default();
         match set.current {
             // Recreate order: the new pod starts once every old one is gone.
@@ -186,98 +203,10 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
             }
         }
     }
-
-    if matches!(state, PodState::Broken { .. }) {
-        forget_secret(ctx, &owner);
-    }
-    let mut report = agent_phase(false, agent.spec.paused, agent.spec.restart_policy, &state);
-    let fs_cond = if available {
-        Cond::new(
-            "FilesystemsReady",
-            true,
-            "Mounted",
-            format!("{} file system(s) mounted", mounts.len()),
-        )
-    } else {
-        let (reason, msg) = unavailable_mounts(ns, &missing, &closing);
-        if !agent.spec.paused {
-            report.phase = AgentPhase::Pending;
-            report.reason = reason;
-            report.message = msg.clone();
-        }
-        requeue = Some(Duration::from_secs(10));
-        // Once per refusal (FilesystemNotFound has its Event below).
-        let shown = old
-            .conditions
-            .iter()
-            .find(|c| c.type_ == "FilesystemsReady")
-            .is_some_and(|c| c.message == msg);
-        if !closing.is_empty() && !shown {
-            ctx.event(
-                agent,
-                EventType::Warning,
-                Reason::FilesystemTerminating,
-                msg.clone(),
-            )
-            .await;
-        }
-        Cond::new("FilesystemsReady", false, reason, msg)
-    };
-    let status = AgentStatus {
-        phase: Some(report.phase),
-        observed_generation: generation,
-        conditions: merge(
-            &old.conditions,
-            &[
-                Cond::new(
-                    "Ready",
-                    report.phase == AgentPhase::Active,
-                    report.reason,
-                    report.message.clone(),
-                ),
-                fs_cond,
-            ],
-            generation,
-            Timestamp::now(),
-        ),
-        pod_name: if agent.spec.paused { None } else { shown },
-        filesystems: mounts,
-        message: Some(report.message.clone()),
-    };
-    let uid = owner.owner_ref.uid.as_str();
-    let same = old.phase == status.phase
-        && old.observed_generation == status.observed_generation
-        && old.filesystems == status.filesystems;
-    // Coming up: the first status, or a new generation rolling out, while
-    // the pod is being replaced, created or started. A refused mount is
-    // not progress: it is shown at once.
-    let coming_up = available
-        && old.filesystems == status.filesystems
-        && matches!(
-            state,
-            PodState::Missing | PodState::Deleting | PodState::Starting
-        )
-        && report.phase == AgentPhase::Pending
-        && (old.phase.is_none() || old.observed_generation != status.observed_generation);
-    let deferred = ctx
-        .holds
-        .wait(uid, same, coming_up, &old.conditions, &status.conditions);
-    if let Some(wait) = deferred {
-        // Progress while not ready: shown if it lasts, folded otherwise.
-        return Ok(Action::requeue(requeue.map_or(wait, |r| r.min(wait))));
-    }
-    if write_status(ctx, &owner, &old, &status).await? && !missing.is_empty() {
-        ctx.event(
-            agent,
-            EventType::Warning,
-            Reason::FilesystemNotFound,
-            report.message,
-        )
-        .await;
-    }
-    Ok(match requeue {
-        Some(d) => Action::requeue(d),
-        None => Action::await_change(),
+    Ok(Rolled {
+        state,
+        shown,
+        requeue,
     })
 }
 
