@@ -25,8 +25,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use exo::cluster::build::{self, Owner};
 use exo::crd::{Agent, AgentPhase, AgentSpec, Container, Tool, ToolSpec};
-use exo::operator::build::{self, Owner};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret, Service};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -208,7 +208,7 @@ impl Op {
         write!(s, "GET /metrics HTTP/1.0\r\n\r\n").ok()?;
         let mut text = String::new();
         s.read_to_string(&mut text).ok()?;
-        Some(exo::operator::metrics::sum_samples(&text, name))
+        Some(exo::cluster::metrics::sum_samples(&text, name))
     }
 
     /// (current, peak) resident set size in MiB.

@@ -4,7 +4,7 @@
 //! saved under `fuzz/regressions/<target>/`, fails `cargo test` until fixed.
 //!
 //! Each function takes arbitrary bytes and panics only when a guarantee of
-//! the code under test is broken (the module comments of `fleet::yaml`,
+//! the code under test is broken (the module comments of `crate::yaml`,
 //! `wire` and `agentfs::tarstream` state them). Refusing the input is
 //! always a fine outcome; panicking, or accepting something a guarantee
 //! rules out, is not.
@@ -17,21 +17,21 @@ use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 
 use crate::agentfs::tarstream::{Event, Limits, Manifest, StreamError, WalkError, Walker};
+use crate::crd::tenant::TenantDoc;
 use crate::crd::{Agent, AgentFS, Tool};
-use crate::fleet::tenant::TenantDoc;
-use crate::fleet::yaml::{self, MAX_DOCUMENT_BYTES, YamlError};
 use crate::fleet::{Fleet, Sourced, Tenant};
 use crate::release::{Release, WavePointers, lint, plan};
 use crate::wire::{AlertError, Frame, close};
+use crate::yaml::{self, MAX_DOCUMENT_BYTES, YamlError};
 
 /// The file every fuzzed document claims to be, so errors can be checked
 /// for naming it.
 const FILE: &str = "fuzz/doc.yaml";
 /// The tenant folder a fuzzed manifest lies in.
 const TENANT: &str = "fuzz";
-/// `fleet::yaml`'s depth and node budgets: an accepted document never
+/// `crate::yaml`'s depth and node budgets: an accepted document never
 /// nests deeper or holds more nodes, aliases expanded.
-use crate::fleet::yaml::{MAX_DEPTH as YAML_MAX_DEPTH, MAX_NODES as YAML_MAX_NODES};
+use crate::yaml::{MAX_DEPTH as YAML_MAX_DEPTH, MAX_NODES as YAML_MAX_NODES};
 
 /// The fleet loader's reading of one file: the `kind` probe, then every
 /// type `fleet::load` reads (Release, WavePointers, Agent, Tool, AgentFS,

@@ -5,8 +5,12 @@
 //! building desired objects) and thin I/O edges around them.
 
 pub mod agentfs;
+/// Alerts raised by checks and monitors, buffered for the upstream connection.
+pub mod alerts;
 pub mod audit;
 pub mod cli;
+/// The shared write path and builders of everything that writes to the cluster.
+pub mod cluster;
 pub mod controlplane;
 pub mod crd;
 pub mod duration;
@@ -15,9 +19,14 @@ pub mod fleet;
 pub mod fuzzing;
 /// Every label, annotation, finalizer and field-manager name, in one place.
 pub mod meta;
+/// Kubernetes' name rules (DNS-1123 and DNS-1035 labels, subdomains, label
+/// values, ConfigMap keys), once.
+pub mod names;
 pub mod operator;
 pub mod release;
 pub mod rollout;
 pub mod shutdown;
 pub mod upstream;
 pub mod wire;
+/// The one YAML reader and writer, with its budgets and file-naming errors.
+pub mod yaml;

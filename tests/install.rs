@@ -30,7 +30,7 @@ fn docs(rendered: &str) -> Vec<serde_json::Value> {
     rendered
         .split("\n---\n")
         .filter(|d| !d.trim().is_empty())
-        .map(|d| exo::fleet::yaml::from_str(Path::new("kustomize output"), d).unwrap())
+        .map(|d| exo::yaml::from_str(Path::new("kustomize output"), d).unwrap())
         .collect()
 }
 
@@ -105,7 +105,7 @@ fn deploy_pins_every_image_by_digest() {
     assert!(files.len() >= 4, "{files:?}");
     for f in &files {
         let k: serde_json::Value =
-            exo::fleet::yaml::from_str(f, &std::fs::read_to_string(f).unwrap()).unwrap();
+            exo::yaml::from_str(f, &std::fs::read_to_string(f).unwrap()).unwrap();
         for img in k["images"].as_array().into_iter().flatten() {
             assert!(img.get("newTag").is_none(), "{}: a tag: {img}", f.display());
             let digest = img["digest"].as_str().unwrap_or_default();

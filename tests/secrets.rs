@@ -274,7 +274,7 @@ async fn no_secret_reaches_a_log_an_event_a_status_or_the_control_plane() {
 
     // The per-agent token the operator made: a check-in with it is taken,
     // one with a wrong token refused.
-    let name = exo::operator::build::agent_secret_name("assistant");
+    let name = exo::cluster::build::agent_secret_name("assistant");
     let s = wait_for(&secrets, &name, "the agent's token Secret", |_| true).await;
     let agent_token = s.data.unwrap()[exo::meta::TOKEN_KEY].0.clone();
     let agent_token = String::from_utf8(agent_token).unwrap();

@@ -13,7 +13,8 @@ mod upstream_support;
 
 use std::time::Duration;
 
-use exo::upstream::{self, Alert, AlertSink, Severity, UpstreamConfig};
+use exo::alerts::AlertSink;
+use exo::upstream::{self, Alert, Severity, UpstreamConfig};
 use exo::wire::token::SecretToken;
 use exo::wire::{self, Frame};
 use serde_json::Value;
@@ -63,7 +64,7 @@ fn operator_side(
     cfg.backoff_base = Duration::from_millis(100);
     cfg.backoff_max = Duration::from_millis(500);
     cfg.reconnect_spread = Duration::from_millis(200);
-    let (sink, queue) = upstream::alerts::channel(upstream::alerts::DEFAULT_CAPACITY);
+    let (sink, queue) = exo::alerts::channel(exo::alerts::DEFAULT_CAPACITY);
     let health = upstream::health_handle();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let h = health.clone();

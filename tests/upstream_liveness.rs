@@ -204,7 +204,7 @@ async fn active_alerts_and_the_control_planes_disconnect_alert() {
     // An operator side in this process raises a keyed alert and resolves it.
     let mut cfg = UpstreamConfig::new(cp.base.clone(), SecretToken::new(&token));
     cfg.namespace = Some(ns.name.clone());
-    let (sink, queue) = upstream::alerts::channel(upstream::alerts::DEFAULT_CAPACITY);
+    let (sink, queue) = exo::alerts::channel(exo::alerts::DEFAULT_CAPACITY);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let client = ns.client.clone();
     let side = tokio::spawn(async move {

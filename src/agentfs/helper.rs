@@ -18,13 +18,13 @@ use serde_json::json;
 
 use super::FsError;
 use super::exec::Target;
+use crate::cluster::build::{
+    child_name, pvc_name, restricted_container_security, restricted_pod_security,
+};
 use crate::crd::AgentFS;
 use crate::meta::{
     ANNOTATION_FS_HELPER_LAST_USED, FIELD_MANAGER, HELPER_CONTAINER, LABEL_COMPONENT,
     LABEL_FS_HELPER, LABEL_MANAGED_BY, MANAGED_BY,
-};
-use crate::operator::build::{
-    child_name, pvc_name, restricted_container_security, restricted_pod_security,
 };
 
 /// A helper outlives no operator forever: the kubelet stops it after this.
@@ -183,7 +183,7 @@ pub fn helper_pod(fs: &AgentFS, image: &str, last_used: u64, tier: Option<&str>)
         status: None,
     };
     if let Some(spec) = pod.spec.as_mut() {
-        crate::operator::build::placement::place(spec, tier);
+        crate::cluster::build::placement::place(spec, tier);
     }
     pod
 }

@@ -12,10 +12,11 @@ use serde_json::json;
 use super::FsError;
 use super::exec::{self, Target};
 use super::helper::{HelperOpts, get_fs, target};
-use super::path::{VolumePath, valid_fs_name};
+use super::path::VolumePath;
 use super::script::{Op, parse_ls};
+use crate::cluster::fs::{SizeRefusal, capacities, plan_size};
 use crate::crd::{AccessMode, AgentFS};
-use crate::operator::fs::{SizeRefusal, capacities, plan_size};
+use crate::names::is_dns1123_label;
 
 use crate::meta::{ANNOTATION_RETAINED, FIELD_MANAGER, LABEL_AGENTFS};
 use crate::wire::Command;
@@ -131,7 +132,7 @@ fn access_mode(raw: Option<&str>) -> Result<AccessMode, FsError> {
 }
 
 pub async fn create(client: &Client, new: &NewFs) -> Result<FsInfo, FsError> {
-    if !valid_fs_name(&new.name) {
+    if !is_dns1123_label(&new.name) {
         return Err(FsError::Invalid(format!(
             "{:?} is not a valid AgentFS name (lowercase letters, digits and '-', at most 63)",
             new.name

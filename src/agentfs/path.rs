@@ -7,6 +7,8 @@
 
 use std::path::PathBuf;
 
+use crate::names::is_dns1123_label;
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PathError {
     #[error("{arg:?}: expected <fs>:<path>, e.g. build-cache:/data")]
@@ -81,17 +83,6 @@ pub struct FsPath {
     pub path: VolumePath,
 }
 
-/// An AgentFS name is a DNS label (it names a PVC `agentfs-<name>`).
-pub fn valid_fs_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
-}
-
 impl FsPath {
     /// Whether `arg` is meant as a volume path: a valid name before the
     /// first `:` and no `/` before it (so `./a:b` stays local).
@@ -104,7 +95,7 @@ impl FsPath {
         let Some((name, path)) = arg.split_once(':').filter(|_| Self::looks_like(arg)) else {
             return Err(PathError::NotVolume { arg: arg.into() });
         };
-        if !valid_fs_name(name) {
+        if !is_dns1123_label(name) {
             return Err(PathError::BadName {
                 arg: arg.into(),
                 name: name.into(),

@@ -108,7 +108,7 @@ impl Manifest {
 
 /// sha256 (hex) of the listing `"{sha256}  {path}\n"` sorted by path in
 /// byte order, which is what `LC_ALL=C sort` gives `sha256sum` in a pod;
-/// feed it `crate::rollout::verify::parse_listing` of that output.
+/// feed it `crate::fleet::configmap::parse_listing` of that output.
 pub fn digest_of(files: &BTreeMap<String, String>) -> String {
     content_hash(files.iter().map(|(p, h)| (p.as_str(), h.clone())))
 }

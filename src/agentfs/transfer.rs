@@ -17,7 +17,7 @@ use super::helper::{HelperOpts, get_fs, keep_busy, target};
 use super::path::VolumePath;
 use super::script::Op;
 use super::tarstream::{Limits, Walker, digest_of};
-use crate::rollout::verify::parse_listing;
+use crate::fleet::configmap::parse_listing;
 use crate::wire::fs::{CHUNK_BYTES, IDLE_TIMEOUT_MS, Transferred};
 
 /// GNU tar reads in records of 20 blocks and stops, without waiting for

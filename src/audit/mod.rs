@@ -124,7 +124,7 @@ impl Finding {
 
     /// A stable identity (rule, object and what), for alert keys.
     pub fn key(&self) -> String {
-        let mut h = crate::operator::build::spec_hash(&self.message).unwrap_or_default();
+        let mut h = crate::cluster::build::spec_hash(&self.message).unwrap_or_default();
         h.truncate(8);
         format!("audit/{}/{}/{}/{h}", self.rule, self.namespace, self.object)
     }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use kube::ResourceExt;
 
 use super::{Finding, Index, Rule, pod_object};
-use crate::operator::build::placement::node_fits;
+use crate::cluster::build::placement::node_fits;
 
 pub(super) fn check(ix: &Index<'_>) -> Vec<Finding> {
     let nodes: BTreeMap<String, BTreeMap<String, String>> = ix

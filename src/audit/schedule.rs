@@ -22,12 +22,14 @@ use kube::runtime::events::EventType;
 use tracing::{info, warn};
 
 use super::{Finding, Rule, Snapshot, check, collect};
+use crate::alerts::{AlertBook, AlertSink};
+use crate::cluster::apply::Ctx;
+use crate::cluster::conditions::keep_transitions;
+use crate::cluster::events::Reason;
+use crate::cluster::metrics::{Controller, ResultLabels, RuleLabels};
 use crate::crd::Fleet;
-use crate::operator::apply::Ctx;
-use crate::operator::events::Reason;
-use crate::operator::metrics::{Controller, ResultLabels, RuleLabels};
 use crate::rollout::actuate::follows_fleet;
-use crate::upstream::{Alert, AlertBook, AlertSink, Severity};
+use crate::wire::{Alert, Severity};
 
 #[derive(Clone)]
 pub struct AuditConfig {
@@ -113,18 +115,6 @@ fn failed_conditions(
             last_transition_time: now.clone(),
         })
         .collect()
-}
-
-/// Keeps a condition's transition time while its status holds.
-fn keep_transitions(new: &mut [Condition], old: &[Condition]) {
-    for c in new {
-        if let Some(o) = old
-            .iter()
-            .find(|o| o.type_ == c.type_ && o.status == c.status)
-        {
-            c.last_transition_time = o.last_transition_time.clone();
-        }
-    }
 }
 
 async fn write_fleet(ctx: &Ctx, fleet: &Fleet, mut conds: Vec<Condition>, findings: usize) {

@@ -7,8 +7,8 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use serde_json::json;
 
 use super::*;
+use crate::crd::tenant::TenantSpec;
 use crate::crd::{FleetSpec, FleetStatus, RolloutSpec};
-use crate::fleet::tenant::TenantSpec;
 
 use crate::meta::{LABEL_CONTROL_PLANE, LABEL_NODE_TIER};
 use crate::rollout::isolation::{Platform, policies};

@@ -61,7 +61,7 @@ fn build(args: &BuildArgs) -> Result<(), String> {
             ordered.extend(std::mem::take(obj));
             *obj = ordered;
         }
-        let yaml = crate::fleet::yaml::to_string(&cm).map_err(|e| e.to_string())?;
+        let yaml = crate::yaml::to_string(&cm).map_err(|e| e.to_string())?;
         rendered.push((b.version(), yaml));
     }
     match &args.out_dir {

@@ -124,7 +124,7 @@ pub fn run(args: ConnectArgs) -> u8 {
         }
         // Nothing in this process raises alerts but the test alert; the
         // sink is here so the connection runs as in the operator.
-        let (alerts, alert_queue) = upstream::alerts::channel(upstream::alerts::DEFAULT_CAPACITY);
+        let (alerts, alert_queue) = crate::alerts::channel(crate::alerts::DEFAULT_CAPACITY);
         if args.send_test_alert {
             alerts.send(upstream::Alert::new(
                 upstream::Severity::Warning,

@@ -190,7 +190,7 @@ pub struct RolloutSpec {
     /// The tenant's `tenant.yaml` at `commit` (node tier, allowed egress):
     /// what `exo audit` checks placement and NetworkPolicies against.
     #[serde(default, skip_serializing_if = "is_default")]
-    pub settings: crate::fleet::tenant::TenantSpec,
+    pub settings: crate::crd::tenant::TenantSpec,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {

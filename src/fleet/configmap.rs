@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::meta::{ANNOTATION_CONTENT_SHA256, LABEL_BASELINE, LABEL_MANAGED_BY};
+use crate::names::{LABEL_MAX, is_configmap_key, is_dns1123_label};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::ObjectMeta;
@@ -138,26 +139,24 @@ pub fn content_hash<'a>(files: impl IntoIterator<Item = (&'a str, String)>) -> S
     hex::encode(listing.finalize())
 }
 
-/// A ConfigMap key: `[-._a-zA-Z0-9]+`, not `.` or `..`.
-fn valid_key(name: &str) -> bool {
-    !name.is_empty()
-        && name != "."
-        && name != ".."
-        && name.len() <= 253
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+/// Parses a `sha256sum` listing (the lines [`content_hash`] hashes) into
+/// file name -> hash. `None` when a line is not `<64 hex>  <name>` or there
+/// are none.
+pub fn parse_listing(stdout: &str) -> Option<BTreeMap<String, String>> {
+    let mut out = BTreeMap::new();
+    for line in stdout.lines().filter(|l| !l.is_empty()) {
+        let (hash, name) = line.split_once("  ")?;
+        if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        out.insert(name.to_owned(), hash.to_owned());
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 /// A DNS-1123 label short enough to carry the hash suffix.
 fn valid_source_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() + 1 + SHORT_HASH_LEN <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
+    name.len() + 1 + SHORT_HASH_LEN <= LABEL_MAX && is_dns1123_label(name)
 }
 
 /// Reads one source folder. Refuses symlinks, sub-folders, names that are not
@@ -191,7 +190,7 @@ pub fn read_source(dir: &Path) -> Result<Baseline, ConfigMapError> {
         ));
     }
     if let Some(label) = label
-        && !valid_key(label)
+        && !is_configmap_key(label)
     {
         return Err(refused(
             dir,
@@ -220,7 +219,7 @@ pub fn read_source(dir: &Path) -> Result<Baseline, ConfigMapError> {
         let file_name = entry.file_name();
         let key = file_name
             .to_str()
-            .filter(|k| valid_key(k))
+            .filter(|k| is_configmap_key(k))
             .ok_or_else(|| {
                 refused(
                     &path,

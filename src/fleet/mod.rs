@@ -22,18 +22,17 @@
 pub mod configmap;
 pub mod gitsync;
 pub mod pin;
+pub mod release;
 pub mod repo;
-pub mod tenant;
-pub mod yaml;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::crd::{Agent, AgentFS, Tool};
-use crate::release::{KIND_RELEASE, KIND_WAVES, Release, WavePointers};
+use crate::crd::{Agent, AgentFS, Tool, tenant};
 use configmap::Baseline;
+use release::{KIND_RELEASE, KIND_WAVES, Release, WavePointers};
 
 pub const WAVES_FILE: &str = "waves.yaml";
 
@@ -129,7 +128,7 @@ fn load_releases(
     let mut releases = Vec::new();
     let mut waves = None;
     for path in yaml_files(&root.join("releases"), problems) {
-        let kind = match yaml::from_file::<Kinded>(&path) {
+        let kind = match crate::yaml::from_file::<Kinded>(&path) {
             Ok(k) => k.kind.unwrap_or_default(),
             Err(e) => {
                 problems.push(e.to_string());
@@ -137,11 +136,11 @@ fn load_releases(
             }
         };
         match kind.as_str() {
-            KIND_RELEASE => match yaml::from_file::<Release>(&path) {
+            KIND_RELEASE => match crate::yaml::from_file::<Release>(&path) {
                 Ok(value) => releases.push(Sourced { path, value }),
                 Err(e) => problems.push(e.to_string()),
             },
-            KIND_WAVES => match yaml::from_file::<WavePointers>(&path) {
+            KIND_WAVES => match crate::yaml::from_file::<WavePointers>(&path) {
                 Ok(value) => waves = Some(Sourced { path, value }),
                 Err(e) => problems.push(e.to_string()),
             },
@@ -175,7 +174,7 @@ fn load_tenants(root: &Path, problems: &mut Vec<String>) -> BTreeMap<String, Ten
             ..Tenant::default()
         };
         for path in yaml_files(&tdir, problems) {
-            let kind = match yaml::from_file::<Kinded>(&path) {
+            let kind = match crate::yaml::from_file::<Kinded>(&path) {
                 Ok(k) => k.kind.unwrap_or_default(),
                 Err(e) => {
                     problems.push(e.to_string());
@@ -190,7 +189,7 @@ fn load_tenants(root: &Path, problems: &mut Vec<String>) -> BTreeMap<String, Ten
                 )
             };
             match kind.as_str() {
-                "Agent" => match yaml::from_file::<Agent>(&path) {
+                "Agent" => match crate::yaml::from_file::<Agent>(&path) {
                     Ok(mut value) if ns_ok(value.metadata.namespace.as_ref()) => {
                         value.metadata.namespace = Some(name.clone());
                         tenant.agents.push(Sourced { path, value });
@@ -198,7 +197,7 @@ fn load_tenants(root: &Path, problems: &mut Vec<String>) -> BTreeMap<String, Ten
                     Ok(_) => problems.push(wrong_ns(&path)),
                     Err(e) => problems.push(e.to_string()),
                 },
-                "Tool" => match yaml::from_file::<Tool>(&path) {
+                "Tool" => match crate::yaml::from_file::<Tool>(&path) {
                     Ok(mut value) if ns_ok(value.metadata.namespace.as_ref()) => {
                         value.metadata.namespace = Some(name.clone());
                         tenant.tools.push(Sourced { path, value });
@@ -206,7 +205,7 @@ fn load_tenants(root: &Path, problems: &mut Vec<String>) -> BTreeMap<String, Ten
                     Ok(_) => problems.push(wrong_ns(&path)),
                     Err(e) => problems.push(e.to_string()),
                 },
-                "AgentFS" => match yaml::from_file::<AgentFS>(&path) {
+                "AgentFS" => match crate::yaml::from_file::<AgentFS>(&path) {
                     Ok(mut value) if ns_ok(value.metadata.namespace.as_ref()) => {
                         value.metadata.namespace = Some(name.clone());
                         tenant.filesystems.push(Sourced { path, value });
@@ -214,7 +213,7 @@ fn load_tenants(root: &Path, problems: &mut Vec<String>) -> BTreeMap<String, Ten
                     Ok(_) => problems.push(wrong_ns(&path)),
                     Err(e) => problems.push(e.to_string()),
                 },
-                tenant::KIND_TENANT => match yaml::from_file::<tenant::TenantDoc>(&path) {
+                tenant::KIND_TENANT => match crate::yaml::from_file::<tenant::TenantDoc>(&path) {
                     Ok(doc) => {
                         let named_right =
                             path.file_name().is_some_and(|f| f == tenant::TENANT_FILE);

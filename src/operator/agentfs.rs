@@ -24,14 +24,14 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use tracing::info;
 
-use super::apply::Ctx;
-use super::build::{self, Owner, pvc_name};
-use super::conditions::{Cond, merge};
 use super::controller;
-use super::error::{Error, Result};
-use super::events::Reason;
-use super::fs::{SizeRefusal, capacities, holders, mounted_by, phase, plan_size};
-use super::metrics::Controller;
+use crate::cluster::apply::Ctx;
+use crate::cluster::build::{self, Owner, pvc_name};
+use crate::cluster::conditions::{Cond, merge};
+use crate::cluster::error::{Error, Result};
+use crate::cluster::events::Reason;
+use crate::cluster::fs::{SizeRefusal, capacities, holders, mounted_by, phase, plan_size};
+use crate::cluster::metrics::Controller;
 
 use crate::crd::{AgentFS, AgentFSPhase, AgentFSStatus};
 use crate::meta::{ANNOTATION_RETAINED, FINALIZER_AGENTFS};

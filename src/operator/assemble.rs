@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use tracing::{error, info, warn};
 
-use super::apply::Ctx;
-use super::leader::LeaderConfig;
 use super::monitor::thresholds::Overrides;
 use super::runtime::{LeaderTask, OperatorConfig, RuntimeError, Stop};
+use crate::cluster::apply::Ctx;
+use crate::cluster::leader::LeaderConfig;
 
 /// What `exo operator run` is told; each field is its flag's value.
 #[derive(Debug, Clone)]
@@ -110,8 +110,7 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
     // (an AlertSink) raise them from anywhere in the process; the upstream
     // connection drains `alert_queue` while connected. Unmanaged, nothing
     // drains it and the bounded buffer drops the oldest.
-    let (alerts, alert_queue) =
-        crate::upstream::alerts::channel(crate::upstream::alerts::DEFAULT_CAPACITY);
+    let (alerts, alert_queue) = crate::alerts::channel(crate::alerts::DEFAULT_CAPACITY);
     let engine = crate::rollout::engine::EngineConfig {
         cache_dir: cfg.gitops_cache.clone(),
         poll: cfg.rollout_poll.max(Duration::from_millis(50)),

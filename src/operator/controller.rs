@@ -15,10 +15,10 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use tracing::{Instrument, Span, info_span, warn};
 
-use super::apply::Ctx;
-use super::error::{Error, ErrorCategory, Result};
-use super::events::Reason;
-use super::metrics::Controller;
+use crate::cluster::apply::Ctx;
+use crate::cluster::error::{Error, ErrorCategory, Result};
+use crate::cluster::events::Reason;
+use crate::cluster::metrics::Controller;
 
 /// Runs one controller's reconcile of `obj`, timed and counted under `c`.
 pub async fn reconcile<K: Resource>(

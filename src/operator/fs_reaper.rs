@@ -10,9 +10,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use tracing::{info, warn};
 
-use super::apply::Ctx;
-use super::metrics::Controller;
 use crate::agentfs::helper::expired;
+use crate::cluster::apply::Ctx;
+use crate::cluster::metrics::Controller;
 
 pub async fn run(ctx: Arc<Ctx>, idle: Duration, every: Duration) {
     let mut tick = tokio::time::interval(every);

@@ -17,6 +17,8 @@ use hmac::{Hmac, Mac};
 use hyper::{HeaderMap, StatusCode};
 use sha2::Sha256;
 
+use crate::names::{is_dns1123_label, is_dns1123_subdomain};
+
 /// Every hook path starts with this.
 pub const PATH_PREFIX: &str = "/hooks/";
 /// Largest body read; a larger one is answered 413 unread.
@@ -53,24 +55,6 @@ pub fn parse_path(path: &str) -> Option<FleetRef> {
         namespace: namespace.to_owned(),
         name: name.to_owned(),
     })
-}
-
-/// An RFC 1123 label, as namespace names are: lowercase alphanumerics and
-/// `-`, alphanumeric at both ends, at most 63 bytes.
-pub fn is_dns1123_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.first().is_some_and(alnum)
-        && b.last().is_some_and(alnum)
-        && b.iter().all(|c| alnum(c) || *c == b'-')
-}
-
-/// An RFC 1123 subdomain, as custom resource names are: labels joined by
-/// `.`, at most 253 bytes.
-pub fn is_dns1123_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns1123_label)
 }
 
 /// Why a hook's signature is not accepted (all answered 401).

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use super::apply::Ctx;
+use crate::cluster::apply::Ctx;
 
 /// A background task that runs only while this replica leads: started on
 /// gaining the Lease, told to [`Stop`] when the term ends (the Lease is

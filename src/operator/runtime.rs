@@ -25,17 +25,17 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use super::apply::Ctx;
-use super::error::{Error, is_not_found, is_unlistable};
-use super::feeds::{
-    Hubs, agent_feed, child_feed, children, configmap_feed, managed_feed, own_feed,
-};
 use super::http::{self, HttpState};
-use super::leader::{self, LeaderConfig};
 use super::leader_tasks::run_leader_tasks;
 pub use super::leader_tasks::{LeaderTask, Stop};
-use super::metrics::Metrics;
 use super::{agent, agentfs, tool};
+use crate::cluster::apply::Ctx;
+use crate::cluster::error::{Error, is_not_found, is_unlistable};
+use crate::cluster::feeds::{
+    Hubs, agent_feed, child_feed, children, configmap_feed, managed_feed, own_feed,
+};
+use crate::cluster::leader::{self, LeaderConfig};
+use crate::cluster::metrics::Metrics;
 use crate::crd::{Agent, AgentFS, Rollout, Tool};
 use crate::meta::CONTROLLER_NAME;
 

@@ -10,15 +10,15 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use tracing::info;
 
-use super::apply::{Created, Ctx};
-use super::build::{self, Owner, hash_of, tool_service_name};
-use super::conditions::{Cond, merge};
 use super::controller;
-use super::error::{Error, Result};
-use super::events::Reason;
-use super::metrics::Controller;
 use super::phase::{PodState, pod_state, tool_phase};
-use super::pods::PodSet;
+use crate::cluster::apply::{Created, Ctx};
+use crate::cluster::build::{self, Owner, hash_of, tool_service_name};
+use crate::cluster::conditions::{Cond, merge};
+use crate::cluster::error::{Error, Result};
+use crate::cluster::events::Reason;
+use crate::cluster::metrics::Controller;
+use crate::cluster::pods::PodSet;
 use crate::crd::{Tool, ToolPhase, ToolStatus};
 
 const C: Controller = Controller::Tool;

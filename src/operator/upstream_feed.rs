@@ -15,8 +15,8 @@ use kube::runtime::reflector::{self, Store};
 use serde::Serialize;
 use tokio::sync::{broadcast, mpsc, watch};
 
-use super::apply::Ctx;
-use super::feeds::{Hub, Touch};
+use crate::cluster::apply::Ctx;
+use crate::cluster::feeds::{Hub, Touch};
 
 use crate::crd::Rollout;
 use crate::meta::{LABEL_MANAGED_BY, MANAGED_BY};

@@ -18,12 +18,13 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
 use tracing::warn;
 
-use super::apply::Ctx;
-use super::events::Reason;
-use super::metrics::{DisconnectCause, DisconnectLabels, Metrics};
 use super::runtime::{LeaderTask, Stop};
+use crate::alerts::{AlertQueue, AlertSink};
+use crate::cluster::apply::Ctx;
+use crate::cluster::events::Reason;
+use crate::cluster::metrics::{DisconnectCause, DisconnectLabels, Metrics};
 use crate::upstream::monitor::Monitor;
-use crate::upstream::{AlertQueue, AlertSink, HealthHandle, UpstreamConfig};
+use crate::upstream::{HealthHandle, UpstreamConfig};
 
 /// How often the health is looked at.
 const LOOK_EVERY: Duration = Duration::from_secs(1);

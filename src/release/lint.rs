@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::PathBuf;
 
-use super::model::{
+use crate::fleet::configmap::version_name;
+use crate::fleet::release::{
     API_VERSION, ImageRef, KIND_RELEASE, KIND_WAVES, Layer, Release, WaveName, parse_duration,
 };
-use crate::fleet::configmap::version_name;
 use crate::fleet::{Fleet, Sourced};
 
 mod rule;
@@ -372,7 +372,7 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
 }
 
 /// Every elementary dependency cycle, each reported once from its smallest name.
-fn cycles(spec: &super::model::ReleaseSpec) -> Vec<Vec<String>> {
+fn cycles(spec: &crate::fleet::release::ReleaseSpec) -> Vec<Vec<String>> {
     let deps: BTreeMap<&str, Vec<&str>> = spec
         .components
         .iter()

@@ -1,11 +1,13 @@
-//! Release manifests: the model, lint, and (in submodules) planning.
+//! Release manifests: lint, planning and edits. The model (the manifest
+//! and wave pointers as they are in git) is [`crate::fleet::release`],
+//! re-exported here.
 
 pub mod lint;
-mod model;
 pub mod pin_edit;
 pub mod plan;
 pub mod repoint;
 pub mod waves_edit;
 mod yaml_line;
 
-pub use model::*;
+/// The manifest's types live with the fleet repository's other documents.
+pub use crate::fleet::release::*;

@@ -8,10 +8,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::model::{ImageRef, Release};
 use super::yaml_line::{indent_of, key_at, split_value, unquote};
 use crate::fleet::pin::TagRef;
-use crate::fleet::yaml::YamlError;
+use crate::fleet::release::{ImageRef, Release};
+use crate::yaml::YamlError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PinEditError {
@@ -134,14 +134,14 @@ pub fn rewrite(
 ) -> Result<(String, bool), PinEditError> {
     let want = pinned_model(release, digests);
     if let Some(edited) = edit_text(text, release, digests)
-        && crate::fleet::yaml::from_str::<Release>(path, &edited)
+        && crate::yaml::from_str::<Release>(path, &edited)
             .ok()
             .as_ref()
             == Some(&want)
     {
         return Ok((edited, true));
     }
-    Ok((crate::fleet::yaml::to_string(&want)?, false))
+    Ok((crate::yaml::to_string(&want)?, false))
 }
 
 #[cfg(test)]
@@ -174,7 +174,7 @@ spec:
     #[test]
     fn edits_keep_comments_and_add_tags() {
         let p = Path::new("releases/r1.yaml");
-        let release: Release = crate::fleet::yaml::from_str(p, TEXT).unwrap();
+        let release: Release = crate::yaml::from_str(p, TEXT).unwrap();
         let mut d = BTreeMap::new();
         for (i, c) in release.spec.components.iter().enumerate() {
             let r = tag_ref(&c.image, c.tag.as_deref()).unwrap();
@@ -199,7 +199,7 @@ spec:
             out.contains(&format!("image: reg:5000/exo/runtime@{}", digest('b'))),
             "{out}"
         );
-        let back: Release = crate::fleet::yaml::from_str(p, &out).unwrap();
+        let back: Release = crate::yaml::from_str(p, &out).unwrap();
         assert_eq!(back.spec.components[0].tag.as_deref(), Some("1.4.0"));
         assert_eq!(back.spec.components[1].tag.as_deref(), Some("3.0"));
     }
@@ -208,11 +208,11 @@ spec:
     fn flow_layout_falls_back_to_rerender() {
         let text = "apiVersion: autonomic.sh/v1alpha1\nkind: Release\nmetadata: {name: r1}\nspec:\n  components: [{name: a, layer: consumer, image: \"r/a:1\"}]\n  waves: []\n";
         let p = Path::new("r1.yaml");
-        let release: Release = crate::fleet::yaml::from_str(p, text).unwrap();
+        let release: Release = crate::yaml::from_str(p, text).unwrap();
         let d = BTreeMap::from([(0, (tag_ref("r/a:1", None).unwrap(), digest('c')))]);
         let (out, kept) = rewrite(p, text, &release, &d).unwrap();
         assert!(!kept);
-        let back: Release = crate::fleet::yaml::from_str(p, &out).unwrap();
+        let back: Release = crate::yaml::from_str(p, &out).unwrap();
         assert_eq!(
             back.spec.components[0].image,
             format!("r/a@{}", digest('c'))

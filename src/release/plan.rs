@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::model::{ImageRef, Layer, Release, WaveName};
 use super::repoint;
 use crate::fleet::configmap::baseline_name;
+use crate::fleet::release::{ImageRef, Layer, Release, WaveName};
 use crate::fleet::{Fleet, Tenant};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -105,7 +105,7 @@ pub struct Repoint {
 /// Components of `r` in apply order: a stable topological sort that keeps
 /// the listed order where dependencies allow. Unknown dependencies and cycles
 /// are lint's business; they are ignored here.
-pub fn apply_order(r: &Release) -> Vec<&super::model::Component> {
+pub fn apply_order(r: &Release) -> Vec<&crate::fleet::release::Component> {
     let comps = &r.spec.components;
     let names: BTreeSet<&str> = comps.iter().map(|c| c.name.as_str()).collect();
     let mut done: BTreeSet<&str> = BTreeSet::new();
@@ -201,7 +201,7 @@ fn repointed(w: &WorkloadState, r: &Release) -> WorkloadState {
     out
 }
 
-fn component_of<'r>(r: &'r Release, image: &str) -> Option<&'r super::model::Component> {
+fn component_of<'r>(r: &'r Release, image: &str) -> Option<&'r crate::fleet::release::Component> {
     repoint::component_for(r, image)
 }
 

@@ -4,8 +4,8 @@
 //! images); a baseline `<name>-<hash>` moves to the release's ConfigMap
 //! version of that `<name>`. Anything the release does not name stays.
 
-use super::model::{Component, ImageRef, Release};
 use crate::fleet::configmap::baseline_name;
+use crate::fleet::release::{Component, ImageRef, Release};
 
 /// The release component whose image has `image`'s repository.
 pub fn component_for<'r>(release: &'r Release, image: &str) -> Option<&'r Component> {

@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use super::model::{WaveName, WavePointer, WavePointers};
 use super::yaml_line::{indent_of, key_at, split_value};
-use crate::fleet::yaml::YamlError;
+use crate::fleet::release::{WaveName, WavePointer, WavePointers};
+use crate::yaml::YamlError;
 
 /// Sets `wave` to `pointer` in the document `text`. Fails only when the
 /// fallback, re-rendering the whole document, does.
@@ -20,14 +20,14 @@ pub fn set_pointer(
     let mut want = doc.clone();
     *want.spec.get_mut(wave) = pointer.clone();
     if let Some(edited) = edit(text, wave, pointer)
-        && crate::fleet::yaml::from_str::<WavePointers>(path, &edited)
+        && crate::yaml::from_str::<WavePointers>(path, &edited)
             .ok()
             .as_ref()
             == Some(&want)
     {
         return Ok(edited);
     }
-    crate::fleet::yaml::to_string(&want)
+    crate::yaml::to_string(&want)
 }
 
 fn edit(text: &str, wave: WaveName, p: &WavePointer) -> Option<String> {
@@ -118,7 +118,7 @@ mod tests {
     #[test]
     fn promote_then_rollback_keeps_comments() {
         let p = Path::new("releases/waves.yaml");
-        let doc: WavePointers = crate::fleet::yaml::from_str(p, TEXT).unwrap();
+        let doc: WavePointers = crate::yaml::from_str(p, TEXT).unwrap();
         let next = promoted(doc.spec.get(WaveName::Canary), "r2");
         assert_eq!(next.history, ["r1"]);
         let out = set_pointer(p, TEXT, &doc, WaveName::Canary, &next).unwrap();
@@ -127,7 +127,7 @@ mod tests {
             "{out}"
         );
         assert!(out.starts_with("# which release"));
-        let doc2: WavePointers = crate::fleet::yaml::from_str(p, &out).unwrap();
+        let doc2: WavePointers = crate::yaml::from_str(p, &out).unwrap();
         assert_eq!(doc2.spec.canary.release, "r2");
         assert_eq!(doc2.spec.low_risk, doc.spec.low_risk);
 
@@ -137,7 +137,7 @@ mod tests {
             ("r1", &["r2".to_owned()][..])
         );
         let out2 = set_pointer(p, &out, &doc2, WaveName::Canary, &back).unwrap();
-        let doc3: WavePointers = crate::fleet::yaml::from_str(p, &out2).unwrap();
+        let doc3: WavePointers = crate::yaml::from_str(p, &out2).unwrap();
         assert_eq!(doc3.spec.canary.release, "r1");
         assert_eq!(doc3.spec.canary.history, ["r2"]);
     }

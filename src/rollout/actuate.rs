@@ -17,13 +17,13 @@ use super::verify::{ContentError, check_content};
 use super::workload::{
     StepCtx, apply_workload, blocked, blocked_op, current_pod, expects_pod, pod_rolled,
 };
+use crate::cluster::metrics::Controller;
 use crate::crd::{Agent, Tool};
 use crate::fleet::configmap;
 use crate::meta::{
     ANNOTATION_CONTENT_SHA256, ANNOTATION_RELEASE, ANNOTATION_VERIFIED_AT, LABEL_BASELINE,
     LABEL_FLEET, LABEL_FLEET_NAMESPACE, LABEL_MANAGED_BY, MANAGED_BY,
 };
-use crate::operator::metrics::Controller;
 
 /// Whether `labels` (a Rollout's) name the Fleet `name` in `namespace`.
 pub fn follows_fleet(

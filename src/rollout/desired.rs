@@ -24,7 +24,7 @@ pub struct TenantDesired {
     pub workloads: Vec<Workload>,
     pub filesystems: Vec<AgentFS>,
     /// The tenant's `tenant.yaml` (node tier, allowed egress).
-    pub settings: crate::fleet::tenant::TenantSpec,
+    pub settings: crate::crd::tenant::TenantSpec,
     /// The tenant namespace's NetworkPolicies ([`super::isolation`]).
     pub policies: Vec<NetworkPolicy>,
     /// Baseline version -> the release's content sha256 (`None`: the

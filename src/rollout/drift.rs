@@ -23,11 +23,11 @@ use super::diff::diff_paths;
 use super::isolation::differs;
 use super::saga::Workload;
 use super::workload::{apply_workload, owned_meta};
+use crate::cluster::apply::Ctx;
+use crate::cluster::events::Reason;
+use crate::cluster::metrics::{Controller, KindLabels};
 use crate::crd::{Agent, AgentFS, DriftRecord, Tool};
 use crate::fleet::Fleet;
-use crate::operator::apply::Ctx;
-use crate::operator::events::Reason;
-use crate::operator::metrics::{Controller, KindLabels};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 

@@ -25,7 +25,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::saga::Workload;
-use crate::fleet::tenant::{EgressRule, Protocol, TenantSpec};
+use crate::crd::tenant::{EgressRule, Protocol, TenantSpec};
 use crate::meta::{LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY};
 
 pub const POLICY_DEFAULT_DENY: &str = "exo-default-deny";
@@ -240,7 +240,7 @@ fn normalized(v: serde_json::Value) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fleet::tenant::EgressPort;
+    use crate::crd::tenant::EgressPort;
 
     fn example() -> crate::fleet::Fleet {
         crate::fleet::load(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap()

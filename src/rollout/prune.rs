@@ -22,14 +22,15 @@ use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
 use super::desired::TenantDesired;
+use crate::cluster::ErrorCategory;
+use crate::cluster::apply::Ctx;
+use crate::cluster::conditions::set_condition;
+use crate::cluster::events::Reason;
+use crate::cluster::metrics::{Controller, KindLabels};
 use crate::crd::{
     Agent, AgentFS, CONDITION_PRUNED, InventoryEntry, InventoryKind, Rollout, RolloutStatus, Tool,
 };
 use crate::meta::{LABEL_MANAGED_BY, MANAGED_BY};
-use crate::operator::ErrorCategory;
-use crate::operator::apply::Ctx;
-use crate::operator::events::Reason;
-use crate::operator::metrics::{Controller, KindLabels};
 
 /// What to do with one inventory entry git no longer has, given what the
 /// cluster holds now. Pure.
@@ -127,33 +128,6 @@ pub fn condition(inventory: &[InventoryEntry], generation: Option<i64>) -> Condi
     }
 }
 
-/// Sets `c` in `conditions` (by type), keeping the transition time when
-/// the status did not change. Returns whether anything changed.
-pub fn set_condition(conditions: &mut Vec<Condition>, c: Condition) -> bool {
-    match conditions.iter_mut().find(|x| x.type_ == c.type_) {
-        Some(x) => {
-            let same = x.status == c.status
-                && x.reason == c.reason
-                && x.message == c.message
-                && x.observed_generation == c.observed_generation;
-            if same {
-                return false;
-            }
-            let keep_time = x.status == c.status;
-            let at = x.last_transition_time.clone();
-            *x = c;
-            if keep_time {
-                x.last_transition_time = at;
-            }
-            true
-        }
-        None => {
-            conditions.push(c);
-            true
-        }
-    }
-}
-
 fn cached_meta(op: &Ctx, kind: InventoryKind, ns: &str, name: &str) -> Option<ObjectMeta> {
     match kind {
         InventoryKind::Agent => op
@@ -196,7 +170,7 @@ async fn delete(
     ns: &str,
     name: &str,
     uid: String,
-) -> crate::operator::error::Result<()> {
+) -> crate::cluster::error::Result<()> {
     let c = Controller::Rollout;
     match kind {
         InventoryKind::Agent => op.delete::<Agent>(c, ns, name, Some(uid)).await,

@@ -22,15 +22,15 @@ use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
 use super::desired::TenantTarget;
-use super::prune::set_condition;
 use super::saga::Outcome;
 use super::verify::{ContentError, check_content};
 use super::workload::{current_pod, expects_pod, pod_rolled};
+use crate::alerts::AlertSink;
+use crate::cluster::apply::Ctx;
+use crate::cluster::conditions::set_condition;
+use crate::cluster::events::Reason;
+use crate::cluster::metrics::Controller;
 use crate::crd::{CONDITION_CONTENT_DRIFT, DriftPolicy, LiveCheck, Rollout, RolloutStatus};
-use crate::operator::apply::Ctx;
-use crate::operator::events::Reason;
-use crate::operator::metrics::Controller;
-use crate::upstream::alerts::AlertSink;
 use crate::wire::{Alert, Severity};
 
 /// Pods checked at once per tenant.

@@ -15,8 +15,8 @@ use tokio::io::AsyncReadExt;
 
 use super::saga::{Outcome, Workload};
 use super::workload::blocked;
-use crate::fleet::configmap::{self, file_hash};
-use crate::operator::apply::Ctx;
+use crate::cluster::apply::Ctx;
+use crate::fleet::configmap::{self, file_hash, parse_listing};
 use crate::release::Release;
 use kube::runtime::reflector::ObjectRef;
 
@@ -38,19 +38,6 @@ pub enum Content {
     Differs { live: String, files: Vec<String> },
     /// Nothing usable came back (no such directory yet, no output).
     Unreadable(String),
-}
-
-/// Parses a `sha256sum` listing into file name -> hash.
-pub fn parse_listing(stdout: &str) -> Option<BTreeMap<String, String>> {
-    let mut out = BTreeMap::new();
-    for line in stdout.lines().filter(|l| !l.is_empty()) {
-        let (hash, name) = line.split_once("  ")?;
-        if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return None;
-        }
-        out.insert(name.to_owned(), hash.to_owned());
-    }
-    (!out.is_empty()).then_some(out)
 }
 
 /// The file name -> sha256 a published baseline ConfigMap holds.

@@ -12,13 +12,13 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::saga::{Outcome, Workload, digest_of_image_id};
+use crate::cluster::apply::Ctx;
+use crate::cluster::build::{agent_labels, tool_labels};
+use crate::cluster::metrics::Controller;
+use crate::cluster::{Error as OpError, ErrorCategory};
 use crate::crd::{Agent, Tool};
 use crate::fleet::Fleet;
 use crate::meta::{LABEL_MANAGED_BY, LABEL_TENANT};
-use crate::operator::apply::Ctx;
-use crate::operator::build::{agent_labels, tool_labels};
-use crate::operator::metrics::Controller;
-use crate::operator::{Error as OpError, ErrorCategory};
 use crate::release::{ImageRef, Release};
 
 /// What a step runs with: the tenant, what it should run, and the

@@ -126,7 +126,7 @@ impl UpstreamConfig {
             chunk_max_bytes: 256 * 1024,
             max_frame_bytes: crate::wire::DEFAULT_MAX_FRAME_BYTES,
             agent_version: env!("CARGO_PKG_VERSION").into(),
-            capabilities: crate::operator::CAPABILITIES
+            capabilities: crate::cluster::CAPABILITIES
                 .iter()
                 .map(|c| (*c).to_owned())
                 .collect(),

@@ -7,17 +7,15 @@
 //! with a [`HealthHandle`] its `/health` endpoint reads
 //! ([`HealthHandle::report`]). [`UpstreamConfig::from_env`] returns `None`
 //! when the installation is unmanaged. [`run_with_alerts`] also sends the
-//! alerts raised through an [`AlertSink`] ([`alerts::channel`]).
+//! alerts raised through an [`crate::alerts::AlertSink`] ([`crate::alerts::channel`]).
 //!
 //! Modules: `config` (env), `tracker` (watch events -> deltas, pure),
 //! `outbox` (frame ordering and chunking, pure), `backoff` (pure), `health`,
-//! `actions` (commands and pod control through the CRDs), `alerts` (the
-//! bounded alert buffer), `monitor` (the `wedged-upstream` monitor, pure),
-//! `conn` (the loop).
+//! `actions` (commands and pod control through the CRDs), `monitor` (the
+//! `wedged-upstream` monitor, pure), `conn` (the loop). The bounded alert
+//! buffer it drains is [`crate::alerts`], below it.
 
 pub mod actions;
-pub mod alert_book;
-pub mod alerts;
 pub mod attach;
 pub mod backoff;
 pub mod config;
@@ -28,8 +26,6 @@ pub mod outbox;
 pub mod tracker;
 
 pub use crate::wire::{Alert, Severity};
-pub use alert_book::AlertBook;
-pub use alerts::{AlertQueue, AlertSink};
 pub use config::{ConfigError, UpstreamConfig};
 pub use conn::{Feed, WIRE_KINDS, health_handle, run, run_fed, run_with_alerts};
 pub use health::{ConnState, HealthHandle, HealthReport};

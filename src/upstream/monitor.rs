@@ -13,8 +13,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::AlertBook;
 use super::health::HealthReport;
+use crate::alerts::AlertBook;
 use crate::wire::{Alert, Severity};
 
 /// The key of the alert.

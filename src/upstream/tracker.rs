@@ -278,7 +278,7 @@ mod tests {
                 release: "r2".into(),
                 commit: "c0ffee".into(),
                 desired_hash: "h2".into(),
-                settings: crate::fleet::tenant::TenantSpec {
+                settings: crate::crd::tenant::TenantSpec {
                     node_tier: Some("gpu".into()),
                     ..Default::default()
                 },

@@ -53,7 +53,7 @@ async fn install_admission(client: &kube::Client) {
     let params = PatchParams::apply("exo-tests").force();
     for doc in text.split("\n---\n") {
         let obj: serde_json::Value =
-            exo::fleet::yaml::from_str(&path, doc).expect("parse deploy/agentfs-admission.yaml");
+            exo::yaml::from_str(&path, doc).expect("parse deploy/agentfs-admission.yaml");
         let name = obj["metadata"]["name"].as_str().expect("metadata.name");
         let applied = match obj["kind"].as_str() {
             Some("ValidatingAdmissionPolicy") => {

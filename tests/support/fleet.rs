@@ -192,7 +192,7 @@ impl Operator {
     /// The sum of a metric's samples on /metrics.
     pub fn metric(&self, name: &str) -> Option<u64> {
         let (_, body) = super::operator::http_get(&self.addr, "/metrics")?;
-        Some(exo::operator::metrics::sum_samples(&body, name))
+        Some(exo::cluster::metrics::sum_samples(&body, name))
     }
 }
 
@@ -437,8 +437,7 @@ impl Fixture {
     /// The wave pointers as the served repository's `main` has them.
     pub fn served_waves(&self) -> exo::release::WavePointers {
         let text = self.served_file("releases/waves.yaml");
-        exo::fleet::yaml::from_str(Path::new("waves.yaml"), std::str::from_utf8(&text).unwrap())
-            .unwrap()
+        exo::yaml::from_str(Path::new("waves.yaml"), std::str::from_utf8(&text).unwrap()).unwrap()
     }
 }
 
@@ -489,7 +488,7 @@ pub fn out(o: &Output) -> String {
 }
 
 pub fn digest_of(release_file: &[u8], component: &str) -> String {
-    let r: exo::release::Release = exo::fleet::yaml::from_str(
+    let r: exo::release::Release = exo::yaml::from_str(
         Path::new("r.yaml"),
         std::str::from_utf8(release_file).unwrap(),
     )

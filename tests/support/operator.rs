@@ -356,7 +356,7 @@ impl OperatorProcess {
     /// Sum of every sample of `name` in `/metrics`.
     pub fn metric(&self, name: &str) -> Option<u64> {
         let (_, body) = self.get("/metrics")?;
-        Some(exo::operator::metrics::sum_samples(&body, name))
+        Some(exo::cluster::metrics::sum_samples(&body, name))
     }
 
     /// Writes this replica made to the API (all kinds, all verbs).

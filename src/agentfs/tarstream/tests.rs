@@ -333,7 +333,7 @@ fn gnu_tar_output_and_sha256sum_digest_agree() {
     assert!(listing.status.success());
     let listing = String::from_utf8(listing.stdout).unwrap();
     let want = file_hash(listing.as_bytes());
-    let parsed = crate::rollout::verify::parse_listing(&listing).unwrap();
+    let parsed = crate::fleet::configmap::parse_listing(&listing).unwrap();
     assert_eq!(digest_of(&parsed), want);
     for name in ["T", "./T"] {
         let out = Command::new("tar")

@@ -62,7 +62,7 @@ pub fn emit<T: Serialize>(
         Output::Json => serde_json::to_string_pretty(value)
             .map(|s| s + "\n")
             .map_err(|e| e.to_string()),
-        Output::Yaml => crate::fleet::yaml::to_string(value).map_err(|e| e.to_string()),
+        Output::Yaml => crate::yaml::to_string(value).map_err(|e| e.to_string()),
     };
     match text {
         Ok(t) => {

@@ -45,7 +45,7 @@ pub fn hopping_target(path: &str, query: Option<&str>) -> Option<String> {
         return query?
             .split('&')
             .find_map(|kv| kv.strip_prefix("deployment="))
-            .filter(|d| crate::controlplane::store::valid_name(d))
+            .filter(|d| crate::names::is_dns1123_label(d))
             .map(str::to_owned);
     }
     hopping_deployment(path).map(str::to_owned)

@@ -67,15 +67,6 @@ impl std::fmt::Debug for Store {
     }
 }
 
-pub fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-}
-
 impl Store {
     /// Opens (or creates) a SQLite file and runs its migrations.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
@@ -120,7 +111,7 @@ impl Store {
         &self,
         name: &str,
     ) -> Result<(TokenInfo, SecretToken), StoreError> {
-        if !valid_name(name) {
+        if !crate::names::is_dns1123_label(name) {
             return Err(StoreError::BadName(name.to_owned()));
         }
         on_backend!(self.create_deployment(name))

@@ -18,18 +18,18 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use tracing::info;
 
-use super::apply::{Created, Ctx};
-use super::build::{self, Owner, agent_secret_name, agent_service_name, hash_of};
-use super::conditions::{Cond, merge};
 use super::controller;
-use super::error::{Error, Result};
-use super::events::Reason;
-use super::fs::mount_applied;
-use super::metrics::Controller;
+use crate::cluster::apply::{Created, Ctx};
+use crate::cluster::build::{self, Owner, agent_secret_name, agent_service_name, hash_of};
+use crate::cluster::conditions::{Cond, merge};
+use crate::cluster::error::{Error, Result};
+use crate::cluster::events::Reason;
+use crate::cluster::fs::mount_applied;
+use crate::cluster::metrics::Controller;
 mod plan;
 
 use super::phase::{PodState, agent_phase, pod_state};
-use super::pods::PodSet;
+use crate::cluster::pods::PodSet;
 use plan::Rolled;
 
 use crate::crd::{Agent, AgentFS, AgentStatus, FilesystemMount, RestartPolicy};

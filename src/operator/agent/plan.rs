@@ -7,12 +7,12 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 
-use super::super::build::{self, Owner};
-use super::super::conditions::{Cond, merge};
-use super::super::error::Result;
-use super::super::fs::{effective_mounts, unavailable_mounts, validate_mounts};
 use super::super::phase::{PodState, agent_phase};
-use super::super::pods::PodSet;
+use crate::cluster::build::{self, Owner};
+use crate::cluster::conditions::{Cond, merge};
+use crate::cluster::error::Result;
+use crate::cluster::fs::{effective_mounts, unavailable_mounts, validate_mounts};
+use crate::cluster::pods::PodSet;
 use crate::crd::{Agent, AgentPhase, AgentStatus, FilesystemMount};
 use crate::meta::ANNOTATION_RESTART_REQUESTED;
 

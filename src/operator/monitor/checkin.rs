@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use hyper::{HeaderMap, StatusCode};
 
-use crate::operator::hooks::{is_dns1123_label, is_dns1123_subdomain};
+use crate::names::{is_dns1123_label, is_dns1123_subdomain};
 pub use crate::wire::token::Verifier;
 
 /// Every check-in path starts with this.

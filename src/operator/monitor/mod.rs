@@ -8,8 +8,9 @@
 //! sets of `crashloop` and `restarts`; [`silent`]: check-in times to the
 //! firing set of `silent`; [`checkin`]: the check-in path, bearer token and
 //! its constant-time check, the in-memory check-in book), and the thin I/O
-//! edges ([`receiver`]: the check-in endpoint's reads and writes; [`task`]:
-//! the leader task reading the shared caches and reporting).
+//! edge [`task`] (the leader task reading the shared caches and reporting).
+//! The check-in endpoint's reads and writes are in `operator::http`, which
+//! serves it.
 //!
 //! Guarantees: a condition is reported once when it starts and once when
 //! it clears, everywhere: the gauge `exo_operator_monitor_active` (back to
@@ -19,7 +20,6 @@
 
 pub mod checkin;
 pub mod crashloop;
-pub mod receiver;
 pub mod silent;
 pub mod task;
 pub mod thresholds;

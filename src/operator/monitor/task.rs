@@ -26,11 +26,11 @@ use super::crashloop::{self, Ledger};
 use super::silent::{self, Silence};
 use super::thresholds::{Overrides, Thresholds, effective};
 use super::{ALERT_PREFIX, Finding, Firing, Monitor, Subject};
+use crate::alerts::{AlertBook, AlertSink};
+use crate::cluster::apply::Ctx;
+use crate::cluster::events::Reason;
+use crate::cluster::metrics::Metrics;
 use crate::crd::{Fleet, Monitors};
-use crate::operator::apply::Ctx;
-use crate::operator::events::Reason;
-use crate::operator::metrics::Metrics;
-use crate::upstream::{AlertBook, AlertSink};
 
 /// How often the Fleet's `spec.monitors` is read again.
 pub const FLEET_REFRESH: Duration = Duration::from_secs(30);

@@ -17,10 +17,10 @@ use kube::runtime::reflector::Store;
 use tracing::{Instrument, info, warn};
 
 use super::{EngineConfig, Error, Loaded, State, namespace_of, now};
+use crate::cluster::apply::Ctx;
+use crate::cluster::feeds::Touch;
+use crate::cluster::metrics::Controller as Writer;
 use crate::crd::{Rollout, RolloutPhase, RolloutStatus, StepState};
-use crate::operator::apply::Ctx;
-use crate::operator::feeds::Touch;
-use crate::operator::metrics::Controller as Writer;
 use crate::rollout::actuate::execute;
 use crate::rollout::desired::TenantTarget;
 use crate::rollout::saga::{self, Outcome, StartedFor, StepKind};

@@ -34,12 +34,12 @@ pub enum Error {
     Apply {
         object: String,
         #[source]
-        source: crate::operator::Error,
+        source: crate::cluster::Error,
     },
     #[error("read Rollout: {0}")]
     Read(#[source] kube::Error),
     #[error(transparent)]
-    Write(#[from] crate::operator::Error),
+    Write(#[from] crate::cluster::Error),
     /// An object from the watch lacks a field the apiserver always sets.
     #[error("object has no {0}")]
     MissingField(&'static str),

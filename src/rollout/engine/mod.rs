@@ -18,7 +18,7 @@
 //!   `desiredHash`), so a restarted operator resumes at the step it was on
 //!   and a reader never mistakes an old status for the current one;
 //! - every write goes through the operator's counted write path
-//!   ([`crate::operator::apply::Ctx`]) and every read of managed objects
+//!   ([`crate::cluster::apply::Ctx`]) and every read of managed objects
 //!   outside a running step comes from the operator's watch caches, the
 //!   Rollouts' included (the engine runs no Rollout watch of its own);
 //! - nothing is applied, pruned or healed while the Fleet is suspended.
@@ -42,10 +42,10 @@ use tokio::sync::RwLock;
 use tracing::{info, warn};
 
 use super::desired::TenantTarget;
+use crate::cluster::apply::Ctx;
 use crate::crd::{DriftPolicy, Fleet as FleetCr};
 use crate::fleet::Fleet;
 use crate::fleet::gitsync::{self, Credentials, Source};
-use crate::operator::apply::Ctx;
 use crate::release::{WaveName, parse_duration};
 
 #[derive(Debug, Clone)]
@@ -59,7 +59,7 @@ pub struct EngineConfig {
     /// Follow only the Fleets in this namespace (default: every namespace).
     pub fleet_namespace: Option<String>,
     /// Where live-content drift is raised as an upstream alert.
-    pub alerts: crate::upstream::alerts::AlertSink,
+    pub alerts: crate::alerts::AlertSink,
 }
 
 /// A Fleet's knobs, as its spec said at the last sync.

@@ -28,11 +28,12 @@ use tracing::{info, warn};
 use super::{
     EngineConfig, Error, Loaded, Policy, State, assign, namespace_of, now, short, source_for,
 };
+use crate::cluster::apply::Ctx;
+use crate::cluster::conditions::keep_transitions;
+use crate::cluster::metrics::Controller as Writer;
 use crate::crd::{AgentFS, Fleet as FleetCr, FleetStatus, Rollout, RolloutSpec};
 use crate::fleet::{self, gitsync};
 use crate::meta::{LABEL_FLEET, LABEL_FLEET_NAMESPACE, LABEL_TENANT, ROLLOUT_NAME};
-use crate::operator::apply::Ctx;
-use crate::operator::metrics::Controller as Writer;
 use crate::release::{WaveName, lint};
 use crate::rollout::actuate::follows_fleet;
 use crate::rollout::desired::{TenantDesired, TenantTarget};
@@ -154,16 +155,7 @@ async fn set_fleet_status(op: &Ctx, f: &FleetCr, ns: &str, mut status: FleetStat
     {
         return;
     }
-    // A condition keeps its transition time while its status holds.
-    for c in &mut status.conditions {
-        if let Some(o) = old
-            .conditions
-            .iter()
-            .find(|o| o.type_ == c.type_ && o.status == c.status)
-        {
-            c.last_transition_time = o.last_transition_time.clone();
-        }
-    }
+    keep_transitions(&mut status.conditions, &old.conditions);
     status.last_sync_time = Some(now());
     if let Err(e) = op
         .apply_status::<FleetCr>(Writer::Rollout, ns, &f.name_any(), &status)

@@ -39,8 +39,8 @@ mod writer;
 
 use session::Ctx;
 
+use crate::alerts::{self, AlertQueue};
 use crate::upstream::UpstreamError;
-use crate::upstream::alerts::{self, AlertQueue};
 use crate::upstream::backoff::{Backoff, random_u64};
 use crate::upstream::config::UpstreamConfig;
 use crate::upstream::health::{ConnState, HealthHandle, LossCause};

@@ -13,8 +13,8 @@ use super::Out;
 use super::copy;
 use super::writer::carry_out;
 use crate::agentfs::helper::HelperOpts;
+use crate::alerts::AlertQueue;
 use crate::upstream::actions;
-use crate::upstream::alerts::AlertQueue;
 use crate::upstream::config::UpstreamConfig;
 use crate::wire::Frame;
 

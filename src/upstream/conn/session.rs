@@ -16,7 +16,7 @@ use tracing::{info, warn};
 use super::requests::Requests;
 use super::writer::{WriteError, send, writer};
 use super::{End, Events, Out, classify_close, retry, silence};
-use crate::upstream::alerts::AlertQueue;
+use crate::alerts::AlertQueue;
 use crate::upstream::config::UpstreamConfig;
 use crate::upstream::health::{ConnState, HealthHandle, LossCause};
 use crate::upstream::outbox::{DataItem, Outbox};

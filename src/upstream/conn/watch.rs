@@ -17,8 +17,8 @@ use tokio::task::JoinSet;
 use tracing::warn;
 
 use super::WIRE_KINDS;
+use crate::cluster::error::is_unlistable;
 use crate::crd::{Agent, AgentFS, Rollout, Tool};
-use crate::operator::error::is_unlistable;
 use crate::upstream::config::UpstreamConfig;
 use crate::upstream::tracker::{WatchEvent, encode};
 use crate::wire::ResourceKind;

@@ -12,8 +12,8 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 
 use super::Out;
+use crate::alerts::AlertQueue;
 use crate::upstream::actions;
-use crate::upstream::alerts::AlertQueue;
 use crate::upstream::health::HealthHandle;
 use crate::upstream::outbox::{DataItem, Outbox};
 use crate::wire::{self, AuditRecord, CommandAck, CommandResult, Frame, Heartbeat, close};

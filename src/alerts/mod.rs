@@ -16,6 +16,9 @@
 //!   its fields to their bounds is dropped at `send` (logged and counted):
 //!   sending it would close the connection, again on every reconnect.
 
+pub mod book;
+pub use book::AlertBook;
+
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 

@@ -162,7 +162,7 @@ fn pod_names_carry_the_template_hash_and_stay_dns_labels() {
     );
     for owner_name in ["a.b", &"x".repeat(80), &"y".repeat(50), &"z-".repeat(30)] {
         let got = pod_name("agent", owner_name, "0123456789abcdef");
-        assert!(is_dns_label(&got), "{owner_name} -> {got}");
+        assert!(is_dns1035_label(&got), "{owner_name} -> {got}");
         assert!(got.ends_with("-01234567"), "{got}");
     }
     // Long names that share a prefix still differ.
@@ -246,7 +246,7 @@ fn child_names_are_dns_labels() {
     for (name, prefix) in cases {
         let got = child_name("agent", name);
         assert!(got.starts_with(prefix), "{name} -> {got}");
-        assert!(is_dns_label(&got), "{got}");
+        assert!(is_dns1035_label(&got), "{got}");
     }
     assert_ne!(child_name("agent", "a.b"), child_name("agent", "a-b"));
     assert!(label_value(&"y".repeat(100)).len() <= 63);

@@ -1,6 +1,6 @@
 //! The check-in endpoint's I/O: read the Agent's token Secret by name (the
 //! operator cannot list or watch Secrets; a tag of the token is cached for
-//! [`checkin::TOKEN_TTL`]), check the bearer token, record the check-in and
+//! [`crate::operator::monitor::checkin::TOKEN_TTL`]), check the bearer token, record the check-in and
 //! stamp the Agent's `autonomic.sh/last-checkin` annotation when due. Any
 //! replica answers; only the leader's monitor reads the annotation.
 
@@ -16,14 +16,14 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use tracing::{debug, info, warn};
 
-use super::checkin::{AgentRef, Checkins, Known, Outcome, bearer, parse_path};
+use crate::operator::monitor::checkin::{AgentRef, Checkins, Known, Outcome, bearer, parse_path};
 
 use crate::crd::Agent;
 
+use super::HttpState;
+use crate::cluster::build::agent_secret_name;
+use crate::cluster::error::is_not_found;
 use crate::meta::{ANNOTATION_LAST_CHECKIN, FIELD_MANAGER, TOKEN_KEY};
-use crate::operator::build::agent_secret_name;
-use crate::operator::error::is_not_found;
-use crate::operator::http::HttpState;
 
 /// Why the apiserver could not be used (kept in the log only).
 #[derive(Debug, thiserror::Error)]

@@ -5,7 +5,7 @@ use kube::runtime::events::{Event, EventType};
 use tracing::{debug, warn};
 
 use super::Ctx;
-use crate::operator::events::Reason;
+use crate::cluster::events::Reason;
 
 impl Ctx {
     /// Publishes an Event in the background: a reconcile never waits for

@@ -8,7 +8,9 @@
 //!   sync-requested annotation, which the leader's GitOps engine acts on; so
 //!   any replica can take the push. Checks and answers are in [`hooks`];
 //! - `POST /checkin/<namespace>/<agent>`: an agentlet's check-in, with the
-//!   Agent's token as `Authorization: Bearer`; see [`super::monitor::checkin`].
+//!   Agent's token as `Authorization: Bearer`; see [`crate::operator::monitor::checkin`].
+
+mod checkin_receiver;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -27,13 +29,13 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use super::CAPABILITIES;
-use super::error::is_not_found;
 use super::hooks::{self, Doing, FleetRef, Outcome, SecretProblem};
-use super::metrics::Metrics;
-use super::monitor::checkin::{self, Checkins};
+use crate::cluster::CAPABILITIES;
+use crate::cluster::error::is_not_found;
+use crate::cluster::metrics::Metrics;
 use crate::crd::Fleet;
 use crate::meta::{ANNOTATION_SYNC_REQUESTED, FIELD_MANAGER};
+use crate::operator::monitor::checkin::{self, Checkins};
 
 const PLAIN: &str = "text/plain; charset=utf-8";
 
@@ -160,7 +162,7 @@ async fn receive(client: &Client, fleet: &FleetRef, headers: &HeaderMap, body: &
         secret: secret.clone(),
         problem,
     };
-    if !hooks::is_dns1123_subdomain(&secret) {
+    if !crate::names::is_dns1123_subdomain(&secret) {
         return problem(SecretProblem::InvalidName);
     }
     let data = match Api::<Secret>::namespaced(client.clone(), &fleet.namespace)
@@ -205,7 +207,7 @@ async fn respond(
     peer: SocketAddr,
 ) -> Response<Full<Bytes>> {
     if req.uri().path().starts_with(checkin::PATH_PREFIX) {
-        return super::monitor::receiver::respond(req, state, peer).await;
+        return checkin_receiver::respond(req, state, peer).await;
     }
     if !req.uri().path().starts_with(hooks::PATH_PREFIX) {
         return route(req.uri().path(), state);

@@ -127,7 +127,7 @@ pub struct Hubs {
 /// `hub`, and wakes the controller, if `wake` is given, for every changed
 /// or deleted object. A controller that comes and goes (the engine's,
 /// leader-only) subscribes to `hub` instead.
-pub(super) async fn own_feed<K>(
+pub async fn own_feed<K>(
     api: Api<K>,
     writer: reflector::store::Writer<K>,
     hub: Hub<K>,
@@ -182,7 +182,7 @@ fn owner_of(meta: &kube::api::ObjectMeta) -> Option<Owner> {
 /// asks for a reconcile of each changed or deleted child's controlling
 /// Agent or Tool, also of a child deleted while the watch was cut off and
 /// missing from its relist (`relist`).
-pub(super) async fn child_feed<C>(
+pub async fn child_feed<C>(
     api: Api<C>,
     writer: reflector::store::Writer<C>,
     hub: Option<Hub<C>>,
@@ -247,7 +247,7 @@ pub(super) async fn child_feed<C>(
 /// for each volume an Agent mounts or did, deletions included. The cache
 /// takes each event before the triggers fire, so an AgentFS reconcile sees
 /// at least the Agent change that woke it.
-pub(super) async fn agent_feed(
+pub async fn agent_feed(
     api: Api<Agent>,
     writer: reflector::store::Writer<Agent>,
     hub: Hub<Agent>,
@@ -286,17 +286,14 @@ pub(super) async fn agent_feed(
 /// Exo's ConfigMaps (the published baseline versions) into a cache the
 /// GitOps engine reads for its drift check. No controller is woken: the
 /// engine looks at its own pace.
-pub(super) async fn configmap_feed(
-    api: Api<ConfigMap>,
-    writer: reflector::store::Writer<ConfigMap>,
-) {
+pub async fn configmap_feed(api: Api<ConfigMap>, writer: reflector::store::Writer<ConfigMap>) {
     managed_feed(api, writer).await
 }
 
 /// Exo's objects of one kind (label `app.kubernetes.io/managed-by: exo`)
 /// into a cache: the baseline ConfigMaps and the tenants'
 /// NetworkPolicies, which the GitOps engine's drift check reads.
-pub(super) async fn managed_feed<K>(api: Api<K>, writer: reflector::store::Writer<K>)
+pub async fn managed_feed<K>(api: Api<K>, writer: reflector::store::Writer<K>)
 where
     K: Watched,
 {
@@ -313,7 +310,7 @@ where
         .await;
 }
 
-pub(super) fn children(component: &str) -> watcher::Config {
+pub fn children(component: &str) -> watcher::Config {
     watcher::Config::default().labels(&format!(
         "{LABEL_MANAGED_BY}={MANAGED_BY},{LABEL_COMPONENT}={component}"
     ))

@@ -19,6 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use sha2::{Digest, Sha256};
 
 use super::error::{Error, Result};
+use crate::names::is_dns1035_label;
 
 use crate::crd::{AgentFS, AgentSpec, Container, FilesystemMount, RestartPolicy, ToolSpec};
 use crate::meta::{
@@ -68,7 +69,7 @@ impl Owner {
 /// hash suffix, so two different names never collide.
 pub fn child_name(prefix: &str, name: &str) -> String {
     let plain = format!("{prefix}-{name}");
-    if is_dns_label(&plain) {
+    if is_dns1035_label(&plain) {
         return plain;
     }
     let hash = short_hash(name.as_bytes());
@@ -98,16 +99,6 @@ pub fn label_value(name: &str) -> String {
     }
 }
 
-fn is_dns_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b[0].is_ascii_lowercase()
-        && b[b.len() - 1] != b'-'
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-}
-
 fn short_hash(bytes: &[u8]) -> String {
     hex::encode(&Sha256::digest(bytes)[..4])
 }
@@ -131,7 +122,7 @@ const POD_HASH_LEN: usize = 8;
 pub fn pod_name(prefix: &str, name: &str, template_hash: &str) -> String {
     let hash = &template_hash[..template_hash.len().min(POD_HASH_LEN)];
     let plain = format!("{prefix}-{name}-{hash}");
-    if is_dns_label(&plain) {
+    if is_dns1035_label(&plain) {
         return plain;
     }
     let base = child_name(prefix, name);

@@ -132,24 +132,57 @@ pub fn merge(
     generation: Option<i64>,
     now: Timestamp,
 ) -> Vec<Condition> {
-    want.iter()
-        .map(|c| {
-            let status = if c.status { "True" } else { "False" };
-            let prev = old.iter().find(|o| o.type_ == c.type_);
-            let last_transition_time = match prev {
-                Some(p) if p.status == status => p.last_transition_time.clone(),
-                _ => Time(now),
-            };
-            Condition {
-                type_: c.type_.to_owned(),
-                status: status.to_owned(),
-                reason: c.reason.to_owned(),
-                message: c.message.clone(),
-                observed_generation: generation,
-                last_transition_time,
-            }
+    let mut out: Vec<Condition> = want
+        .iter()
+        .map(|c| Condition {
+            type_: c.type_.to_owned(),
+            status: if c.status { "True" } else { "False" }.to_owned(),
+            reason: c.reason.to_owned(),
+            message: c.message.clone(),
+            observed_generation: generation,
+            last_transition_time: Time(now),
         })
-        .collect()
+        .collect();
+    keep_transitions(&mut out, old);
+    out
+}
+
+/// The one transition rule: a condition in `new` whose type had the same
+/// status in `old` keeps the old `lastTransitionTime`; one that is new or
+/// changed status keeps the time it was built with (now).
+pub fn keep_transitions(new: &mut [Condition], old: &[Condition]) {
+    for c in new {
+        if let Some(o) = old
+            .iter()
+            .find(|o| o.type_ == c.type_ && o.status == c.status)
+        {
+            c.last_transition_time = o.last_transition_time.clone();
+        }
+    }
+}
+
+/// Sets `c` in `conditions` (by type), under [`keep_transitions`]' rule.
+/// Returns whether anything but the time changed; when nothing did, the
+/// list is left as it was.
+pub fn set_condition(conditions: &mut Vec<Condition>, mut c: Condition) -> bool {
+    match conditions.iter_mut().find(|x| x.type_ == c.type_) {
+        Some(x) => {
+            let same = x.status == c.status
+                && x.reason == c.reason
+                && x.message == c.message
+                && x.observed_generation == c.observed_generation;
+            if same {
+                return false;
+            }
+            keep_transitions(std::slice::from_mut(&mut c), std::slice::from_ref(x));
+            *x = c;
+            true
+        }
+        None => {
+            conditions.push(c);
+            true
+        }
+    }
 }
 
 #[cfg(test)]
@@ -253,5 +286,33 @@ mod tests {
         );
         assert_eq!(flipped[0].last_transition_time, Time(t1));
         assert_eq!(flipped[0].status, "False");
+    }
+
+    #[test]
+    fn set_condition_keeps_the_time_of_a_held_status_and_reports_changes() {
+        let at = |secs| Time(Timestamp::from_second(secs).unwrap());
+        let cond = |status: &str, reason: &str, t| Condition {
+            type_: "Pruned".into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: String::new(),
+            observed_generation: Some(1),
+            last_transition_time: at(t),
+        };
+        let mut list = Vec::new();
+        assert!(set_condition(&mut list, cond("False", "Pruning", 10)));
+        // Same everything but the time: no change, the old time stays.
+        assert!(!set_condition(&mut list, cond("False", "Pruning", 20)));
+        assert_eq!(list[0].last_transition_time, at(10));
+        // New reason, same status: a change, and the time is kept.
+        assert!(set_condition(&mut list, cond("False", "PruneBlocked", 30)));
+        assert_eq!(
+            (list[0].reason.as_str(), &list[0].last_transition_time),
+            ("PruneBlocked", &at(10))
+        );
+        // The status flips: the new time.
+        assert!(set_condition(&mut list, cond("True", "Pruned", 40)));
+        assert_eq!(list[0].last_transition_time, at(40));
+        assert_eq!(list.len(), 1);
     }
 }

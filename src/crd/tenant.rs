@@ -18,12 +18,15 @@
 //!       ports: [{port: 6333}]
 //! ```
 //!
-//! Pure: types and their checks; the loader in [`super`] reads the file.
+//! Pure: types and their checks; the fleet loader ([`crate::fleet`]) reads
+//! the file.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
+
+use crate::names::{is_dns1123_label, is_label_value};
 
 pub const KIND_TENANT: &str = "Tenant";
 /// The file that holds it, in the tenant's folder.
@@ -112,25 +115,6 @@ impl Protocol {
             Protocol::UDP => "UDP",
         }
     }
-}
-
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-/// A label value: at most 63 of `[A-Za-z0-9._-]`, alphanumeric at both ends.
-pub fn is_label_value(s: &str) -> bool {
-    let ok = |b: u8| b.is_ascii_alphanumeric();
-    s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        && s.bytes().next().is_none_or(ok)
-        && s.bytes().last().is_none_or(ok)
 }
 
 /// Why an egress destination is not a usable CIDR; each names the text.
@@ -228,7 +212,7 @@ impl TenantDoc {
                     }
                 }
                 (None, Some(ns)) => {
-                    if !is_dns_label(ns) {
+                    if !is_dns1123_label(ns) {
                         out.push(format!("{at}.namespace {ns:?} is not a namespace name"));
                     }
                 }
