@@ -372,28 +372,18 @@ pub fn agent_pod_restarted(
         shared_mounts,
         vec![],
     );
-    let pod = Pod {
-        metadata: pod_meta(
+    let mut pod = restricted_pod(
+        pod_meta(
             owner,
             "agent",
             agent_labels(&owner.name),
             AGENT_RUNTIME_CONTAINER,
         ),
-        spec: Some(PodSpec {
-            containers: vec![agentlet, runtime],
-            volumes: Some(volumes),
-            restart_policy: Some(restart_policy(spec.restart_policy).to_owned()),
-            automount_service_account_token: Some(false),
-            enable_service_links: Some(false),
-            security_context: Some(restricted_pod_security()),
-            ..PodSpec::default()
-        }),
-        status: None,
-    };
-    let mut pod = pod;
-    if let Some(ps) = pod.spec.as_mut() {
-        placement::place(ps, spec.node_tier.as_deref());
-    }
+        vec![agentlet, runtime],
+        volumes,
+        restart_policy(spec.restart_policy),
+        spec.node_tier.as_deref(),
+    );
     if let Some(at) = restart_requested_at {
         pod.metadata
             .annotations
@@ -475,6 +465,33 @@ pub fn agent_secret(owner: &Owner, token: &str) -> Secret {
     }
 }
 
+/// Every tenant pod's spec around its containers: no service-account
+/// token, no service links, the restricted security context, placed on the
+/// tenant's node tier.
+fn restricted_pod(
+    metadata: ObjectMeta,
+    containers: Vec<k8s_openapi::api::core::v1::Container>,
+    volumes: Vec<Volume>,
+    restart_policy: &str,
+    node_tier: Option<&str>,
+) -> Pod {
+    let mut spec = PodSpec {
+        containers,
+        volumes: Some(volumes),
+        restart_policy: Some(restart_policy.to_owned()),
+        automount_service_account_token: Some(false),
+        enable_service_links: Some(false),
+        security_context: Some(restricted_pod_security()),
+        ..PodSpec::default()
+    };
+    placement::place(&mut spec, node_tier);
+    Pod {
+        metadata,
+        spec: Some(spec),
+        status: None,
+    }
+}
+
 pub fn tool_pod(owner: &Owner, spec: &ToolSpec) -> Result<Pod> {
     let mut c = container(
         TOOL_CONTAINER,
@@ -493,27 +510,17 @@ pub fn tool_pod(owner: &Owner, spec: &ToolSpec) -> Result<Pod> {
             ..ContainerPort::default()
         }]);
     }
-    let pod = Pod {
-        metadata: pod_meta(owner, "tool", tool_labels(&owner.name), TOOL_CONTAINER),
-        spec: Some(PodSpec {
-            containers: vec![c],
-            volumes: Some(vec![Volume {
-                name: TMP_VOLUME.to_owned(),
-                empty_dir: Some(EmptyDirVolumeSource::default()),
-                ..Volume::default()
-            }]),
-            restart_policy: Some("Always".to_owned()),
-            automount_service_account_token: Some(false),
-            enable_service_links: Some(false),
-            security_context: Some(restricted_pod_security()),
-            ..PodSpec::default()
-        }),
-        status: None,
-    };
-    let mut pod = pod;
-    if let Some(ps) = pod.spec.as_mut() {
-        placement::place(ps, spec.node_tier.as_deref());
-    }
+    let pod = restricted_pod(
+        pod_meta(owner, "tool", tool_labels(&owner.name), TOOL_CONTAINER),
+        vec![c],
+        vec![Volume {
+            name: TMP_VOLUME.to_owned(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Volume::default()
+        }],
+        "Always",
+        spec.node_tier.as_deref(),
+    );
     named_by_hash(stamp(pod, |p| &mut p.metadata)?, "tool", &owner.name)
 }
 

@@ -34,6 +34,7 @@ pub mod http;
 pub mod leader_tasks;
 pub mod monitor;
 pub mod phase;
+pub mod pod_roll;
 pub mod runtime;
 pub mod tool;
 pub mod upstream_feed;

@@ -7,16 +7,14 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
-use tracing::info;
 
 use super::controller;
-use super::phase::{PodState, pod_state, tool_phase};
-use crate::cluster::apply::{Created, Ctx};
+use super::phase::{PodState, tool_phase};
+use super::pod_roll::{self, Roll, Rolled};
+use crate::cluster::apply::Ctx;
 use crate::cluster::build::{self, Owner, hash_of, tool_service_name};
 use crate::cluster::conditions::{Cond, merge};
 use crate::cluster::error::{Error, Result};
-use crate::cluster::events::Reason;
 use crate::cluster::metrics::Controller;
 use crate::cluster::pods::PodSet;
 use crate::crd::{Tool, ToolPhase, ToolStatus};
@@ -49,54 +47,24 @@ async fn reconcile_inner(tool: &Tool, ctx: &Ctx) -> Result<Action> {
         None
     };
     let set = PodSet::split(&pods, desired.as_ref());
-    let mut requeue = None;
-    let mut shown = set.shown().and_then(|p| p.metadata.name.clone());
-    let mut state = pod_state(set.shown());
-    if ctx
-        .retire_pods(C, tool, ns, &set, desired.as_ref(), "the tool is disabled")
-        .await?
-    {
-        state = PodState::Deleting;
-    }
-    if let Some(desired) = &desired {
-        if let Some(port) = tool.spec.port {
-            let svc = build::tool_service(&owner, port)?;
-            let live = ctx.service(ns, &tool_service_name(&owner.name));
-            if live.as_ref().and_then(|m| hash_of(&m.metadata)) != hash_of(&svc.metadata) {
-                ctx.apply(C, &svc).await?;
-            }
-        }
-        let name = desired.metadata.name.clone().unwrap_or_default();
-        match set.current {
-            _ if !set.stale.is_empty() => {
-                state = PodState::Deleting;
-                requeue = Some(Duration::from_secs(2));
-            }
-            None => {
-                // A replacement was announced by PodRolled already.
-                let first = tool.status.as_ref().is_none_or(|s| s.pod_name.is_none());
-                match ctx.create_pod(C, desired).await? {
-                    Created::Now if first => {
-                        ctx.event(
-                            tool,
-                            EventType::Normal,
-                            Reason::PodCreated,
-                            format!("created pod {name}"),
-                        )
-                        .await;
-                        info!(pod = %name, "tool pod created");
-                    }
-                    // Created a moment ago; the watch has not shown it yet.
-                    Created::Expected => requeue = Some(Duration::from_secs(2)),
-                    _ => {}
-                }
-                shown = Some(name);
-                state = PodState::Missing;
-            }
-            Some(_) if state == PodState::Deleting => requeue = Some(Duration::from_secs(2)),
-            Some(_) => {}
+    let how = Roll {
+        removed_because: "the tool is disabled",
+        first: tool.status.as_ref().is_none_or(|s| s.pod_name.is_none()),
+        restart_failed: false,
+    };
+    let rolled = pod_roll::roll(ctx, C, tool, ns, &set, desired.as_ref(), how).await?;
+    if let (Some(_), Some(port)) = (&desired, tool.spec.port) {
+        let svc = build::tool_service(&owner, port)?;
+        let live = ctx.service(ns, &tool_service_name(&owner.name));
+        if live.as_ref().and_then(|m| hash_of(&m.metadata)) != hash_of(&svc.metadata) {
+            ctx.apply(C, &svc).await?;
         }
     }
+    let Rolled {
+        state,
+        shown,
+        requeue,
+    } = rolled;
 
     let report = tool_phase(tool.spec.enabled, &state);
     let old = tool.status.clone().unwrap_or_default();

@@ -14,10 +14,7 @@ impl Ctx {
         add: bool,
     ) -> Result<()>
     where
-        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + Debug
-            + DeserializeOwned,
+        K: Namespaced,
     {
         self.fenced()?;
         let meta = obj.meta();

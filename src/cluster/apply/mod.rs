@@ -103,6 +103,21 @@ fn kind_label<K: Resource<DynamicType = ()>>() -> &'static str {
     }
 }
 
+/// A namespaced object the write path can read and write: what every
+/// method below takes.
+pub trait Namespaced:
+    Resource<Scope = NamespaceResourceScope, DynamicType = ()> + Clone + Debug + DeserializeOwned
+{
+}
+
+impl<K> Namespaced for K where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + Debug
+        + DeserializeOwned
+{
+}
+
 impl Ctx {
     pub fn is_leader(&self) -> bool {
         *self.leader.borrow()
@@ -177,25 +192,11 @@ impl Ctx {
     /// Server-side apply of `obj` (forced: the operator owns these fields).
     pub async fn apply<K>(&self, c: Controller, obj: &K) -> Result<K>
     where
-        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + Debug
-            + Serialize
-            + DeserializeOwned,
+        K: Namespaced + Serialize,
     {
-        self.fenced()?;
         let (ns, name) = ns_name(obj)?;
-        let api: Api<K> = self.api(&ns);
-        let out = api
-            .patch(
-                &name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(obj),
-            )
+        self.apply_in(c, self.api(&ns), &name, obj, || format!("{ns}/{name}"))
             .await
-            .map_err(|e| Error::kube(format!("apply {} {ns}/{name}", K::kind(&())), e))?;
-        self.metrics.wrote(c, kind_label::<K>(), Verb::Apply);
-        Ok(out)
     }
 
     /// Server-side apply of a cluster-scoped object (a tenant's Namespace).
@@ -207,20 +208,37 @@ impl Ctx {
             + Serialize
             + DeserializeOwned,
     {
-        self.fenced()?;
         let name = obj
             .meta()
             .name
             .clone()
             .ok_or(Error::MissingField("metadata.name"))?;
-        let out = Api::<K>::all(self.client.clone())
+        let api = Api::<K>::all(self.client.clone());
+        self.apply_in(c, api, &name, obj, || name.clone()).await
+    }
+
+    /// The one server-side apply: fenced, forced, counted, and an error
+    /// that names the kind and `at`.
+    async fn apply_in<K>(
+        &self,
+        c: Controller,
+        api: Api<K>,
+        name: &str,
+        obj: &K,
+        at: impl FnOnce() -> String,
+    ) -> Result<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned,
+    {
+        self.fenced()?;
+        let out = api
             .patch(
-                &name,
+                name,
                 &PatchParams::apply(FIELD_MANAGER).force(),
                 &Patch::Apply(obj),
             )
             .await
-            .map_err(|e| Error::kube(format!("apply {} {name}", K::kind(&())), e))?;
+            .map_err(|e| Error::kube(format!("apply {} {}", K::kind(&()), at()), e))?;
         self.metrics.wrote(c, kind_label::<K>(), Verb::Apply);
         Ok(out)
     }
@@ -228,11 +246,7 @@ impl Ctx {
     /// Creates `obj`; `Ok(false)` when it already exists.
     pub async fn create<K>(&self, c: Controller, obj: &K) -> Result<bool>
     where
-        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + Debug
-            + Serialize
-            + DeserializeOwned,
+        K: Namespaced + Serialize,
     {
         self.fenced()?;
         let (ns, name) = ns_name(obj)?;
@@ -281,57 +295,52 @@ impl Ctx {
         uid: Option<String>,
     ) -> Result<()>
     where
-        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + Debug
-            + DeserializeOwned,
+        K: Namespaced,
     {
-        self.fenced()?;
-        let api: Api<K> = self.api(ns);
-        let dp = DeleteParams {
-            preconditions: uid.map(|uid| Preconditions {
-                uid: Some(uid),
-                resource_version: None,
-            }),
-            ..DeleteParams::background()
-        };
-        match api.delete(name, &dp).await {
-            Ok(_) => {
-                self.metrics.wrote(c, kind_label::<K>(), Verb::Delete);
-                Ok(())
-            }
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-            Err(e) => Err(Error::kube(
-                format!("delete {} {ns}/{name}", K::kind(&())),
-                e,
-            )),
-        }
+        let preconditions = uid.map(|uid| Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        });
+        self.delete_if::<K>(c, ns, name, preconditions).await
     }
 
     /// Deletes `obj` only if it is still the version read (uid and
     /// resourceVersion preconditions): a concurrent update wins.
     pub async fn delete_unchanged<K>(&self, c: Controller, obj: &K) -> Result<()>
     where
-        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + Debug
-            + DeserializeOwned,
+        K: Namespaced,
     {
-        self.fenced()?;
         let meta = obj.meta();
         let (ns, name) = (
             meta.namespace.clone().unwrap_or_default(),
             meta.name.clone().unwrap_or_default(),
         );
+        let preconditions = Some(Preconditions {
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
+        });
+        self.delete_if::<K>(c, &ns, &name, preconditions).await
+    }
+
+    /// The one delete: fenced, in the background, under `preconditions`;
+    /// a missing object or a failed precondition (409: someone else's
+    /// version won) is success.
+    async fn delete_if<K>(
+        &self,
+        c: Controller,
+        ns: &str,
+        name: &str,
+        preconditions: Option<Preconditions>,
+    ) -> Result<()>
+    where
+        K: Namespaced,
+    {
+        self.fenced()?;
         let dp = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: meta.uid.clone(),
-                resource_version: meta.resource_version.clone(),
-            }),
+            preconditions,
             ..DeleteParams::background()
         };
-        match self.api::<K>(&ns).delete(&name, &dp).await {
+        match self.api::<K>(ns).delete(name, &dp).await {
             Ok(_) => {
                 self.metrics.wrote(c, kind_label::<K>(), Verb::Delete);
                 Ok(())
@@ -357,10 +366,7 @@ impl Ctx {
         metadata: serde_json::Value,
     ) -> Result<()>
     where
-        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + Debug
-            + DeserializeOwned,
+        K: Namespaced,
     {
         self.fenced()?;
         let api: Api<K> = self.api(ns);
@@ -410,10 +416,7 @@ impl Ctx {
         status: serde_json::Value,
     ) -> Result<()>
     where
-        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + Debug
-            + DeserializeOwned,
+        K: Namespaced,
     {
         self.fenced()?;
         let body = serde_json::json!({ "status": status });
@@ -439,10 +442,7 @@ impl Ctx {
         status: &impl Serialize,
     ) -> Result<()>
     where
-        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + Debug
-            + DeserializeOwned,
+        K: Namespaced,
     {
         self.fenced()?;
         let api: Api<K> = self.api(ns);

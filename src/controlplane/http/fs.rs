@@ -297,6 +297,7 @@ async fn download(
                         let _ = app.live.send_frame(deployment, Frame::FsChunkAck(FsChunkAck { id: id.to_owned(), seq }));
                     }
                     Err(e) => {
+                        let e = e.to_string();
                         abort(app, deployment, id, &e);
                         return failed(id, e);
                     }
@@ -309,7 +310,7 @@ async fn download(
                 // Chunks sent before the result are already queued: pass them on.
                 while let Ok(FromCopy::Chunk(c)) = rx.try_recv() {
                     if let Err(e) = forward(&mut next, c, user).await {
-                        return failed(id, e);
+                        return failed(id, e.to_string());
                     }
                 }
                 return r.unwrap_or_else(|_| failed(id, "the operator connection closed before answering"));
@@ -328,19 +329,32 @@ async fn download(
     }
 }
 
+/// Why a download chunk could not be passed on; the message goes to the
+/// user as the copy's error and to the operator as the abort reason.
+#[derive(Debug, thiserror::Error)]
+enum ForwardError {
+    #[error("chunk {got} out of order (expected {want})")]
+    OutOfOrder { got: u64, want: u64 },
+    #[error("bad chunk data: {0}")]
+    Data(#[from] base64::DecodeError),
+    #[error("the user went away")]
+    UserGone,
+}
+
 /// Writes one chunk to the user's socket; its `seq` when it was in order.
-async fn forward(next: &mut u64, c: FsChunk, user: &mut WebSocket) -> Result<u64, String> {
+async fn forward(next: &mut u64, c: FsChunk, user: &mut WebSocket) -> Result<u64, ForwardError> {
     if c.seq != *next {
-        return Err(format!("chunk {} out of order (expected {next})", c.seq));
+        return Err(ForwardError::OutOfOrder {
+            got: c.seq,
+            want: *next,
+        });
     }
     *next += 1;
-    let bytes = B64
-        .decode(c.data.as_bytes())
-        .map_err(|e| format!("bad chunk data: {e}"))?;
+    let bytes = B64.decode(c.data.as_bytes())?;
     if !bytes.is_empty() {
         user.send(Message::Binary(bytes.into()))
             .await
-            .map_err(|_| "the user went away".to_owned())?;
+            .map_err(|_| ForwardError::UserGone)?;
     }
     Ok(c.seq)
 }

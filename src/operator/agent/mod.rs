@@ -16,10 +16,10 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use tracing::info;
 
 use super::controller;
-use crate::cluster::apply::{Created, Ctx};
+use super::pod_roll::{self, Roll};
+use crate::cluster::apply::Ctx;
 use crate::cluster::build::{self, Owner, agent_secret_name, agent_service_name, hash_of};
 use crate::cluster::conditions::{Cond, merge};
 use crate::cluster::error::{Error, Result};
@@ -30,7 +30,6 @@ mod plan;
 
 use super::phase::{PodState, agent_phase, pod_state};
 use crate::cluster::pods::PodSet;
-use plan::Rolled;
 
 use crate::crd::{Agent, AgentFS, AgentStatus, FilesystemMount, RestartPolicy};
 use crate::meta::FINALIZER_AGENT;
@@ -89,7 +88,12 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
     let closing = closing_filesystems(ctx, ns, &mounts, &missing, agent.status.as_ref()).await?;
     let desired = plan::build(agent, &owner, mounts, &missing, &closing)?;
     let set = plan::pod_set(agent, &pods, &desired);
-    let rolled = apply_pod(agent, ctx, ns, &set, desired.pod.as_ref()).await?;
+    let how = Roll {
+        removed_because: "spec.paused is set",
+        first: agent.status.as_ref().is_none_or(|s| s.pod_name.is_none()),
+        restart_failed: agent.spec.restart_policy != Some(RestartPolicy::Never),
+    };
+    let rolled = pod_roll::roll(ctx, C, agent, ns, &set, desired.pod.as_ref(), how).await?;
     if matches!(rolled.state, PodState::Broken { .. }) {
         forget_secret(ctx, &owner);
     }
@@ -135,78 +139,6 @@ async fn reconcile_inner(agent: &Agent, ctx: &Ctx) -> Result<Action> {
     Ok(match next.requeue {
         Some(d) => Action::requeue(d),
         None => Action::await_change(),
-    })
-}
-
-/// Rolls the pod towards `desired`: retires the pods it replaces (or all
-/// of them while paused), recreates after the old ones are gone, and
-/// restarts a failed pod unless `restartPolicy: Never`.
-async fn apply_pod(
-    agent: &Agent,
-    ctx: &Ctx,
-    ns: &str,
-    set: &PodSet<'_>,
-    desired: Option<&Pod>,
-) -> Result<Rolled> {
-    let mut requeue = None;
-    let mut shown = set.shown().and_then(|p| p.metadata.name.clone());
-    let mut state = pod_state(set.shown());
-    if ctx
-        .retire_pods(C, agent, ns, set, desired, "spec.paused is set")
-        .await?
-    {
-        state = PodState::Deleting;
-    }
-    if let Some(desired) = desired {
-        let name = desired.metadata.name.clone().unwrap_or_default();
-        match set.current {
-            // Recreate order: the new pod starts once every old one is gone.
-            _ if !set.stale.is_empty() => {
-                state = PodState::Deleting;
-                requeue = Some(Duration::from_secs(2));
-            }
-            None => {
-                // A replacement was announced by PodRolled already.
-                let first = agent.status.as_ref().is_none_or(|s| s.pod_name.is_none());
-                match ctx.create_pod(C, desired).await? {
-                    Created::Now if first => {
-                        ctx.event(
-                            agent,
-                            EventType::Normal,
-                            Reason::PodCreated,
-                            format!("created pod {name}"),
-                        )
-                        .await;
-                        info!(pod = %name, "pod created");
-                    }
-                    // Created a moment ago; the watch has not shown it yet.
-                    Created::Expected => requeue = Some(Duration::from_secs(2)),
-                    _ => {}
-                }
-                shown = Some(name);
-                state = PodState::Missing;
-            }
-            Some(_) if state == PodState::Deleting => requeue = Some(Duration::from_secs(2)),
-            Some(p) => {
-                let restartable = agent.spec.restart_policy != Some(RestartPolicy::Never);
-                if matches!(state, PodState::Failed { .. }) && restartable {
-                    ctx.delete::<Pod>(C, ns, &name, p.metadata.uid.clone())
-                        .await?;
-                    ctx.event(
-                        agent,
-                        EventType::Warning,
-                        Reason::PodRestarted,
-                        format!("pod {name} failed; recreating"),
-                    )
-                    .await;
-                }
-            }
-        }
-    }
-    Ok(Rolled {
-        state,
-        shown,
-        requeue,
     })
 }
 

@@ -7,7 +7,6 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 
-use super::super::phase::{PodState, agent_phase};
 use crate::cluster::build::{self, Owner};
 use crate::cluster::conditions::{Cond, merge};
 use crate::cluster::error::Result;
@@ -15,6 +14,8 @@ use crate::cluster::fs::{effective_mounts, unavailable_mounts, validate_mounts};
 use crate::cluster::pods::PodSet;
 use crate::crd::{Agent, AgentPhase, AgentStatus, FilesystemMount};
 use crate::meta::ANNOTATION_RESTART_REQUESTED;
+use crate::operator::phase::{PodState, agent_phase};
+use crate::operator::pod_roll::Rolled;
 
 /// The mounts the Agent asks for, or why its spec is refused (the
 /// problems joined into one message).
@@ -106,15 +107,6 @@ pub fn pod_set<'a>(agent: &Agent, pods: &'a [Pod], desired: &Desired) -> PodSet<
             stale: Vec::new(),
         }
     }
-}
-
-/// Where `apply` left the pod.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rolled {
-    pub state: PodState,
-    /// The pod to name in the status.
-    pub shown: Option<String>,
-    pub requeue: Option<Duration>,
 }
 
 /// The next status and what goes with it.
