@@ -12,7 +12,7 @@
 //!
 //! And a leader frozen (SIGSTOP) past its lease mid-rollout: the standby
 //! takes over and finishes, and the old leader, resumed, lets no write out
-//! after the moment it was frozen (its write fence, `operator::leader`).
+//! after the moment it was frozen (its write fence, `cluster::leader`).
 //!
 //! And the git server down during a sync: a relay in front of the real git
 //! daemon drops every connection while a new commit waits; the Fleet says

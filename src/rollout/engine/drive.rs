@@ -59,7 +59,7 @@ impl DriveCtx {
 }
 
 /// The Rollout controller of one leadership term, over the operator's one
-/// Rollout watch (`operator::feeds`): `rollouts` is its cache (the sync
+/// Rollout watch (`cluster::feeds`): `rollouts` is its cache (the sync
 /// compares Rollout specs with it too) and the Rollout hub wakes it for
 /// each changed Rollout. Every Rollout is reconciled when the term starts
 /// (the hub is subscribed first, so no change falls in between) and again
