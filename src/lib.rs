@@ -25,6 +25,8 @@ pub mod names;
 pub mod operator;
 pub mod release;
 pub mod rollout;
+/// The saga engine's pure core: typed steps with owners and postconditions.
+pub mod saga;
 pub mod shutdown;
 pub mod upstream;
 pub mod wire;

@@ -10,17 +10,17 @@
 //! projected last.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::crd::{
-    Agent, InventoryEntry, InventoryKind, RolloutPhase, RolloutStatus, SagaStep, StepState, Tool,
+    Agent, InventoryEntry, InventoryKind, RolloutPhase, RolloutStatus, StepState, Tool,
 };
 use crate::fleet::Tenant;
 use crate::release::plan::apply_order;
 use crate::release::repoint;
 use crate::release::{ImageRef, Release};
+pub use crate::saga::{Outcome, Step, combine, next_look};
 
 pub const STEP_ISOLATED: &str = "network-isolated";
 pub const STEP_CONFIGMAPS: &str = "configmaps-published";
@@ -42,8 +42,8 @@ pub enum StepKind {
     ProjectStatus,
 }
 
-impl StepKind {
-    pub fn name(&self) -> String {
+impl Step for StepKind {
+    fn name(&self) -> String {
         match self {
             StepKind::Isolate => STEP_ISOLATED.into(),
             StepKind::PublishConfigMaps => STEP_CONFIGMAPS.into(),
@@ -56,7 +56,7 @@ impl StepKind {
     }
 
     /// The actuator that owns the step.
-    pub fn owner(&self) -> &'static str {
+    fn owner(&self) -> &'static str {
         match self {
             StepKind::Isolate => "exo-operator/network-isolation (server-side apply)",
             StepKind::PublishConfigMaps => "exo-operator/configmap-publisher",
@@ -67,7 +67,9 @@ impl StepKind {
             StepKind::ProjectStatus => "exo-operator/rollout",
         }
     }
+}
 
+impl StepKind {
     pub fn parse(name: &str) -> Option<StepKind> {
         match name {
             STEP_ISOLATED => Some(StepKind::Isolate),
@@ -232,38 +234,6 @@ pub fn baselines_needed(
         .collect()
 }
 
-/// What a step's actuator and postcondition concluded.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
-    /// The postcondition holds.
-    Done,
-    /// Not yet; look again soon (e.g. a pod is still rolling).
-    Pending(String),
-    /// The actuator cannot act (missing RBAC, missing source); retried.
-    Waiting(String),
-    /// The postcondition is violated in a way waiting cannot fix.
-    Failed(String),
-}
-
-/// Combines the outcomes of one step over many workloads: any failure
-/// fails the step, then a missing actuator, then anything still pending;
-/// only all-done is done.
-pub fn combine(outcomes: impl IntoIterator<Item = Outcome>) -> Outcome {
-    let mut worst = Outcome::Done;
-    let rank = |o: &Outcome| match o {
-        Outcome::Done => 0,
-        Outcome::Pending(_) => 1,
-        Outcome::Waiting(_) => 2,
-        Outcome::Failed(_) => 3,
-    };
-    for o in outcomes {
-        if rank(&o) > rank(&worst) {
-            worst = o;
-        }
-    }
-    worst
-}
-
 /// A fresh saga for `release`: every step Pending.
 pub fn fresh_status(
     previous: Option<&RolloutStatus>,
@@ -275,15 +245,7 @@ pub fn fresh_status(
         phase: Some(RolloutPhase::Progressing),
         release: Some(release.to_owned()),
         current_step: kinds.first().map(StepKind::name),
-        steps: kinds
-            .iter()
-            .map(|k| SagaStep {
-                name: k.name(),
-                owner: k.owner().to_owned(),
-                state: StepState::Pending,
-                ..SagaStep::default()
-            })
-            .collect(),
+        steps: crate::saga::fresh(kinds),
         started_at: Some(now),
         verified_at: None,
         message: None,
@@ -366,30 +328,19 @@ pub fn restart(
 
 /// Index of the step to run: the first that is not Done.
 pub fn next_step(status: &RolloutStatus) -> Option<usize> {
-    status.steps.iter().position(|s| s.state != StepState::Done)
+    crate::saga::next_step(&status.steps)
 }
 
-/// Records `outcome` for step `i`. Returns whether anything changed.
+/// Records `outcome` for step `i`, and the Rollout's phase with it: the
+/// last step Done makes it Verified and remembers the release for
+/// rollback. Returns whether anything changed.
 pub fn record(status: &mut RolloutStatus, i: usize, outcome: &Outcome, now: &Time) -> bool {
     let before = status.clone();
-    let Some(step) = status.steps.get_mut(i) else {
+    let Some((state, message)) = crate::saga::record_step(&mut status.steps, i, outcome, now)
+    else {
         return false;
     };
-    let (state, message) = match outcome {
-        Outcome::Done => (StepState::Done, None),
-        Outcome::Pending(m) => (StepState::Running, Some(m.clone())),
-        Outcome::Waiting(m) => (StepState::Waiting, Some(m.clone())),
-        Outcome::Failed(m) => (StepState::Failed, Some(m.clone())),
-    };
-    if step.started_at.is_none() {
-        step.started_at = Some(now.clone());
-    }
-    if state == StepState::Done || state == StepState::Failed {
-        step.finished_at = Some(now.clone());
-    }
-    step.state = state;
-    step.message = message.clone();
-    status.current_step = Some(step.name.clone());
+    status.current_step = Some(status.steps[i].name.clone());
     status.message = message;
     status.phase = Some(match state {
         StepState::Failed => RolloutPhase::Failed,
@@ -409,17 +360,6 @@ pub fn record(status: &mut RolloutStatus, i: usize, outcome: &Outcome, now: &Tim
     *status != before
 }
 
-/// The longest wait between two looks at a step still running.
-const MAX_LOOK_INTERVAL: Duration = Duration::from_secs(2);
-
-/// When to look at a running step again: every `poll` at first, then a
-/// tenth of the step's age so far (up to [`MAX_LOOK_INTERVAL`]). A step that
-/// waits on hundreds of pods is not re-listed five times a second for a
-/// minute, and a quick one is still seen done within `poll`.
-pub fn next_look(poll: Duration, step_age: Duration) -> Duration {
-    (step_age / 10).clamp(poll, MAX_LOOK_INTERVAL.max(poll))
-}
-
 /// The digest in a container status `imageID`, whatever runtime prefix it has
 /// (`docker-pullable://repo@sha256:…`, `repo@sha256:…`, `sha256:…`).
 pub fn digest_of_image_id(image_id: &str) -> Option<&str> {
@@ -430,24 +370,6 @@ pub fn digest_of_image_id(image_id: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_long_running_step_is_looked_at_less_often() {
-        let poll = Duration::from_millis(200);
-        assert_eq!(next_look(poll, Duration::ZERO), poll);
-        assert_eq!(next_look(poll, Duration::from_secs(1)), poll);
-        assert_eq!(
-            next_look(poll, Duration::from_secs(10)),
-            Duration::from_secs(1)
-        );
-        assert_eq!(
-            next_look(poll, Duration::from_secs(300)),
-            Duration::from_secs(2)
-        );
-        // A poll set above the cap is kept.
-        let slow = Duration::from_secs(5);
-        assert_eq!(next_look(slow, Duration::from_secs(300)), slow);
-    }
 
     fn example() -> crate::fleet::Fleet {
         crate::fleet::load(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap()

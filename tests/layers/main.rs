@@ -19,7 +19,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
         &[
             &["duration", "meta", "names", "shutdown", "yaml"],
             &["crd", "wire"],
-            &["alerts", "cluster", "fleet", "release"],
+            &["alerts", "cluster", "fleet", "release", "saga"],
             &[
                 "agentfs",
                 "audit",

@@ -23,7 +23,7 @@ use crate::cluster::metrics::Controller as Writer;
 use crate::crd::{Rollout, RolloutPhase, RolloutStatus, StepState};
 use crate::rollout::actuate::execute;
 use crate::rollout::desired::TenantTarget;
-use crate::rollout::saga::{self, Outcome, StartedFor, StepKind};
+use crate::rollout::saga::{self, Outcome, StartedFor, Step, StepKind};
 use crate::rollout::workload::StepCtx;
 use crate::rollout::{drift, prune, reverify};
 
