@@ -84,6 +84,7 @@ pub fn fleet_yaml(data: &[u8]) {
         root: PathBuf::new(),
         releases: parse::<Release>(text).map(sourced).into_iter().collect(),
         waves: parse::<WavePointers>(text).map(sourced),
+        tiers: parse::<crate::crd::tenant::tiers::TiersDoc>(text).map(sourced),
         tenants: BTreeMap::from([(TENANT.to_owned(), tenant)]),
         baselines: Vec::new(),
     };

@@ -23,6 +23,8 @@ pub mod meta;
 /// values, ConfigMap keys), once.
 pub mod names;
 pub mod operator;
+/// Kubernetes quantities (`20Gi`, `500m`), parsed.
+pub mod quantity;
 pub mod release;
 pub mod rollout;
 /// The saga engine's pure core: typed steps with owners and postconditions.

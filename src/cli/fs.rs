@@ -173,7 +173,7 @@ async fn verb(args: FsArgs) -> Result<(), String> {
             destination,
             max_size,
         } => {
-            let max = crate::cluster::quantity::to_bytes(&max_size)
+            let max = crate::quantity::to_bytes(&max_size)
                 .map_err(|e| format!("--max-size {max_size:?}: {e}"))?;
             let max = u64::try_from(max).unwrap_or(u64::MAX);
             let v = super::fs_cp::cp(&route, &ns, &source, &destination, max).await?;

@@ -170,7 +170,7 @@ fn run_operator(args: RunArgs) -> u8 {
             .or_else(|| args.namespace.clone())
             .unwrap_or_else(|| "default".to_owned());
         info!(%identity, lease = %args.lease_name, %lease_namespace, namespace = args.namespace.as_deref().unwrap_or("*"), "starting the operator");
-        let fs_max_bytes = match crate::cluster::quantity::to_bytes(&args.fs_max_size) {
+        let fs_max_bytes = match crate::quantity::to_bytes(&args.fs_max_size) {
             Ok(b) => u64::try_from(b).unwrap_or(u64::MAX),
             Err(e) => {
                 error!(error = %e, "--fs-max-size");

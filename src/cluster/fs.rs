@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
-use super::quantity::to_bytes;
 use crate::crd::{Agent, AgentFSPhase, AgentSpec, AgentStatus, FilesystemMount};
+use crate::quantity::to_bytes;
 
 /// The mounts an Agent should have, each with its mount path filled in.
 ///

@@ -11,7 +11,7 @@
 //!   (the pods a controller expects), [`feeds`] and [`relist`] (the shared
 //!   watches);
 //! - pure builders and rules: [`build`] (desired children), [`fs`] (AgentFS
-//!   rules, mount resolution), [`quantity`], [`conditions`].
+//!   rules, mount resolution), [`conditions`].
 
 pub mod apply;
 pub mod build;
@@ -23,7 +23,6 @@ pub mod fs;
 pub mod leader;
 pub mod metrics;
 pub mod pods;
-pub mod quantity;
 pub mod relist;
 
 pub use error::{Error, ErrorCategory};

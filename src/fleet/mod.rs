@@ -69,6 +69,8 @@ pub struct Fleet {
     pub tenants: BTreeMap<String, Tenant>,
     /// Every baseline source folder, sorted by folder.
     pub baselines: Vec<Sourced<Baseline>>,
+    /// `manifests/tiers.yaml`, when the repository has one.
+    pub tiers: Option<Sourced<tenant::tiers::TiersDoc>>,
 }
 
 impl Fleet {
@@ -169,6 +171,13 @@ fn load_tenants(root: &Path, problems: &mut Vec<String>) -> BTreeMap<String, Ten
         let Some(name) = tdir.file_name().and_then(|n| n.to_str()).map(str::to_owned) else {
             continue;
         };
+        if !crate::names::is_dns1123_label(&name) {
+            problems.push(format!(
+                "{}: the folder names the tenant and its namespace, and {name:?} is not a DNS label (lowercase letters, digits and '-', at most 63)",
+                tdir.display()
+            ));
+            continue;
+        }
         let mut tenant = Tenant {
             name: name.clone(),
             ..Tenant::default()
@@ -269,6 +278,32 @@ fn load_baselines(root: &Path, problems: &mut Vec<String>) -> Vec<Sourced<Baseli
     out
 }
 
+/// `manifests/tiers.yaml`, checked; `None` when there is none.
+fn load_tiers(root: &Path, problems: &mut Vec<String>) -> Option<Sourced<tenant::tiers::TiersDoc>> {
+    let path = root.join("manifests").join(tenant::tiers::TIERS_FILE);
+    if !path.is_file() {
+        return None;
+    }
+    match crate::yaml::from_file::<tenant::tiers::TiersDoc>(&path) {
+        Ok(value) => {
+            let found = value.problems();
+            if found.is_empty() {
+                return Some(Sourced { path, value });
+            }
+            problems.extend(
+                found
+                    .into_iter()
+                    .map(|p| format!("{}: {p}", path.display())),
+            );
+            None
+        }
+        Err(e) => {
+            problems.push(e.to_string());
+            None
+        }
+    }
+}
+
 /// Loads the fleet repository at `root`.
 pub fn load(root: &Path) -> Result<Fleet, FleetError> {
     // Messages name `releases/x.yaml`, not `./releases/x.yaml`.
@@ -293,6 +328,7 @@ pub fn load(root: &Path) -> Result<Fleet, FleetError> {
     let (releases, waves) = load_releases(root, &mut problems);
     let tenants = load_tenants(root, &mut problems);
     let baselines = load_baselines(root, &mut problems);
+    let tiers = load_tiers(root, &mut problems);
     if !problems.is_empty() {
         return Err(FleetError::Unusable(problems));
     }
@@ -302,5 +338,6 @@ pub fn load(root: &Path) -> Result<Fleet, FleetError> {
         waves,
         tenants,
         baselines,
+        tiers,
     })
 }

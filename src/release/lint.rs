@@ -14,6 +14,7 @@ use crate::fleet::release::{
 use crate::fleet::{Fleet, Sourced};
 
 mod rule;
+mod tenants;
 pub use rule::Rule;
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -72,6 +73,7 @@ pub fn lint_fleet(fleet: &Fleet) -> Vec<Finding> {
     }
     lint_waves_file(&mut f);
     lint_manifest_images(&mut f);
+    tenants::lint_tenants(&mut f);
     f.out
 }
 
@@ -114,6 +116,7 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
     let file = &sourced.path;
     let r = &sourced.value;
     let spec = &r.spec;
+    tenants::lint_tenant_waves(f, r);
     if r.api_version != API_VERSION {
         f.add(
             file,

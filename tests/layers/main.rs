@@ -17,7 +17,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
     (
         "crate",
         &[
-            &["duration", "meta", "names", "shutdown", "yaml"],
+            &["duration", "meta", "names", "quantity", "shutdown", "yaml"],
             &["crd", "wire"],
             &["alerts", "cluster", "fleet", "release", "saga"],
             &[

@@ -55,10 +55,16 @@ pub enum Rule {
     UnknownRelease,
     /// No `releases/waves.yaml`.
     NoWavePointers,
+    /// A tenant's `tier` that `tiers.yaml` does not declare.
+    UnknownTier,
+    /// A tenant's `wave` that does not exist or that a release contradicts.
+    TenantWave,
+    /// Two tenants' uid ranges that share a uid.
+    UidRangeOverlap,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 25] = [
+    pub const ALL: [Rule; 28] = [
         Rule::MutableTag,
         Rule::MalformedDigest,
         Rule::TagInImage,
@@ -84,6 +90,9 @@ impl Rule {
         Rule::Compatibility,
         Rule::UnknownRelease,
         Rule::NoWavePointers,
+        Rule::UnknownTier,
+        Rule::TenantWave,
+        Rule::UidRangeOverlap,
     ];
 
     /// The stable id, e.g. `mutable-tag`.
@@ -114,6 +123,9 @@ impl Rule {
             Rule::Compatibility => "compatibility",
             Rule::UnknownRelease => "unknown-release",
             Rule::NoWavePointers => "no-wave-pointers",
+            Rule::UnknownTier => "unknown-tier",
+            Rule::TenantWave => "tenant-wave",
+            Rule::UidRangeOverlap => "uid-range-overlap",
         }
     }
 }

@@ -147,6 +147,34 @@ fn every_rule_fires_on_its_bad_input() {
                 t.agents[0].value.spec.runtime.image = "reg/exo/agent-runtime:latest".into();
             }),
         ),
+        (
+            "unknown-tier",
+            Box::new(|f| f.tenants.get_mut("acme").unwrap().settings.tier = Some("gold".into())),
+        ),
+        (
+            "tenant-wave",
+            Box::new(|f| f.tenants.get_mut("acme").unwrap().settings.wave = Some("beta".into())),
+        ),
+        (
+            "tenant-wave",
+            // The example's releases put acme in low-risk.
+            Box::new(|f| f.tenants.get_mut("acme").unwrap().settings.wave = Some("canary".into())),
+        ),
+        (
+            "uid-range-overlap",
+            Box::new(|f| {
+                let r = crate::crd::tenant::UidRange {
+                    start: 200_000,
+                    size: 10_000,
+                };
+                f.tenants.get_mut("acme").unwrap().settings.uid_range = Some(r);
+                let r = crate::crd::tenant::UidRange {
+                    start: 209_999,
+                    size: 1,
+                };
+                f.tenants.get_mut("globex").unwrap().settings.uid_range = Some(r);
+            }),
+        ),
     ];
     for (rule, mutate) in cases {
         let fired = rules_after(mutate);
@@ -197,4 +225,24 @@ fn rule_ids_are_unique_and_serialize_as_themselves() {
         assert_eq!(r.to_string(), id);
         assert_eq!(serde_json::to_value(r).unwrap(), serde_json::json!(id));
     }
+}
+
+#[test]
+fn tenant_findings_name_tenant_yaml_and_the_field() {
+    let mut fleet = example();
+    fleet.tenants.get_mut("acme").unwrap().settings.wave = Some("low-risk".into());
+    assert_eq!(
+        lint_fleet(&fleet),
+        vec![],
+        "the wave the releases agree with"
+    );
+    fleet.tenants.get_mut("acme").unwrap().settings.tier = Some("gold".into());
+    fleet.tiers = None;
+    let lines: Vec<String> = lint_fleet(&fleet).iter().map(|f| f.to_string()).collect();
+    assert_eq!(
+        lines,
+        vec![
+            "manifests/acme/tenant.yaml: spec.tier: tier \"gold\": the repository has no manifests/tiers.yaml declaring tiers [unknown-tier]"
+        ]
+    );
 }

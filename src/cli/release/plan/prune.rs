@@ -265,6 +265,7 @@ mod tests {
             waves: None,
             tenants: [("acme".to_owned(), tenant())].into_iter().collect(),
             baselines: vec![],
+            tiers: None,
         };
         let mut ro =
             rollout("acme", "low-risk", "r2").stale(crate::crd::RolloutPhase::Verified, "r1");

@@ -28,6 +28,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::names::{is_dns1123_label, is_label_value};
 
+mod lifecycle;
+pub mod tiers;
+pub use lifecycle::{
+    DEFAULT_OFFBOARD_GRACE, MAX_UID, MIN_UID, Retention, StorageSpec, SupportSpec, UidRange,
+};
+
 pub const KIND_TENANT: &str = "Tenant";
 /// The file that holds it, in the tenant's folder.
 pub const TENANT_FILE: &str = "tenant.yaml";
@@ -63,6 +69,31 @@ pub struct TenantSpec {
     /// Egress allowed on top of DNS, the tenant's model gateway and broker.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_egress: Vec<EgressRule>,
+    /// The tier (from `manifests/tiers.yaml`) whose quota and limits the tenant gets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<String>,
+    /// The rollout wave the tenant belongs to: `canary`, `low-risk` or
+    /// `fleet` (lint checks it against the releases' waves).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wave: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<StorageSpec>,
+    /// The uids its pods run as; no two tenants share one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid_range: Option<UidRange>,
+    /// The models its virtual key may call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
+    /// The capabilities its broker token is scoped to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
+    /// Its support lane and contacts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub support: Option<SupportSpec>,
+    /// How long an offboarded tenant's namespace stays before it is
+    /// deleted, unless confirmed (default 24h).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offboard_grace_period: Option<String>,
 }
 
 /// One destination a tenant's pods may reach: a CIDR, or pods in a
@@ -231,6 +262,7 @@ impl TenantDoc {
                 }
             }
         }
+        lifecycle::problems(&self.spec, &mut out);
         out
     }
 }
@@ -250,6 +282,11 @@ mod tests {
         );
         assert_eq!(d.problems("acme"), Vec::<String>::new());
         assert_eq!(d.spec.allowed_egress[1].ports[0].protocol, Protocol::UDP);
+        let full = doc(
+            "kind: Tenant\nspec:\n  tier: standard\n  wave: canary\n  storage: {storageClass: fast, quota: 20Gi, retention: delete}\n  uidRange: {start: 200000, size: 10000}\n  models: [gpt-4o, claude-sonnet]\n  capabilities: [search]\n  support: {lane: acme-support, contacts: [ops@acme.example]}\n  offboardGracePeriod: 48h\n",
+        );
+        assert_eq!(full.problems("acme"), Vec::<String>::new());
+        assert_eq!(full.spec.storage.unwrap().retention, Retention::Delete);
     }
 
     #[test]
@@ -281,6 +318,50 @@ mod tests {
                 "spec.allowedEgress[1].name \"x\" is used twice",
             ),
         ];
+        let lifecycle = [
+            ("spec: {tier: Gold}", "spec.tier \"Gold\""),
+            ("spec: {wave: ''}", "spec.wave is empty"),
+            (
+                "spec: {storage: {storageClass: 'fast ssd'}}",
+                "spec.storage.storageClass",
+            ),
+            (
+                "spec: {storage: {quota: lots}}",
+                "spec.storage.quota \"lots\"",
+            ),
+            ("spec: {storage: {quota: '0'}}", "spec.storage.quota \"0\""),
+            (
+                "spec: {uidRange: {start: 100, size: 10}}",
+                "spec.uidRange.start 100 is below",
+            ),
+            (
+                "spec: {uidRange: {start: 20000, size: 0}}",
+                "spec.uidRange.size",
+            ),
+            (
+                "spec: {uidRange: {start: 2147483000, size: 10000}}",
+                "goes past the last uid",
+            ),
+            (
+                "spec: {models: [gpt-4o, gpt-4o]}",
+                "spec.models[1] \"gpt-4o\" is listed twice",
+            ),
+            ("spec: {capabilities: ['a/b']}", "spec.capabilities[0]"),
+            ("spec: {support: {lane: 'Ops Lane'}}", "spec.support.lane"),
+            (
+                "spec: {support: {lane: ops, contacts: ['']}}",
+                "spec.support.contacts[0]",
+            ),
+            (
+                "spec: {offboardGracePeriod: soon}",
+                "spec.offboardGracePeriod",
+            ),
+        ];
+        for (spec, want) in lifecycle {
+            let yaml = format!("kind: Tenant\n{spec}\n");
+            let p = doc(&yaml).problems("acme");
+            assert!(p.iter().any(|m| m.contains(want)), "{yaml}: {p:?}");
+        }
         for (yaml, want) in cases {
             let p = doc(yaml).problems("acme");
             assert!(p.iter().any(|m| m.contains(want)), "{yaml}: {p:?}");
