@@ -30,6 +30,8 @@ pub mod rollout;
 /// The saga engine's pure core: typed steps with owners and postconditions.
 pub mod saga;
 pub mod shutdown;
+/// A tenant's lifecycle as sagas: onboard, change, offboard.
+pub mod tenant;
 pub mod upstream;
 pub mod wire;
 /// The one YAML reader and writer, with its budgets and file-naming errors.

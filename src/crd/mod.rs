@@ -9,6 +9,7 @@ mod agent;
 mod agentfs;
 mod monitors;
 mod rollout;
+mod saga;
 mod tool;
 
 pub mod tenant;
@@ -17,6 +18,7 @@ pub use agent::*;
 pub use agentfs::*;
 pub use monitors::*;
 pub use rollout::*;
+pub use saga::*;
 pub use tool::*;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -35,6 +37,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         AgentFS::crd(),
         Fleet::crd(),
         Rollout::crd(),
+        tenant::Tenant::crd(),
     ]
 }
 

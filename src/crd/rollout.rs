@@ -5,6 +5,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
+use super::saga::SagaStep;
+
 /// The fleet repository the operator syncs, like Flux's GitRepository.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 #[kube(
@@ -209,34 +211,6 @@ pub enum RolloutPhase {
     Waiting,
     Verified,
     Failed,
-}
-
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, schemars::JsonSchema,
-)]
-pub enum StepState {
-    #[default]
-    Pending,
-    Running,
-    Waiting,
-    Done,
-    Failed,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SagaStep {
-    /// e.g. `configmaps-published`, `repointed/broker`, `verified/agent-runtime`.
-    pub name: String,
-    /// Who carries the step out (the actuator).
-    pub owner: String,
-    pub state: StepState,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_at: Option<Time>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub finished_at: Option<Time>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]

@@ -29,10 +29,12 @@ use serde::{Deserialize, Serialize};
 use crate::names::{is_dns1123_label, is_label_value};
 
 mod lifecycle;
+mod resource;
 pub mod tiers;
 pub use lifecycle::{
     DEFAULT_OFFBOARD_GRACE, MAX_UID, MIN_UID, Retention, StorageSpec, SupportSpec, UidRange,
 };
+pub use resource::{Tenant, TenantOperation, TenantPhase, TenantResourceSpec, TenantStatus};
 
 pub const KIND_TENANT: &str = "Tenant";
 /// The file that holds it, in the tenant's folder.

@@ -1,0 +1,544 @@
+//! The tenant sagas' pure core: their steps, in order, with owners; what
+//! a change of `tenant.yaml` touches; how an outcome moves the `Tenant`'s
+//! phase; and the offboarding grace rule.
+//!
+//! Order, onboarding: the namespace and identity first (everything else
+//! lives in it), then the state its pods need (quota, limits, uid range),
+//! then the keys (the pods mount them), then the tenant's Rollout, verified
+//! (the pods run with the keys), then the support lane, and the status last.
+//! Offboarding is the reverse, with the keys revoked before anything else
+//! goes and the namespace deleted last.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use sha2::{Digest, Sha256};
+
+use crate::crd::StepState;
+use crate::crd::tenant::{
+    DEFAULT_OFFBOARD_GRACE, Retention, TenantOperation, TenantPhase, TenantSpec, TenantStatus,
+};
+use crate::saga::{Outcome, Step};
+
+pub const STEP_ENROLLED: &str = "identity-enrolled";
+pub const STEP_PROVISIONED: &str = "state-provisioned";
+pub const STEP_ACCESS: &str = "access-minted";
+pub const STEP_ROLLOUT: &str = "rollout-verified";
+pub const STEP_SUPPORT: &str = "support-registered";
+pub const STEP_PROJECTED: &str = "status-projected";
+pub const STEP_OLD_KEYS: &str = "old-keys-revoked";
+pub const STEP_ROLLOUT_STOPPED: &str = "rollout-stopped";
+pub const STEP_KEYS_REVOKED: &str = "keys-revoked";
+pub const STEP_SUPPORT_REMOVED: &str = "support-unregistered";
+pub const STEP_DATA: &str = "data-retained";
+pub const STEP_DATA_DELETED: &str = "data-deleted";
+pub const STEP_NAMESPACE: &str = "namespace-deleted";
+
+/// One step of a tenant saga.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TenantStep {
+    /// The namespace (labels, Pod Security `restricted`), its
+    /// ServiceAccount, and the tenant registered with the control plane
+    /// when the installation is managed.
+    Enroll,
+    /// ResourceQuota and LimitRange from the tier, the uid range
+    /// annotation, the default AgentFS when asked.
+    Provision,
+    /// The virtual key and broker token (and tracing keys) minted by the
+    /// key actuator into the tenant's Secret.
+    MintAccess,
+    /// The tenant's Rollout is Verified for the current release.
+    RolloutVerified,
+    /// The support lane is registered with the control plane, and its
+    /// acknowledgement stored.
+    RegisterSupport,
+    /// The keys a change replaced are revoked, once the pods using the new
+    /// ones are verified.
+    RevokeOldKeys,
+    /// The Tenant reports `Active` (or `Offboarded`), with an Event.
+    Project,
+    /// The tenant's Rollout stops acting (suspended, then deleted).
+    StopRollout,
+    /// Every key of the tenant is revoked at its actuator.
+    RevokeKeys,
+    UnregisterSupport,
+    /// `storage.retention`: volumes kept (`retain`) or deleted.
+    Data(Retention),
+    /// The namespace goes, once the grace period is over or confirmed.
+    DeleteNamespace,
+}
+
+impl Step for TenantStep {
+    fn name(&self) -> String {
+        match self {
+            TenantStep::Enroll => STEP_ENROLLED,
+            TenantStep::Provision => STEP_PROVISIONED,
+            TenantStep::MintAccess => STEP_ACCESS,
+            TenantStep::RolloutVerified => STEP_ROLLOUT,
+            TenantStep::RegisterSupport => STEP_SUPPORT,
+            TenantStep::RevokeOldKeys => STEP_OLD_KEYS,
+            TenantStep::Project => STEP_PROJECTED,
+            TenantStep::StopRollout => STEP_ROLLOUT_STOPPED,
+            TenantStep::RevokeKeys => STEP_KEYS_REVOKED,
+            TenantStep::UnregisterSupport => STEP_SUPPORT_REMOVED,
+            TenantStep::Data(Retention::Retain) => STEP_DATA,
+            TenantStep::Data(Retention::Delete) => STEP_DATA_DELETED,
+            TenantStep::DeleteNamespace => STEP_NAMESPACE,
+        }
+        .to_owned()
+    }
+
+    fn owner(&self) -> &'static str {
+        match self {
+            TenantStep::Enroll => "exo-operator/tenant-enrollment (server-side apply)",
+            TenantStep::Provision => "exo-operator/tenant-provisioner (server-side apply)",
+            TenantStep::MintAccess | TenantStep::RevokeOldKeys | TenantStep::RevokeKeys => {
+                "key actuator (kubernetes or http)"
+            }
+            TenantStep::RolloutVerified | TenantStep::StopRollout => "exo-operator/rollout",
+            TenantStep::RegisterSupport | TenantStep::UnregisterSupport => {
+                "control plane (support lanes)"
+            }
+            TenantStep::Project => "exo-operator/tenant",
+            TenantStep::Data(_) => "exo-operator/tenant-provisioner (PVCs)",
+            TenantStep::DeleteNamespace => "exo-operator/tenant-enrollment",
+        }
+    }
+}
+
+impl TenantStep {
+    pub fn parse(name: &str) -> Option<TenantStep> {
+        [
+            TenantStep::Enroll,
+            TenantStep::Provision,
+            TenantStep::MintAccess,
+            TenantStep::RolloutVerified,
+            TenantStep::RegisterSupport,
+            TenantStep::RevokeOldKeys,
+            TenantStep::Project,
+            TenantStep::StopRollout,
+            TenantStep::RevokeKeys,
+            TenantStep::UnregisterSupport,
+            TenantStep::Data(Retention::Retain),
+            TenantStep::Data(Retention::Delete),
+            TenantStep::DeleteNamespace,
+        ]
+        .into_iter()
+        .find(|s| s.name() == name)
+    }
+}
+
+/// The onboarding saga of a tenant with `spec`. The support step is there
+/// only when the tenant declares a lane.
+pub fn onboard(spec: &TenantSpec) -> Vec<TenantStep> {
+    let mut out = vec![
+        TenantStep::Enroll,
+        TenantStep::Provision,
+        TenantStep::MintAccess,
+        TenantStep::RolloutVerified,
+    ];
+    if spec.support.is_some() {
+        out.push(TenantStep::RegisterSupport);
+    }
+    out.push(TenantStep::Project);
+    out
+}
+
+/// The steps a change from `old` (what the last saga carried out) to
+/// `new` touches, in onboarding order; empty when nothing the sagas own
+/// changed (an egress rule is the rollout's, not the tenant saga's).
+///
+/// - tier, storage, uid range: provisioning again, then the pods rolled
+///   and verified (the uid range is in their security context);
+/// - models or capabilities: new keys minted, the pods that use them
+///   rolled and verified, and only then the old keys revoked;
+/// - wave: the Rollout follows its new wave's release, verified;
+/// - support: the lane registered again.
+pub fn change(old: &TenantSpec, new: &TenantSpec) -> Vec<TenantStep> {
+    let provision = old.tier != new.tier
+        || old.storage != new.storage
+        || old.uid_range != new.uid_range
+        || old.node_tier != new.node_tier;
+    let access = old.models != new.models || old.capabilities != new.capabilities;
+    let wave = old.wave != new.wave;
+    let support = old.support != new.support && new.support.is_some();
+    let mut out = Vec::new();
+    if provision {
+        out.push(TenantStep::Provision);
+    }
+    if access {
+        out.push(TenantStep::MintAccess);
+    }
+    if provision || access || wave {
+        out.push(TenantStep::RolloutVerified);
+    }
+    if access {
+        out.push(TenantStep::RevokeOldKeys);
+    }
+    if support {
+        out.push(TenantStep::RegisterSupport);
+    }
+    if !out.is_empty() {
+        out.push(TenantStep::Project);
+    }
+    out
+}
+
+/// The offboarding saga: the Rollout stopped, the keys revoked before
+/// anything else goes, the lane unregistered, the data kept or deleted
+/// per `storage.retention`, the namespace last.
+pub fn offboard(spec: &TenantSpec) -> Vec<TenantStep> {
+    let retention = spec
+        .storage
+        .as_ref()
+        .map(|s| s.retention)
+        .unwrap_or_default();
+    let mut out = vec![TenantStep::StopRollout, TenantStep::RevokeKeys];
+    if spec.support.is_some() {
+        out.push(TenantStep::UnregisterSupport);
+    }
+    out.push(TenantStep::Data(retention));
+    out.push(TenantStep::DeleteNamespace);
+    out.push(TenantStep::Project);
+    out
+}
+
+/// sha256 of the settings, what a status is stamped with so every reader
+/// can tell whether it is about the settings it sees.
+pub fn settings_hash(spec: &TenantSpec) -> String {
+    let json = serde_json::to_vec(spec).unwrap_or_default();
+    hex::encode(Sha256::digest(json))
+}
+
+/// What a saga is started for: the settings' hash, the commit and the
+/// resource's generation.
+#[derive(Debug, Clone, Copy)]
+pub struct StartedFor<'a> {
+    pub desired_hash: &'a str,
+    pub commit: Option<&'a str>,
+    pub generation: Option<i64>,
+}
+
+/// A fresh saga of `operation` with `steps`, stamped with what it is for.
+/// What outlives a saga (the settings last carried out, when it became
+/// Active, when offboarding began, the conditions) is kept.
+pub fn start(
+    previous: Option<&TenantStatus>,
+    operation: TenantOperation,
+    steps: &[TenantStep],
+    now: Time,
+    for_: StartedFor<'_>,
+) -> TenantStatus {
+    let prev = previous.cloned().unwrap_or_default();
+    TenantStatus {
+        phase: Some(running_phase(operation)),
+        operation: Some(operation),
+        current_step: steps.first().map(Step::name),
+        steps: crate::saga::fresh(steps),
+        desired_hash: Some(for_.desired_hash.to_owned()),
+        applied_commit: for_.commit.map(str::to_owned),
+        observed_generation: for_.generation,
+        active_settings: prev.active_settings,
+        started_at: Some(now.clone()),
+        active_at: prev.active_at,
+        offboard_started_at: match operation {
+            TenantOperation::Offboard => prev.offboard_started_at.or(Some(now)),
+            _ => None,
+        },
+        message: None,
+        conditions: prev.conditions,
+    }
+}
+
+fn running_phase(operation: TenantOperation) -> TenantPhase {
+    match operation {
+        TenantOperation::Onboard => TenantPhase::Onboarding,
+        TenantOperation::Change => TenantPhase::Changing,
+        TenantOperation::Offboard => TenantPhase::Offboarding,
+    }
+}
+
+/// Records `outcome` for step `i` and the phase with it; the last step
+/// Done makes the tenant Active (remembering the settings carried out) or
+/// Offboarded. Returns whether anything changed.
+pub fn record(
+    status: &mut TenantStatus,
+    i: usize,
+    outcome: &Outcome,
+    now: &Time,
+    settings: &TenantSpec,
+) -> bool {
+    let before = status.clone();
+    let Some((state, message)) = crate::saga::record_step(&mut status.steps, i, outcome, now)
+    else {
+        return false;
+    };
+    let operation = status.operation.unwrap_or_default();
+    status.current_step = Some(status.steps[i].name.clone());
+    status.message = message;
+    status.phase = Some(match state {
+        StepState::Failed => TenantPhase::Failed,
+        StepState::Waiting => TenantPhase::Waiting,
+        _ => running_phase(operation),
+    });
+    if state == StepState::Done && crate::saga::next_step(&status.steps).is_none() {
+        status.current_step = None;
+        if operation == TenantOperation::Offboard {
+            status.phase = Some(TenantPhase::Offboarded);
+        } else {
+            status.phase = Some(TenantPhase::Active);
+            status.active_at = Some(now.clone());
+            status.active_settings = Some(settings.clone());
+        }
+    }
+    *status != before
+}
+
+/// Whether the namespace of a tenant offboarded since `started` may go at
+/// `now`: when confirmed, or once the grace period (`offboardGracePeriod`,
+/// default 24h) is over. `Err` holds how long is left.
+pub fn namespace_may_go(
+    spec: &TenantSpec,
+    started: &Time,
+    now: &Time,
+    confirmed: bool,
+) -> Result<(), Duration> {
+    if confirmed {
+        return Ok(());
+    }
+    let grace = spec
+        .offboard_grace_period
+        .as_deref()
+        .and_then(|g| crate::duration::parse(g).ok())
+        .or_else(|| crate::duration::parse(DEFAULT_OFFBOARD_GRACE).ok())
+        .unwrap_or(Duration::from_secs(24 * 3600));
+    let elapsed = now
+        .0
+        .duration_since(started.0)
+        .try_into()
+        .unwrap_or(Duration::ZERO);
+    if elapsed >= grace {
+        Ok(())
+    } else {
+        Err(grace - elapsed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::tenant::{StorageSpec, SupportSpec, UidRange};
+    use k8s_openapi::jiff::Timestamp;
+
+    fn at(secs: i64) -> Time {
+        Time(Timestamp::from_second(secs).unwrap())
+    }
+
+    fn names(steps: &[TenantStep]) -> Vec<String> {
+        steps.iter().map(Step::name).collect()
+    }
+
+    fn spec() -> TenantSpec {
+        TenantSpec {
+            tier: Some("standard".into()),
+            wave: Some("fleet".into()),
+            models: vec!["gpt-4o-mini".into()],
+            support: Some(SupportSpec {
+                lane: "acme-support".into(),
+                contacts: vec![],
+            }),
+            ..TenantSpec::default()
+        }
+    }
+
+    #[test]
+    fn onboarding_runs_in_the_documented_order() {
+        assert_eq!(
+            names(&onboard(&spec())),
+            [
+                "identity-enrolled",
+                "state-provisioned",
+                "access-minted",
+                "rollout-verified",
+                "support-registered",
+                "status-projected"
+            ]
+        );
+        let no_lane = TenantSpec {
+            support: None,
+            ..spec()
+        };
+        assert!(!names(&onboard(&no_lane)).contains(&"support-registered".to_owned()));
+        for s in onboard(&spec()) {
+            assert_eq!(TenantStep::parse(&s.name()), Some(s));
+            assert!(!s.owner().is_empty());
+        }
+    }
+
+    #[test]
+    fn a_change_runs_the_steps_it_touches() {
+        let old = spec();
+        let with = |f: &dyn Fn(&mut TenantSpec)| {
+            let mut s = spec();
+            f(&mut s);
+            s
+        };
+        let cases: Vec<(&str, TenantSpec, Vec<&str>)> = vec![
+            ("nothing", spec(), vec![]),
+            (
+                "an egress rule is the rollout's",
+                with(&|s| s.allowed_egress = vec![Default::default()]),
+                vec![],
+            ),
+            (
+                "scopes: mint, roll, then revoke the old key",
+                with(&|s| s.models.push("claude-sonnet".into())),
+                vec![
+                    "access-minted",
+                    "rollout-verified",
+                    "old-keys-revoked",
+                    "status-projected",
+                ],
+            ),
+            (
+                "quota",
+                with(&|s| {
+                    s.storage = Some(StorageSpec {
+                        quota: Some("50Gi".into()),
+                        ..StorageSpec::default()
+                    })
+                }),
+                vec!["state-provisioned", "rollout-verified", "status-projected"],
+            ),
+            (
+                "uid range",
+                with(&|s| {
+                    s.uid_range = Some(UidRange {
+                        start: 300_000,
+                        size: 100,
+                    })
+                }),
+                vec!["state-provisioned", "rollout-verified", "status-projected"],
+            ),
+            (
+                "wave",
+                with(&|s| s.wave = Some("canary".into())),
+                vec!["rollout-verified", "status-projected"],
+            ),
+            (
+                "support",
+                with(&|s| s.support.as_mut().unwrap().contacts.push("ops@x".into())),
+                vec!["support-registered", "status-projected"],
+            ),
+        ];
+        for (what, new, want) in cases {
+            assert_eq!(names(&change(&old, &new)), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn offboarding_revokes_keys_first_and_deletes_the_namespace_last() {
+        let got = names(&offboard(&spec()));
+        assert_eq!(
+            got,
+            [
+                "rollout-stopped",
+                "keys-revoked",
+                "support-unregistered",
+                "data-retained",
+                "namespace-deleted",
+                "status-projected"
+            ]
+        );
+        let delete = TenantSpec {
+            storage: Some(StorageSpec {
+                retention: Retention::Delete,
+                ..StorageSpec::default()
+            }),
+            support: None,
+            ..spec()
+        };
+        assert_eq!(
+            names(&offboard(&delete)),
+            [
+                "rollout-stopped",
+                "keys-revoked",
+                "data-deleted",
+                "namespace-deleted",
+                "status-projected"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_saga_moves_the_phase_and_ends_active_with_its_settings() {
+        let s = spec();
+        let steps = onboard(&s);
+        let hash = settings_hash(&s);
+        let for_ = StartedFor {
+            desired_hash: &hash,
+            commit: Some("abc"),
+            generation: Some(1),
+        };
+        let mut st = start(None, TenantOperation::Onboard, &steps, at(0), for_);
+        assert_eq!(st.phase, Some(TenantPhase::Onboarding));
+        assert_eq!(st.current_step.as_deref(), Some("identity-enrolled"));
+        assert!(record(&mut st, 0, &Outcome::Done, &at(1), &s));
+        assert!(
+            !record(&mut st, 0, &Outcome::Done, &at(1), &s),
+            "same again"
+        );
+        assert!(record(
+            &mut st,
+            2,
+            &Outcome::Waiting("no key actuator is configured".into()),
+            &at(2),
+            &s
+        ));
+        assert_eq!(st.phase, Some(TenantPhase::Waiting));
+        assert_eq!(st.message.as_deref(), Some("no key actuator is configured"));
+        for i in 0..steps.len() {
+            record(&mut st, i, &Outcome::Done, &at(3), &s);
+        }
+        assert_eq!(st.phase, Some(TenantPhase::Active));
+        assert_eq!(st.active_settings.as_ref(), Some(&s));
+        assert_eq!(st.current_step, None);
+        assert_eq!(st.desired_hash.as_deref(), Some(hash.as_str()));
+        // An offboarding keeps when it began across restarts of its saga.
+        let off = start(
+            Some(&st),
+            TenantOperation::Offboard,
+            &offboard(&s),
+            at(10),
+            for_,
+        );
+        let again = start(
+            Some(&off),
+            TenantOperation::Offboard,
+            &offboard(&s),
+            at(20),
+            for_,
+        );
+        assert_eq!(again.offboard_started_at, Some(at(10)));
+        assert_eq!(again.active_settings.as_ref(), Some(&s));
+    }
+
+    #[test]
+    fn the_namespace_waits_for_the_grace_period_or_a_confirmation() {
+        let s = TenantSpec {
+            offboard_grace_period: Some("1h".into()),
+            ..spec()
+        };
+        assert_eq!(
+            namespace_may_go(&s, &at(0), &at(600), false),
+            Err(Duration::from_secs(3000))
+        );
+        assert_eq!(namespace_may_go(&s, &at(0), &at(3600), false), Ok(()));
+        assert_eq!(namespace_may_go(&s, &at(0), &at(1), true), Ok(()));
+        let default = spec();
+        assert_eq!(
+            namespace_may_go(&default, &at(0), &at(3600), false),
+            Err(Duration::from_secs(23 * 3600))
+        );
+    }
+}
