@@ -92,7 +92,7 @@ async fn attach(a: AttachArgs) -> Result<bool, String> {
     if interactive && let Some((cols, rows)) = terminal::size() {
         url.push_str(&format!("&cols={cols}&rows={rows}"));
     }
-    let ws = a.plane.dial(&url).await?;
+    let ws = a.plane.dial(&url).await.map_err(|e| e.to_string())?;
     let (mut sink, mut stream) = ws.split();
     // From here on every return drops `raw`, which restores the terminal.
     let mut raw = if interactive {

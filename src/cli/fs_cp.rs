@@ -142,8 +142,8 @@ async fn upload(
         let _ = dtx.send(r.map(|m| m.digest()));
     });
     let out = tokio::select! {
-        r = route.upload(cmd, rx, drx) => r,
-        _ = crate::shutdown::install() => Err("interrupted; nothing was written under the final name".into()),
+        r = route.upload(cmd, rx, drx) => r.map_err(String::from),
+        _ = crate::shutdown::install() => Err("interrupted; nothing was written under the final name".to_owned()),
     };
     let _ = packer.await;
     pb.finish_and_clear();
@@ -177,8 +177,8 @@ async fn download(
         local::unpack(r, &dest_owned, &limits, &mut |n| pbc.inc(n))
     });
     let remote = tokio::select! {
-        r = route.download(cmd, tx) => r,
-        _ = crate::shutdown::install() => Err("interrupted".into()),
+        r = route.download(cmd, tx) => r.map_err(String::from),
+        _ = crate::shutdown::install() => Err("interrupted".to_owned()),
     };
     // The sender is gone either way: the unpacker sees the end of the
     // stream (a truncated one fails and removes its staging folder).

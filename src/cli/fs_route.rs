@@ -13,7 +13,8 @@ use crate::agentfs::helper::HelperOpts;
 use crate::agentfs::tarstream::Limits;
 use crate::agentfs::transfer::{Download, Upload};
 use crate::agentfs::{FsError, ops};
-use crate::cli::plane::{PlaneArgs, Socket, enc};
+use crate::cli::kube_args::KubeArgsError;
+use crate::cli::plane::{PlaneArgs, PlaneError, Socket, enc};
 use crate::wire::fs::Transferred;
 use crate::wire::{Command, CommandResult};
 
@@ -44,22 +45,59 @@ pub enum Route {
     },
 }
 
-fn fs_err(e: FsError) -> String {
-    e.to_string()
+/// Why a command or copy over a route failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    #[error("{0} (or pass --deployment to go through the control plane)")]
+    Client(#[source] KubeArgsError),
+    #[error(transparent)]
+    Plane(#[from] PlaneError),
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    #[error("send: {0}")]
+    Send(#[source] tokio_tungstenite::tungstenite::Error),
+    #[error("read: {0}")]
+    Read(#[source] tokio_tungstenite::tungstenite::Error),
+    #[error("the control plane closed the connection: {0}")]
+    ClosedWith(String),
+    #[error("the control plane closed the connection")]
+    Closed,
+    #[error("unexpected answer: {0}")]
+    Answer(#[source] serde_json::Error),
+    /// The command failed at the operator; its message as it sent it.
+    #[error("{0}")]
+    Failed(String),
+    #[error("unexpected copy result: {0}")]
+    CopyResult(#[source] serde_json::Error),
+    /// The local packer refused a file; its message.
+    #[error("{0}")]
+    Packer(String),
+    #[error("the packer stopped")]
+    PackerStopped,
+    #[error("the local side stopped")]
+    LocalStopped,
+    #[error("not an upload")]
+    NotUpload,
+    #[error("not a download")]
+    NotDownload,
+}
+
+/// The `exo fs` verbs end in the message they print (and an exit code).
+impl From<RouteError> for String {
+    fn from(e: RouteError) -> String {
+        e.to_string()
+    }
 }
 
 impl Route {
-    pub async fn open(a: &RouteArgs) -> Result<Self, String> {
+    pub async fn open(a: &RouteArgs) -> Result<Self, RouteError> {
         if let Some(d) = &a.deployment {
             return Ok(Route::Plane {
                 plane: a.plane.clone(),
                 deployment: d.clone(),
             });
         }
-        let client =
-            a.kube.client().await.map_err(|e| {
-                format!("{e} (or pass --deployment to go through the control plane)")
-            })?;
+        let client = a.kube.client().await.map_err(RouteError::Client)?;
         let mut helper = HelperOpts::default();
         if let Some(i) = &a.helper_image {
             helper.image = i.clone();
@@ -67,7 +105,11 @@ impl Route {
         Ok(Route::Direct { client, helper })
     }
 
-    async fn dial(plane: &PlaneArgs, deployment: &str, cmd: &Command) -> Result<Socket, String> {
+    async fn dial(
+        plane: &PlaneArgs,
+        deployment: &str,
+        cmd: &Command,
+    ) -> Result<Socket, RouteError> {
         let mut ws = plane
             .dial(&format!("/api/v1/deployments/{}/fs", enc(deployment)))
             .await?;
@@ -75,16 +117,14 @@ impl Route {
         let opening = serde_json::json!({ "command": cmd, "actor": actor });
         ws.send(Message::Text(opening.to_string().into()))
             .await
-            .map_err(|e| format!("send: {e}"))?;
+            .map_err(RouteError::Send)?;
         Ok(ws)
     }
 
     /// A request/answer command.
-    pub async fn call(&self, cmd: Command) -> Result<serde_json::Value, String> {
+    pub async fn call(&self, cmd: Command) -> Result<serde_json::Value, RouteError> {
         match self {
-            Route::Direct { client, helper } => {
-                ops::run(client, &cmd, helper).await.map_err(fs_err)
-            }
+            Route::Direct { client, helper } => Ok(ops::run(client, &cmd, helper).await?),
             Route::Plane { plane, deployment } => {
                 let mut ws = Self::dial(plane, deployment, &cmd).await?;
                 loop {
@@ -103,7 +143,7 @@ impl Route {
         cmd: Command,
         mut data: mpsc::Receiver<Vec<u8>>,
         digest: oneshot::Receiver<Result<String, String>>,
-    ) -> Result<Transferred, String> {
+    ) -> Result<Transferred, RouteError> {
         match self {
             Route::Direct { client, helper } => {
                 let Command::AgentfsWrite {
@@ -114,30 +154,29 @@ impl Route {
                     max_bytes,
                 } = &cmd
                 else {
-                    return Err("not an upload".into());
+                    return Err(RouteError::NotUpload);
                 };
                 let limits = Limits {
                     max_bytes: *max_bytes,
                     ..Limits::default()
                 };
-                let mut up = Upload::begin(client, namespace, fs_name, path, top, limits, helper)
-                    .await
-                    .map_err(fs_err)?;
+                let mut up =
+                    Upload::begin(client, namespace, fs_name, path, top, limits, helper).await?;
                 while let Some(piece) = data.recv().await {
                     if let Err(e) = up.write(&piece).await {
                         up.abort().await;
-                        return Err(fs_err(e));
+                        return Err(e.into());
                     }
                 }
                 match digest.await {
-                    Ok(Ok(d)) => up.finish(Some(&d)).await.map_err(fs_err),
+                    Ok(Ok(d)) => Ok(up.finish(Some(&d)).await?),
                     Ok(Err(e)) => {
                         up.abort().await;
-                        Err(e)
+                        Err(RouteError::Packer(e))
                     }
                     Err(_) => {
                         up.abort().await;
-                        Err("the packer stopped".into())
+                        Err(RouteError::PackerStopped)
                     }
                 }
             }
@@ -148,18 +187,19 @@ impl Route {
                     while let Some(piece) = data.recv().await {
                         sink.send(Message::Binary(piece.into()))
                             .await
-                            .map_err(|e| format!("send: {e}"))?;
+                            .map_err(RouteError::Send)?;
                     }
                     let d = digest
                         .await
-                        .map_err(|_| "the packer stopped".to_owned())??;
+                        .map_err(|_| RouteError::PackerStopped)?
+                        .map_err(RouteError::Packer)?;
                     let end = serde_json::json!({ "end": true, "sha256": d });
                     sink.send(Message::Text(end.to_string().into()))
                         .await
-                        .map_err(|e| format!("send: {e}"))?;
+                        .map_err(RouteError::Send)?;
                     // Keep the socket open until the answer arrives.
                     std::future::pending::<()>().await;
-                    Ok::<(), String>(())
+                    Ok::<(), RouteError>(())
                 };
                 tokio::pin!(sender);
                 loop {
@@ -185,7 +225,7 @@ impl Route {
         &self,
         cmd: Command,
         out: mpsc::Sender<Vec<u8>>,
-    ) -> Result<Transferred, String> {
+    ) -> Result<Transferred, RouteError> {
         match self {
             Route::Direct { client, helper } => {
                 let Command::AgentfsRead {
@@ -195,21 +235,20 @@ impl Route {
                     max_bytes,
                 } = &cmd
                 else {
-                    return Err("not a download".into());
+                    return Err(RouteError::NotDownload);
                 };
                 let limits = Limits {
                     max_bytes: *max_bytes,
                     ..Limits::default()
                 };
-                let mut down = Download::begin(client, namespace, fs_name, path, limits, helper)
-                    .await
-                    .map_err(fs_err)?;
-                while let Some(piece) = down.next().await.map_err(fs_err)? {
+                let mut down =
+                    Download::begin(client, namespace, fs_name, path, limits, helper).await?;
+                while let Some(piece) = down.next().await? {
                     if out.send(piece).await.is_err() {
-                        return Err("the local side stopped".into());
+                        return Err(RouteError::LocalStopped);
                     }
                 }
-                down.finish().await.map_err(fs_err)
+                Ok(down.finish().await?)
             }
             Route::Plane { plane, deployment } => {
                 let mut ws = Self::dial(plane, deployment, &cmd).await?;
@@ -217,7 +256,7 @@ impl Route {
                     match reply(ws.next().await)? {
                         Reply::Data(b) => {
                             if out.send(b).await.is_err() {
-                                return Err("the local side stopped".into());
+                                return Err(RouteError::LocalStopped);
                             }
                         }
                         Reply::Answer(t) => return transferred(answer(&t)?),
@@ -241,31 +280,31 @@ enum Reply {
 
 fn reply(
     m: Option<Result<Message, tokio_tungstenite::tungstenite::Error>>,
-) -> Result<Reply, String> {
+) -> Result<Reply, RouteError> {
     match m {
         Some(Ok(Message::Text(t))) => Ok(Reply::Answer(t.as_str().to_owned())),
         Some(Ok(Message::Binary(b))) => Ok(Reply::Data(b.to_vec())),
-        Some(Ok(Message::Close(c))) => Err(format!(
-            "the control plane closed the connection: {}",
-            c.map(|c| c.reason.to_string()).unwrap_or_default()
+        Some(Ok(Message::Close(c))) => Err(RouteError::ClosedWith(
+            c.map(|c| c.reason.to_string()).unwrap_or_default(),
         )),
         Some(Ok(_)) => Ok(Reply::Other),
-        Some(Err(e)) => Err(format!("read: {e}")),
-        None => Err("the control plane closed the connection".into()),
+        Some(Err(e)) => Err(RouteError::Read(e)),
+        None => Err(RouteError::Closed),
     }
 }
 
 /// A `command_result` from the control plane: its value, or its error.
-fn answer(text: &str) -> Result<serde_json::Value, String> {
-    let r: CommandResult =
-        serde_json::from_str(text).map_err(|e| format!("unexpected answer: {e}"))?;
+fn answer(text: &str) -> Result<serde_json::Value, RouteError> {
+    let r: CommandResult = serde_json::from_str(text).map_err(RouteError::Answer)?;
     if r.ok {
         Ok(r.result)
     } else {
-        Err(r.error.unwrap_or_else(|| "failed".into()))
+        Err(RouteError::Failed(
+            r.error.unwrap_or_else(|| "failed".into()),
+        ))
     }
 }
 
-fn transferred(v: serde_json::Value) -> Result<Transferred, String> {
-    serde_json::from_value(v).map_err(|e| format!("unexpected copy result: {e}"))
+fn transferred(v: serde_json::Value) -> Result<Transferred, RouteError> {
+    serde_json::from_value(v).map_err(RouteError::CopyResult)
 }

@@ -19,42 +19,69 @@ pub struct KubeArgs {
     pub context: Option<String>,
 }
 
+/// Why no client could be built; each names the flag or file at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeArgsError {
+    #[error("user agent {0:?}: only visible ASCII can be sent")]
+    UserAgent(String),
+    #[error("--kubeconfig {}: {source}", path.display())]
+    Kubeconfig {
+        path: PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("--context {context}: {source}")]
+    Context {
+        context: String,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("no cluster configuration (set KUBECONFIG or --kubeconfig): {0}")]
+    Infer(#[source] kube::config::InferConfigError),
+    #[error("kube client: {0}")]
+    Client(#[source] kube::Error),
+}
+
 impl KubeArgs {
     /// A client for the chosen kubeconfig and context. Without either, the
     /// usual inference: `$KUBECONFIG` or `~/.kube/config`, else in-cluster.
     /// Errors name the flag or file at fault.
-    pub async fn client(&self) -> Result<kube::Client, String> {
+    pub async fn client(&self) -> Result<kube::Client, KubeArgsError> {
         self.client_as(&user_agent("exo", None)).await
     }
 
     /// [`KubeArgs::client`] whose every request carries `agent` as its
     /// User-Agent, which the apiserver's audit log records: who wrote what,
     /// down to the operator replica ([`user_agent`]).
-    pub async fn client_as(&self, agent: &str) -> Result<kube::Client, String> {
-        let agent = HeaderValue::from_str(agent)
-            .map_err(|_| format!("user agent {agent:?}: only visible ASCII can be sent"))?;
+    pub async fn client_as(&self, agent: &str) -> Result<kube::Client, KubeArgsError> {
+        let agent =
+            HeaderValue::from_str(agent).map_err(|_| KubeArgsError::UserAgent(agent.to_owned()))?;
         let opts = KubeConfigOptions {
             context: self.context.clone(),
             ..KubeConfigOptions::default()
         };
+        let kubeconfig = |path: &PathBuf| {
+            let path = path.clone();
+            move |source| KubeArgsError::Kubeconfig { path, source }
+        };
         let config = match (&self.kubeconfig, &self.context) {
             (Some(path), _) => {
-                let kc = Kubeconfig::read_from(path)
-                    .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?;
+                let kc = Kubeconfig::read_from(path).map_err(kubeconfig(path))?;
                 kube::Config::from_custom_kubeconfig(kc, &opts)
                     .await
-                    .map_err(|e| format!("--kubeconfig {}: {e}", path.display()))?
+                    .map_err(kubeconfig(path))?
             }
             (None, Some(ctx)) => kube::Config::from_kubeconfig(&opts)
                 .await
-                .map_err(|e| format!("--context {ctx}: {e}"))?,
-            (None, None) => kube::Config::infer().await.map_err(|e| {
-                format!("no cluster configuration (set KUBECONFIG or --kubeconfig): {e}")
-            })?,
+                .map_err(|source| KubeArgsError::Context {
+                    context: ctx.clone(),
+                    source,
+                })?,
+            (None, None) => kube::Config::infer().await.map_err(KubeArgsError::Infer)?,
         };
         let mut config = config;
         config.headers.push((USER_AGENT, agent));
-        kube::Client::try_from(config).map_err(|e| format!("kube client: {e}"))
+        kube::Client::try_from(config).map_err(KubeArgsError::Client)
     }
 }
 

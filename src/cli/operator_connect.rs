@@ -114,7 +114,7 @@ pub fn run(args: ConnectArgs) -> u8 {
     };
     let result: Result<(), String> = rt.block_on(async move {
         let shutdown = crate::shutdown::requested();
-        let client = args.kube.client().await?;
+        let client = args.kube.client().await.map_err(|e| e.to_string())?;
         let health = upstream::health_handle();
         if let Some(addr) = args.health_listen {
             let bound = upstream::health::serve(addr, Some(health.clone()))

@@ -25,15 +25,47 @@ pub struct PlaneArgs {
 
 pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
+/// Why the control plane could not be reached; the token is never part of
+/// a message.
+#[derive(Debug, thiserror::Error)]
+pub enum PlaneError {
+    #[error("admin token file {}: {source}", path.display())]
+    TokenFile {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("admin token file {} is empty", .0.display())]
+    EmptyTokenFile(std::path::PathBuf),
+    #[error("the admin token is not a valid header value")]
+    TokenHeader,
+    #[error("bad control-plane URL {base}: {source}")]
+    Url {
+        base: String,
+        #[source]
+        source: tokio_tungstenite::tungstenite::Error,
+    },
+    #[error("refused by the control plane (HTTP {status}): {message}")]
+    Refused { status: u16, message: String },
+    #[error("connect {base}: {source}")]
+    Connect {
+        base: String,
+        #[source]
+        source: tokio_tungstenite::tungstenite::Error,
+    },
+}
+
 impl PlaneArgs {
     /// The admin token from `--admin-token-file` or `EXO_CP_ADMIN_TOKEN`.
-    pub fn admin_token(&self) -> Result<Option<String>, String> {
+    pub fn admin_token(&self) -> Result<Option<String>, PlaneError> {
         if let Some(p) = &self.admin_token_file {
-            let t = std::fs::read_to_string(p)
-                .map_err(|e| format!("admin token file {}: {e}", p.display()))?;
+            let t = std::fs::read_to_string(p).map_err(|source| PlaneError::TokenFile {
+                path: p.clone(),
+                source,
+            })?;
             let t = t.trim();
             if t.is_empty() {
-                return Err(format!("admin token file {} is empty", p.display()));
+                return Err(PlaneError::EmptyTokenFile(p.clone()));
             }
             return Ok(Some(t.to_owned()));
         }
@@ -58,17 +90,20 @@ impl PlaneArgs {
     /// Dials `{base}{path_and_query}` with the admin token. An HTTP
     /// refusal (offline deployment, missing capability, bad token) comes
     /// back as its status and the server's message.
-    pub async fn dial(&self, path_and_query: &str) -> Result<Socket, String> {
+    pub async fn dial(&self, path_and_query: &str) -> Result<Socket, PlaneError> {
         let base = self.ws_base();
         let url = format!("{base}{path_and_query}");
         let mut req = url
             .as_str()
             .into_client_request()
-            .map_err(|e| format!("bad control-plane URL {base}: {e}"))?;
+            .map_err(|source| PlaneError::Url {
+                base: base.clone(),
+                source,
+            })?;
         if let Some(t) = self.admin_token()? {
             let v = format!("Bearer {t}")
                 .parse()
-                .map_err(|_| "the admin token is not a valid header value".to_owned())?;
+                .map_err(|_| PlaneError::TokenHeader)?;
             req.headers_mut().insert("authorization", v);
         }
         let cfg = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
@@ -86,9 +121,15 @@ impl PlaneArgs {
                         .ok()
                         .and_then(|v| v.get("error").and_then(|e| e.as_str().map(str::to_owned)))
                         .unwrap_or(body);
-                    format!("refused by the control plane (HTTP {}): {msg}", r.status())
+                    PlaneError::Refused {
+                        status: r.status().as_u16(),
+                        message: msg,
+                    }
                 }
-                e => format!("connect {base}: {e}"),
+                source => PlaneError::Connect {
+                    base: base.clone(),
+                    source,
+                },
             })?;
         Ok(ws)
     }
