@@ -50,6 +50,8 @@ pub const LABEL_CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
 
 // ---------------------------------------------------------------- annotations
 
+/// On a tenant Namespace: the uids its pods run as, `<first>-<last>`.
+pub const ANNOTATION_UID_RANGE: &str = "autonomic.sh/uid-range";
 /// Hash of the desired object; a child whose annotation matches is not
 /// written again, a pod whose annotation differs is rolled.
 pub const ANNOTATION_SPEC_HASH: &str = "autonomic.sh/spec-hash";

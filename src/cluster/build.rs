@@ -29,6 +29,7 @@ use crate::meta::{
 };
 
 pub mod placement;
+pub mod tenant;
 
 /// Port the agentlet listens on; the agent's Service points at it.
 pub const AGENTLET_PORT: i32 = 8080;

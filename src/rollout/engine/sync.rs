@@ -15,10 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
-use kube::api::{Api, ObjectMeta};
+use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
@@ -344,21 +343,7 @@ async fn apply_tenants(
     let apply_failed = |object: String| move |source| Error::Apply { object, source };
     let mut changed = 0;
     for (tenant, target) in tenants {
-        let labels = BTreeMap::from([
-            (LABEL_TENANT.to_owned(), tenant.clone()),
-            (
-                crate::meta::LABEL_MANAGED_BY.to_owned(),
-                crate::meta::MANAGED_BY.to_owned(),
-            ),
-        ]);
-        let namespace = Namespace {
-            metadata: ObjectMeta {
-                name: Some(tenant.clone()),
-                labels: Some(labels),
-                ..ObjectMeta::default()
-            },
-            ..Namespace::default()
-        };
+        let namespace = crate::cluster::build::tenant::namespace(tenant, &target.desired.settings);
         let key = format!("Namespace/{tenant}");
         let hash = body_hash(&namespace);
         if !ctx.state.unchanged(&key, &hash) {
