@@ -73,6 +73,16 @@ pub const ANNOTATION_LAST_CHECKIN: &str = "autonomic.sh/last-checkin";
 pub const ANNOTATION_RELEASE: &str = "autonomic.sh/release";
 /// When the live content of a workload was last verified.
 pub const ANNOTATION_VERIFIED_AT: &str = "autonomic.sh/verified-at";
+/// On an Agent and its pod: the hash of the tenant's access scopes (models
+/// and capabilities). The pod takes the tenant's keys from
+/// [`TENANT_ACCESS_SECRET`] as env, and a new hash rolls it onto new keys.
+pub const ANNOTATION_ACCESS_SCOPES: &str = "autonomic.sh/access-scopes";
+/// The tenant's access Secret (its virtual key, broker token and tracing
+/// keys), in its namespace.
+pub const TENANT_ACCESS_SECRET: &str = "exo-tenant-access";
+/// On a `Tenant`: `true` lets an offboarded tenant's namespace go before
+/// its grace period (`offboardGracePeriod`) is over.
+pub const ANNOTATION_OFFBOARD_CONFIRM: &str = "autonomic.sh/offboard-confirm";
 /// Set on a Fleet to ask for a sync now (push receiver, `exo`).
 pub const ANNOTATION_SYNC_REQUESTED: &str = "autonomic.sh/sync-requested-at";
 /// The full content hash of a baseline ConfigMap.

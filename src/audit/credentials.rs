@@ -87,6 +87,11 @@ pub fn provider_of_value(value: &[u8]) -> Option<&'static str> {
         if i > 0 && key_char(value[i - 1]) {
             continue;
         }
+        // A Langfuse secret key (`sk-lf-…`) is a tenant's own tracing
+        // key, not an upstream provider's.
+        if value[i..].starts_with(b"sk-lf-") {
+            continue;
+        }
         for (prefix, provider, min, exact) in SHAPES {
             if value[i..].starts_with(prefix) {
                 let n = run(value, i + prefix.len());

@@ -10,10 +10,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMapVolumeSource, Container as K8sContainer, ContainerPort,
-    EmptyDirVolumeSource, EnvVar as K8sEnvVar, EnvVarSource, PersistentVolumeClaim,
+    EmptyDirVolumeSource, EnvFromSource, EnvVar as K8sEnvVar, EnvVarSource, PersistentVolumeClaim,
     PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec,
-    SeccompProfile, Secret, SecretKeySelector, SecurityContext, Service, ServicePort, ServiceSpec,
-    Volume, VolumeMount, VolumeResourceRequirements,
+    SeccompProfile, Secret, SecretEnvSource, SecretKeySelector, SecurityContext, Service,
+    ServicePort, ServiceSpec, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use sha2::{Digest, Sha256};
@@ -23,9 +23,10 @@ use crate::names::is_dns1035_label;
 
 use crate::crd::{AgentFS, AgentSpec, Container, FilesystemMount, RestartPolicy, ToolSpec};
 use crate::meta::{
-    AGENT_AGENTLET_CONTAINER, AGENT_RUNTIME_CONTAINER, ANNOTATION_DEFAULT_CONTAINER,
-    ANNOTATION_RESTART_REQUESTED, ANNOTATION_SPEC_HASH, LABEL_AGENT, LABEL_AGENTFS,
-    LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_TOOL, MANAGED_BY, TOKEN_KEY, TOOL_CONTAINER,
+    AGENT_AGENTLET_CONTAINER, AGENT_RUNTIME_CONTAINER, ANNOTATION_ACCESS_SCOPES,
+    ANNOTATION_DEFAULT_CONTAINER, ANNOTATION_RESTART_REQUESTED, ANNOTATION_SPEC_HASH, LABEL_AGENT,
+    LABEL_AGENTFS, LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_TOOL, MANAGED_BY, TENANT_ACCESS_SECRET,
+    TOKEN_KEY, TOOL_CONTAINER,
 };
 
 pub mod placement;
@@ -285,17 +286,21 @@ fn restart_policy(p: Option<RestartPolicy>) -> &'static str {
 /// ConfigMap read-only in both, the AgentFS `mounts` (already resolved, see
 /// [`super::fs::effective_mounts`]), the token for the agentlet only.
 pub fn agent_pod(owner: &Owner, spec: &AgentSpec, mounts: &[FilesystemMount]) -> Result<Pod> {
-    agent_pod_restarted(owner, spec, mounts, None)
+    agent_pod_restarted(owner, spec, mounts, None, None)
 }
 
 /// The agent pod; `restart_requested_at` (the Agent's restart annotation)
 /// is carried into the pod's annotations, so a new request changes the
-/// template hash and rolls the pod.
+/// template hash and rolls the pod. With `access_scopes` (the Agent's
+/// access annotation), the runtime takes the tenant's keys from its access
+/// Secret as env, and the hash of those scopes is in the pod's
+/// annotations: new keys roll the pod.
 pub fn agent_pod_restarted(
     owner: &Owner,
     spec: &AgentSpec,
     mounts: &[FilesystemMount],
     restart_requested_at: Option<&str>,
+    access_scopes: Option<&str>,
 ) -> Result<Pod> {
     let mut volumes = vec![Volume {
         name: TMP_VOLUME.to_owned(),
@@ -390,6 +395,25 @@ pub fn agent_pod_restarted(
             .annotations
             .get_or_insert_with(BTreeMap::new)
             .insert(ANNOTATION_RESTART_REQUESTED.to_owned(), at.to_owned());
+    }
+    if let Some(scopes) = access_scopes {
+        pod.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(ANNOTATION_ACCESS_SCOPES.to_owned(), scopes.to_owned());
+        if let Some(runtime) = pod.spec.as_mut().and_then(|s| {
+            s.containers
+                .iter_mut()
+                .find(|c| c.name == AGENT_RUNTIME_CONTAINER)
+        }) {
+            runtime.env_from = Some(vec![EnvFromSource {
+                secret_ref: Some(SecretEnvSource {
+                    name: TENANT_ACCESS_SECRET.to_owned(),
+                    optional: Some(false),
+                }),
+                ..EnvFromSource::default()
+            }]);
+        }
     }
     named_by_hash(stamp(pod, |p| &mut p.metadata)?, "agent", &owner.name)
 }

@@ -63,6 +63,14 @@ pub enum Reason {
     AgentSilent,
     /// The `silent` monitor cleared: it checked in, or is no longer Active.
     AgentSilentCleared,
+    /// A tenant saga's step is done; the note names the step and its owner.
+    TenantStepDone,
+    /// A tenant saga waits: a step's actuator is missing or cannot act.
+    TenantWaiting,
+    /// Every onboarding (or change) step is done: the tenant is Active.
+    TenantActive,
+    /// The offboarding saga finished.
+    TenantOffboarded,
 }
 
 impl Reason {
@@ -94,6 +102,10 @@ impl Reason {
             Reason::CrashLoopCleared => "CrashLoopCleared",
             Reason::AgentSilent => "AgentSilent",
             Reason::AgentSilentCleared => "AgentSilentCleared",
+            Reason::TenantStepDone => "TenantStepDone",
+            Reason::TenantWaiting => "TenantWaiting",
+            Reason::TenantActive => "TenantActive",
+            Reason::TenantOffboarded => "TenantOffboarded",
         }
     }
 
@@ -110,6 +122,10 @@ impl Reason {
             Reason::Pruned | Reason::PruneBlocked => "Prune",
             Reason::AuditFinding | Reason::AuditCleared => "Audit",
             Reason::UpstreamDisconnected | Reason::UpstreamWedged => "Connect",
+            Reason::TenantStepDone
+            | Reason::TenantWaiting
+            | Reason::TenantActive
+            | Reason::TenantOffboarded => "Lifecycle",
             Reason::CrashLoop
             | Reason::CrashLoopCleared
             | Reason::AgentSilent

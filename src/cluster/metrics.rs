@@ -18,6 +18,9 @@ pub enum Controller {
     Agentfs,
     /// The GitOps engine (sync, sagas, drift, prune, re-checks).
     Rollout,
+    /// The tenant lifecycle sagas (enrollment, provisioning, keys,
+    /// offboarding).
+    Tenant,
 }
 
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]

@@ -122,6 +122,16 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
     leader_tasks.push(for_the_term(move |ctx| {
         crate::rollout::engine::run(ctx, engine.clone())
     }));
+    // Tenant lifecycle sagas; the key actuator's Secret is read from the
+    // operator's own namespace (the Lease's).
+    let tenants = crate::tenant::engine::TenantConfig {
+        poll: cfg.rollout_poll.max(Duration::from_millis(50)),
+        retry: Duration::from_secs(5),
+        operator_namespace: cfg.lease_namespace.clone(),
+    };
+    leader_tasks.push(for_the_term(move |ctx| {
+        crate::tenant::engine::run(ctx, tenants.clone())
+    }));
     let audit = crate::audit::schedule::AuditConfig {
         interval: cfg.audit_interval.max(Duration::from_secs(1)),
         fleet_namespace: fleet_namespace.clone(),

@@ -70,7 +70,9 @@ fn span<K: Resource>(c: Controller, obj: &K) -> Span {
         Controller::Agent => info_span!("reconcile_inner", namespace = ns, agent = name),
         Controller::Tool => info_span!("reconcile_inner", namespace = ns, tool = name),
         Controller::Agentfs => info_span!("reconcile_inner", namespace = ns, agentfs = name),
-        Controller::Rollout => info_span!("reconcile_inner", namespace = ns, name = name),
+        Controller::Rollout | Controller::Tenant => {
+            info_span!("reconcile_inner", namespace = ns, name = name)
+        }
     }
 }
 
@@ -86,6 +88,9 @@ fn warn_failed(c: Controller, name: &str, cat: ErrorCategory, err: &Error) {
         }
         Controller::Rollout => {
             warn!(name = %name, category, error = %err, "rollout reconcile failed");
+        }
+        Controller::Tenant => {
+            warn!(tenant = %name, category, error = %err, "tenant reconcile failed");
         }
     }
 }

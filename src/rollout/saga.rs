@@ -143,6 +143,19 @@ pub fn desired_workloads(tenant: &Tenant, release: &Release) -> Vec<Workload> {
             b.config_map = repoint::baseline(&b.config_map, release);
         }
         agent.spec.node_tier.clone_from(&tenant.settings.node_tier);
+        // The tenant's keys: a change of scopes is a change of every Agent
+        // (its pod rolls onto the new keys).
+        let scopes = crate::tenant::access::Scopes::of(&tenant.settings);
+        if !scopes.is_empty() {
+            agent
+                .metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .insert(
+                    crate::meta::ANNOTATION_ACCESS_SCOPES.to_owned(),
+                    scopes.hash(),
+                );
+        }
         agent.status = None;
         out.push(Workload::Agent(agent));
     }

@@ -11,4 +11,7 @@
 //! touches, how a step's outcome moves the Tenant's phase, and when the
 //! namespace of an offboarded tenant may go.
 
+pub mod access;
+pub mod engine;
 pub mod plan;
+pub mod steps;

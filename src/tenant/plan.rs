@@ -16,7 +16,8 @@ use sha2::{Digest, Sha256};
 
 use crate::crd::StepState;
 use crate::crd::tenant::{
-    DEFAULT_OFFBOARD_GRACE, Retention, TenantOperation, TenantPhase, TenantSpec, TenantStatus,
+    DEFAULT_OFFBOARD_GRACE, Retention, TenantOperation, TenantPhase, TenantResourceSpec,
+    TenantSpec, TenantStatus,
 };
 use crate::saga::{Outcome, Step};
 
@@ -128,15 +129,15 @@ impl TenantStep {
     }
 }
 
-/// The onboarding saga of a tenant with `spec`. The support step is there
-/// only when the tenant declares a lane.
+/// The onboarding saga of a tenant with `spec`. The access step is there
+/// only when the tenant is scoped to models or capabilities (a tenant with
+/// neither holds no keys), the support step only when it declares a lane.
 pub fn onboard(spec: &TenantSpec) -> Vec<TenantStep> {
-    let mut out = vec![
-        TenantStep::Enroll,
-        TenantStep::Provision,
-        TenantStep::MintAccess,
-        TenantStep::RolloutVerified,
-    ];
+    let mut out = vec![TenantStep::Enroll, TenantStep::Provision];
+    if !super::access::Scopes::of(spec).is_empty() {
+        out.push(TenantStep::MintAccess);
+    }
+    out.push(TenantStep::RolloutVerified);
     if spec.support.is_some() {
         out.push(TenantStep::RegisterSupport);
     }
@@ -203,11 +204,88 @@ pub fn offboard(spec: &TenantSpec) -> Vec<TenantStep> {
     out
 }
 
-/// sha256 of the settings, what a status is stamped with so every reader
-/// can tell whether it is about the settings it sees.
-pub fn settings_hash(spec: &TenantSpec) -> String {
-    let json = serde_json::to_vec(spec).unwrap_or_default();
+/// sha256 of the settings and the tier they name: what a status is
+/// stamped with so every reader can tell whether it is about the spec it
+/// sees. The commit is not in it: a commit that does not touch the tenant
+/// changes nothing here.
+pub fn settings_hash(spec: &TenantResourceSpec) -> String {
+    let json = serde_json::to_vec(&(&spec.settings, &spec.tier)).unwrap_or_default();
     hex::encode(Sha256::digest(json))
+}
+
+/// What the tenant engine does next for a Tenant.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// A new saga, for the spec as it is now.
+    Start(TenantOperation, Vec<TenantStep>),
+    /// Step `i` of the saga in the status.
+    Run(usize),
+    /// Every step is done for the current spec.
+    Idle,
+}
+
+/// The pure decision: a spec the status is not about starts a saga
+/// (offboarding when git no longer has the tenant; onboarding when it was
+/// never Active, or when it comes back while or after being offboarded;
+/// otherwise a change measured against what the last saga carried out);
+/// a saga for the current spec runs its next step.
+pub fn decide(spec: &TenantResourceSpec, status: Option<&TenantStatus>) -> Decision {
+    let hash = settings_hash(spec);
+    let operation = status.and_then(|s| s.operation);
+    let current = status.is_some_and(|s| s.desired_hash.as_deref() == Some(hash.as_str()));
+    let run_next = |s: &TenantStatus| match crate::saga::next_step(&s.steps) {
+        Some(i) => Decision::Run(i),
+        None => Decision::Idle,
+    };
+    if spec.offboarding {
+        return match status {
+            Some(s) if operation == Some(TenantOperation::Offboard) => run_next(s),
+            _ => {
+                let settings = status
+                    .and_then(|s| s.active_settings.as_ref())
+                    .unwrap_or(&spec.settings);
+                Decision::Start(TenantOperation::Offboard, offboard(settings))
+            }
+        };
+    }
+    match status {
+        Some(s) if current && operation != Some(TenantOperation::Offboard) => run_next(s),
+        Some(s) if operation != Some(TenantOperation::Offboard) => match &s.active_settings {
+            Some(active) => {
+                let mut steps = change(active, &spec.settings);
+                if s.active_tier != spec.tier && !steps.contains(&TenantStep::Provision) {
+                    steps.insert(0, TenantStep::Provision);
+                }
+                if steps.last() != Some(&TenantStep::Project) {
+                    steps.push(TenantStep::Project);
+                }
+                Decision::Start(TenantOperation::Change, steps)
+            }
+            None => Decision::Start(TenantOperation::Onboard, onboard(&spec.settings)),
+        },
+        // New, or back in git while or after being offboarded: everything
+        // the offboarding took down is put back.
+        _ => Decision::Start(TenantOperation::Onboard, onboard(&spec.settings)),
+    }
+}
+
+/// Whether the tenant's Rollout may be written for the spec whose hash is
+/// `desired_hash`: the saga in the status is for that spec, is not an
+/// offboarding, and every step before `rollout-verified` is done (the
+/// namespace, its quota and the keys the pods take exist first). A saga
+/// without a rollout step (a support-lane change) leaves it open.
+pub fn rollout_may_run(desired_hash: &str, status: Option<&TenantStatus>) -> bool {
+    let Some(s) = status else { return false };
+    if s.desired_hash.as_deref() != Some(desired_hash)
+        || s.operation == Some(TenantOperation::Offboard)
+    {
+        return false;
+    }
+    let rollout = TenantStep::RolloutVerified.name();
+    match s.steps.iter().position(|st| st.name == rollout) {
+        Some(i) => s.steps[..i].iter().all(|st| st.state == StepState::Done),
+        None => s.active_settings.is_some() || crate::saga::next_step(&s.steps).is_none(),
+    }
 }
 
 /// What a saga is started for: the settings' hash, the commit and the
@@ -239,6 +317,7 @@ pub fn start(
         applied_commit: for_.commit.map(str::to_owned),
         observed_generation: for_.generation,
         active_settings: prev.active_settings,
+        active_tier: prev.active_tier,
         started_at: Some(now.clone()),
         active_at: prev.active_at,
         offboard_started_at: match operation {
@@ -266,7 +345,7 @@ pub fn record(
     i: usize,
     outcome: &Outcome,
     now: &Time,
-    settings: &TenantSpec,
+    spec: &TenantResourceSpec,
 ) -> bool {
     let before = status.clone();
     let Some((state, message)) = crate::saga::record_step(&mut status.steps, i, outcome, now)
@@ -288,7 +367,8 @@ pub fn record(
         } else {
             status.phase = Some(TenantPhase::Active);
             status.active_at = Some(now.clone());
-            status.active_settings = Some(settings.clone());
+            status.active_settings = Some(spec.settings.clone());
+            status.active_tier = spec.tier.clone();
         }
     }
     *status != before
@@ -348,6 +428,13 @@ mod tests {
                 contacts: vec![],
             }),
             ..TenantSpec::default()
+        }
+    }
+
+    fn resource(s: &TenantSpec) -> TenantResourceSpec {
+        TenantResourceSpec {
+            settings: s.clone(),
+            ..TenantResourceSpec::default()
         }
     }
 
@@ -473,8 +560,9 @@ mod tests {
     #[test]
     fn a_saga_moves_the_phase_and_ends_active_with_its_settings() {
         let s = spec();
+        let rs = resource(&s);
         let steps = onboard(&s);
-        let hash = settings_hash(&s);
+        let hash = settings_hash(&rs);
         let for_ = StartedFor {
             desired_hash: &hash,
             commit: Some("abc"),
@@ -483,9 +571,9 @@ mod tests {
         let mut st = start(None, TenantOperation::Onboard, &steps, at(0), for_);
         assert_eq!(st.phase, Some(TenantPhase::Onboarding));
         assert_eq!(st.current_step.as_deref(), Some("identity-enrolled"));
-        assert!(record(&mut st, 0, &Outcome::Done, &at(1), &s));
+        assert!(record(&mut st, 0, &Outcome::Done, &at(1), &rs));
         assert!(
-            !record(&mut st, 0, &Outcome::Done, &at(1), &s),
+            !record(&mut st, 0, &Outcome::Done, &at(1), &rs),
             "same again"
         );
         assert!(record(
@@ -493,12 +581,12 @@ mod tests {
             2,
             &Outcome::Waiting("no key actuator is configured".into()),
             &at(2),
-            &s
+            &rs
         ));
         assert_eq!(st.phase, Some(TenantPhase::Waiting));
         assert_eq!(st.message.as_deref(), Some("no key actuator is configured"));
         for i in 0..steps.len() {
-            record(&mut st, i, &Outcome::Done, &at(3), &s);
+            record(&mut st, i, &Outcome::Done, &at(3), &rs);
         }
         assert_eq!(st.phase, Some(TenantPhase::Active));
         assert_eq!(st.active_settings.as_ref(), Some(&s));
@@ -539,6 +627,100 @@ mod tests {
         assert_eq!(
             namespace_may_go(&default, &at(0), &at(3600), false),
             Err(Duration::from_secs(23 * 3600))
+        );
+    }
+
+    #[test]
+    fn a_tenant_without_scopes_has_no_access_step() {
+        let none = TenantSpec {
+            models: vec![],
+            support: None,
+            ..spec()
+        };
+        assert_eq!(
+            names(&onboard(&none)),
+            [
+                "identity-enrolled",
+                "state-provisioned",
+                "rollout-verified",
+                "status-projected"
+            ]
+        );
+    }
+
+    #[test]
+    fn decide_starts_the_saga_the_spec_calls_for_and_resumes_one_in_progress() {
+        let s = spec();
+        let rs = resource(&s);
+        let hash = settings_hash(&rs);
+        let for_ = StartedFor {
+            desired_hash: &hash,
+            commit: None,
+            generation: None,
+        };
+        // New: onboarding.
+        assert_eq!(
+            decide(&rs, None),
+            Decision::Start(TenantOperation::Onboard, onboard(&s))
+        );
+        let mut st = start(None, TenantOperation::Onboard, &onboard(&s), at(0), for_);
+        // In progress for this spec: its next step, never a fresh start.
+        assert_eq!(decide(&rs, Some(&st)), Decision::Run(0));
+        record(&mut st, 0, &Outcome::Done, &at(1), &rs);
+        assert_eq!(decide(&rs, Some(&st)), Decision::Run(1));
+        // The gate: the Rollout waits for the keys.
+        assert!(!rollout_may_run(&hash, Some(&st)));
+        record(&mut st, 1, &Outcome::Done, &at(1), &rs);
+        record(&mut st, 2, &Outcome::Done, &at(1), &rs);
+        assert!(rollout_may_run(&hash, Some(&st)));
+        assert!(!rollout_may_run("other", Some(&st)), "for another spec");
+        for i in 3..onboard(&s).len() {
+            record(&mut st, i, &Outcome::Done, &at(2), &rs);
+        }
+        assert_eq!(decide(&rs, Some(&st)), Decision::Idle);
+        // A scope change: measured against what was carried out.
+        let mut wider = s.clone();
+        wider.models.push("claude".into());
+        let rw = resource(&wider);
+        assert_eq!(
+            decide(&rw, Some(&st)),
+            Decision::Start(TenantOperation::Change, change(&s, &wider))
+        );
+        // A tier definition changed under the same settings: provisioning.
+        let mut retiered = rs.clone();
+        retiered.tier = Some(crate::crd::tenant::tiers::Tier {
+            name: "standard".into(),
+            ..Default::default()
+        });
+        assert_eq!(
+            decide(&retiered, Some(&st)),
+            Decision::Start(
+                TenantOperation::Change,
+                vec![TenantStep::Provision, TenantStep::Project]
+            )
+        );
+        // Gone from git: offboarding, and the Rollout stays shut.
+        let gone = TenantResourceSpec {
+            offboarding: true,
+            ..rs.clone()
+        };
+        assert_eq!(
+            decide(&gone, Some(&st)),
+            Decision::Start(TenantOperation::Offboard, offboard(&s))
+        );
+        let off = start(
+            Some(&st),
+            TenantOperation::Offboard,
+            &offboard(&s),
+            at(5),
+            for_,
+        );
+        assert_eq!(decide(&gone, Some(&off)), Decision::Run(0));
+        assert!(!rollout_may_run(&hash, Some(&off)));
+        // Back in git before the namespace went: onboarding again.
+        assert_eq!(
+            decide(&rs, Some(&off)),
+            Decision::Start(TenantOperation::Onboard, onboard(&s))
         );
     }
 }

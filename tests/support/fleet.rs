@@ -204,6 +204,23 @@ impl Drop for Operator {
 
 /// A fleet served over git, a local clone to run the CLI in, the namespace
 /// holding the Fleet resource, and cleanup of the tenant namespaces.
+/// Writes the operator's key actuator Secret (`exo-key-actuator`) in `ns`.
+pub async fn key_actuator(ns: &TestNamespace, fields: &[(&str, &str)]) {
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "exo-key-actuator", "namespace": ns.name},
+        "stringData": fields.iter().map(|(k, v)| ((*k).to_owned(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>(),
+    }))
+    .unwrap();
+    ns.api::<k8s_openapi::api::core::v1::Secret>()
+        .patch(
+            "exo-key-actuator",
+            &kube::api::PatchParams::apply("exo-tests").force(),
+            &kube::api::Patch::Apply(&secret),
+        )
+        .await
+        .expect("write the key actuator Secret");
+}
+
 pub struct Fixture {
     pub prefix: String,
     pub ns: TestNamespace,
@@ -224,6 +241,9 @@ impl Fixture {
     ) -> Self {
         let ns = TestNamespace::new(prefix).await;
         super::install_crds(&ns.client).await;
+        // The tenant sagas' key actuator: the Kubernetes one (a test that
+        // needs none, or the HTTP one, replaces or deletes it).
+        key_actuator(&ns, &[("type", "kubernetes")]).await;
         let refs: Vec<(&str, &[u8])> = files
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_slice()))
@@ -464,6 +484,9 @@ impl Drop for Fixture {
                     return;
                 };
                 for n in names {
+                    let _ = Api::<exo::crd::tenant::Tenant>::all(client.clone())
+                        .delete(&n, &DeleteParams::background())
+                        .await;
                     let _ = Api::<Namespace>::all(client.clone())
                         .delete(&n, &DeleteParams::background())
                         .await;

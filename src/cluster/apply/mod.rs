@@ -99,6 +99,11 @@ fn kind_label<K: Resource<DynamicType = ()>>() -> &'static str {
         "Rollout" => "Rollout",
         "Fleet" => "Fleet",
         "NetworkPolicy" => "NetworkPolicy",
+        "Tenant" => "Tenant",
+        "ServiceAccount" => "ServiceAccount",
+        "ResourceQuota" => "ResourceQuota",
+        "LimitRange" => "LimitRange",
+        "PersistentVolume" => "PersistentVolume",
         _ => "Other",
     }
 }
@@ -107,6 +112,18 @@ fn kind_label<K: Resource<DynamicType = ()>>() -> &'static str {
 /// method below takes.
 pub trait Namespaced:
     Resource<Scope = NamespaceResourceScope, DynamicType = ()> + Clone + Debug + DeserializeOwned
+{
+}
+
+/// A cluster-scoped object the write path can read and write (a
+/// Namespace, a `Tenant`, a PersistentVolume).
+pub trait ClusterScoped:
+    Resource<Scope = ClusterResourceScope, DynamicType = ()> + Clone + Debug + DeserializeOwned
+{
+}
+
+impl<K> ClusterScoped for K where
+    K: Resource<Scope = ClusterResourceScope, DynamicType = ()> + Clone + Debug + DeserializeOwned
 {
 }
 
@@ -202,11 +219,7 @@ impl Ctx {
     /// Server-side apply of a cluster-scoped object (a tenant's Namespace).
     pub async fn apply_cluster<K>(&self, c: Controller, obj: &K) -> Result<K>
     where
-        K: Resource<Scope = ClusterResourceScope, DynamicType = ()>
-            + Clone
-            + Debug
-            + Serialize
-            + DeserializeOwned,
+        K: ClusterScoped + Serialize,
     {
         let name = obj
             .meta()
@@ -335,22 +348,48 @@ impl Ctx {
     where
         K: Namespaced,
     {
+        self.delete_in(c, self.api::<K>(ns), name, preconditions, || {
+            format!("{ns}/{name}")
+        })
+        .await
+    }
+
+    /// Deletes a cluster-scoped object (a tenant's Namespace); a missing
+    /// one is success.
+    pub async fn delete_cluster<K>(&self, c: Controller, name: &str) -> Result<()>
+    where
+        K: ClusterScoped,
+    {
+        self.delete_in(c, Api::<K>::all(self.client.clone()), name, None, || {
+            name.to_owned()
+        })
+        .await
+    }
+
+    async fn delete_in<K>(
+        &self,
+        c: Controller,
+        api: Api<K>,
+        name: &str,
+        preconditions: Option<Preconditions>,
+        at: impl FnOnce() -> String,
+    ) -> Result<()>
+    where
+        K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned,
+    {
         self.fenced()?;
         let dp = DeleteParams {
             preconditions,
             ..DeleteParams::background()
         };
-        match self.api::<K>(ns).delete(name, &dp).await {
+        match api.delete(name, &dp).await {
             Ok(_) => {
                 self.metrics.wrote(c, kind_label::<K>(), Verb::Delete);
                 Ok(())
             }
             Err(e) if is_not_found(&e) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-            Err(e) => Err(Error::kube(
-                format!("delete {} {ns}/{name}", K::kind(&())),
-                e,
-            )),
+            Err(e) => Err(Error::kube(format!("delete {} {}", K::kind(&()), at()), e)),
         }
     }
 
@@ -444,8 +483,39 @@ impl Ctx {
     where
         K: Namespaced,
     {
+        self.apply_status_in(c, self.api::<K>(ns), name, status, || {
+            format!("{ns}/{name}")
+        })
+        .await
+    }
+
+    /// [`Ctx::apply_status`] of a cluster-scoped object (a `Tenant`).
+    pub async fn apply_cluster_status<K>(
+        &self,
+        c: Controller,
+        name: &str,
+        status: &impl Serialize,
+    ) -> Result<()>
+    where
+        K: ClusterScoped,
+    {
+        let api = Api::<K>::all(self.client.clone());
+        self.apply_status_in(c, api, name, status, || name.to_owned())
+            .await
+    }
+
+    async fn apply_status_in<K>(
+        &self,
+        c: Controller,
+        api: Api<K>,
+        name: &str,
+        status: &impl Serialize,
+        at: impl FnOnce() -> String,
+    ) -> Result<()>
+    where
+        K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned,
+    {
         self.fenced()?;
-        let api: Api<K> = self.api(ns);
         let body = serde_json::json!({
             "apiVersion": K::api_version(&()),
             "kind": K::kind(&()),
@@ -461,7 +531,7 @@ impl Ctx {
         self.counted::<K>(
             c,
             Verb::Status,
-            || format!("status {} {ns}/{name}", K::kind(&())),
+            || format!("status {} {}", K::kind(&()), at()),
             r,
         )
     }

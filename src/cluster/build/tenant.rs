@@ -2,7 +2,7 @@
 //! and its tier: the Namespace (with the uid range the pod builder keeps
 //! pods inside), its ServiceAccount, its ResourceQuota and LimitRange.
 //! Pure; the tenant saga's enrollment and provisioning steps apply them.
-//! The rollout applies the same Namespace, so there is one builder.
+//! The Namespace carries Pod Security `restricted`.
 
 use std::collections::BTreeMap;
 
@@ -45,10 +45,20 @@ pub fn namespace(tenant: &str, settings: &TenantSpec) -> Namespace {
         .map(|(first, last)| {
             BTreeMap::from([(ANNOTATION_UID_RANGE.to_owned(), format!("{first}-{last}"))])
         });
+    let mut labels = labels(tenant);
+    // Pod Security admission: every pod in a tenant namespace meets the
+    // `restricted` profile (the operator's pods do; a hand-made privileged
+    // pod is refused).
+    for (k, v) in [
+        ("pod-security.kubernetes.io/enforce", "restricted"),
+        ("pod-security.kubernetes.io/enforce-version", "latest"),
+    ] {
+        labels.insert(k.to_owned(), v.to_owned());
+    }
     Namespace {
         metadata: ObjectMeta {
             name: Some(tenant.to_owned()),
-            labels: Some(labels(tenant)),
+            labels: Some(labels),
             annotations,
             ..ObjectMeta::default()
         },

@@ -128,7 +128,7 @@ fn pods_name_their_default_container_for_exec_and_attach() {
     );
     // A restart request adds its annotation beside it.
     let restarted =
-        agent_pod_restarted(&owner(), &spec(), &[], Some("2026-11-29T10:00:00Z")).unwrap();
+        agent_pod_restarted(&owner(), &spec(), &[], Some("2026-11-29T10:00:00Z"), None).unwrap();
     assert_eq!(annotated(&restarted), "runtime");
     let mut tool = Tool::new(
         "t",
@@ -153,7 +153,7 @@ fn pod_names_carry_the_template_hash_and_stay_dns_labels() {
     assert_eq!(name, format!("agent-writer-{}", &hash[..8]));
     // A restart request is a new template: a new hash, so a new name.
     let restarted =
-        agent_pod_restarted(&owner(), &spec(), &[], Some("2026-11-29T10:00:00Z")).unwrap();
+        agent_pod_restarted(&owner(), &spec(), &[], Some("2026-11-29T10:00:00Z"), None).unwrap();
     let name2 = restarted.metadata.name.clone().unwrap();
     assert_ne!(name, name2);
     assert_eq!(
@@ -263,4 +263,47 @@ fn secret_holds_the_token_under_its_key() {
 fn agent_service_is_headless() {
     let svc = agent_service(&owner()).unwrap();
     assert_eq!(svc.spec.unwrap().cluster_ip.as_deref(), Some("None"));
+}
+
+#[test]
+fn a_tenant_with_access_gets_its_keys_as_env_and_new_scopes_roll_the_pod() {
+    let plain = agent_pod(&owner(), &spec(), &[]).unwrap();
+    let with =
+        |scopes: &str| agent_pod_restarted(&owner(), &spec(), &[], None, Some(scopes)).unwrap();
+    let a = with("aaaa");
+    let runtime = a
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers
+        .iter()
+        .find(|c| c.name == "runtime")
+        .unwrap();
+    let from = runtime.env_from.as_ref().unwrap();
+    assert_eq!(
+        from[0].secret_ref.as_ref().unwrap().name,
+        crate::meta::TENANT_ACCESS_SECRET
+    );
+    // The agentlet does not get the keys.
+    assert!(
+        a.spec
+            .as_ref()
+            .unwrap()
+            .containers
+            .iter()
+            .filter(|c| c.name != "runtime")
+            .all(|c| c.env_from.is_none())
+    );
+    assert!(
+        plain
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers
+            .iter()
+            .all(|c| c.env_from.is_none())
+    );
+    // Other scopes, another pod.
+    assert_ne!(a.metadata.name, with("bbbb").metadata.name);
+    assert_ne!(a.metadata.name, plain.metadata.name);
 }

@@ -8,6 +8,7 @@ use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 
 use super::TenantSpec;
+use super::tiers::Tier;
 use crate::crd::saga::SagaStep;
 
 /// The resource. The fleet folder's name is its name.
@@ -37,6 +38,10 @@ pub struct TenantResourceSpec {
     /// The tenant's settings, as `manifests/<tenant>/tenant.yaml` has them.
     #[serde(default)]
     pub settings: TenantSpec,
+    /// The tier `settings.tier` names, as `manifests/tiers.yaml` defines it
+    /// at `commit`: a change of the tier's quota is a change of the tenant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<Tier>,
     /// The fleet commit they were read at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
@@ -101,6 +106,9 @@ pub struct TenantStatus {
     /// measured against.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_settings: Option<TenantSpec>,
+    /// The tier definition the last completed saga provisioned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_tier: Option<Tier>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

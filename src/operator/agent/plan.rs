@@ -77,16 +77,20 @@ pub fn build(
     let pod = if agent.spec.paused || !available {
         None
     } else {
-        let restart = agent
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION_RESTART_REQUESTED));
+        let annotation = |key: &str| {
+            agent
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(key))
+                .map(String::as_str)
+        };
         Some(build::agent_pod_restarted(
             owner,
             &agent.spec,
             &mounts,
-            restart.map(String::as_str),
+            annotation(ANNOTATION_RESTART_REQUESTED),
+            annotation(crate::meta::ANNOTATION_ACCESS_SCOPES),
         )?)
     };
     Ok(Desired {

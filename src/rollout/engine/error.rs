@@ -38,6 +38,12 @@ pub enum Error {
     },
     #[error("read Rollout: {0}")]
     Read(#[source] kube::Error),
+    /// The Tenants cannot be listed (their CRD or RBAC is missing).
+    #[error("list Tenants: {source} (install the tenants.autonomic.sh CRD and its RBAC)")]
+    Tenants {
+        #[source]
+        source: kube::Error,
+    },
     #[error(transparent)]
     Write(#[from] crate::cluster::Error),
     /// An object from the watch lacks a field the apiserver always sets.
@@ -56,6 +62,7 @@ impl Error {
             Error::Apply { .. } | Error::Read(_) | Error::Write(_) | Error::MissingField(_) => {
                 "ApplyFailed"
             }
+            Error::Tenants { .. } => "TenantsUnavailable",
         }
     }
 }

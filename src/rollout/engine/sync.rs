@@ -5,7 +5,8 @@
 //!
 //! A sync fetches, loads, lints and assigns tenants to releases; then it
 //! renders each tenant's desired state and writes what changed: the
-//! tenant's Namespace and AgentFS, and its Rollout spec (wave, release,
+//! tenant's `Tenant` (its lifecycle saga creates the namespace), and, once
+//! that saga lets it, its AgentFS and Rollout spec (wave, release,
 //! `desiredHash`, and the commit that produced them). A tenant whose
 //! rendering did not change gets no write, so a commit that touches one
 //! tenant moves only that tenant's saga.
@@ -17,7 +18,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
-use kube::api::Api;
+use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
@@ -30,6 +31,7 @@ use super::{
 use crate::cluster::apply::Ctx;
 use crate::cluster::conditions::keep_transitions;
 use crate::cluster::metrics::Controller as Writer;
+use crate::crd::tenant::{Tenant, TenantResourceSpec};
 use crate::crd::{AgentFS, Fleet as FleetCr, FleetStatus, Rollout, RolloutSpec};
 use crate::fleet::{self, gitsync};
 use crate::meta::{LABEL_FLEET, LABEL_FLEET_NAMESPACE, LABEL_TENANT, ROLLOUT_NAME};
@@ -263,7 +265,7 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, ns: &str, policy: Policy) -> Optio
             tenants,
         }));
     }
-    let changed = match apply_tenants(ctx, f, ns, &tenants, &checkout.commit).await {
+    let changed = match apply_tenants(ctx, f, ns, &loaded, &tenants, &checkout.commit).await {
         Ok(n) => n,
         Err(e) => {
             set_fleet_status(op, f, ns, fail(status, e.reason(), e.to_string())).await;
@@ -306,6 +308,18 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, ns: &str, policy: Policy) -> Optio
     }))
 }
 
+fn tenant_labels(tenant: &str, fleet: &str, fleet_ns: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LABEL_TENANT.to_owned(), tenant.to_owned()),
+        (LABEL_FLEET.to_owned(), fleet.to_owned()),
+        (LABEL_FLEET_NAMESPACE.to_owned(), fleet_ns.to_owned()),
+        (
+            crate::meta::LABEL_MANAGED_BY.to_owned(),
+            crate::meta::MANAGED_BY.to_owned(),
+        ),
+    ])
+}
+
 fn body_hash(v: &impl serde::Serialize) -> String {
     hex::encode(Sha256::digest(serde_json::to_vec(v).unwrap_or_default()))
 }
@@ -327,30 +341,80 @@ impl State {
     }
 }
 
-/// Namespaces and AgentFS first (they do not depend on the release; an
-/// AgentFS exists before the Agents that mount it), then each tenant's
-/// Rollout spec where it changed. Agents and Tools are applied only by
-/// sagas. Returns how many Rollout specs changed.
+/// Each tenant's `Tenant` first (its lifecycle saga enrolls and
+/// provisions the namespace and mints its keys), and `offboarding` on the
+/// Tenants of this Fleet that git no longer has. Then, for each tenant
+/// whose saga has done the steps before its rollout
+/// ([`crate::tenant::plan::rollout_may_run`]), its AgentFS (they exist
+/// before the Agents that mount them) and its Rollout spec where it
+/// changed. Agents and Tools are applied only by sagas. Returns how many
+/// Rollout specs changed.
 async fn apply_tenants(
     ctx: &SyncCtx,
     f: &FleetCr,
     fleet_ns: &str,
+    loaded: &fleet::Fleet,
     tenants: &BTreeMap<String, Arc<TenantTarget>>,
     commit: &str,
 ) -> Result<usize, Error> {
     let op = &ctx.op;
     let fleet = f.name_any();
     let apply_failed = |object: String| move |source| Error::Apply { object, source };
+    let selector = format!("{LABEL_FLEET}={fleet},{LABEL_FLEET_NAMESPACE}={fleet_ns}");
+    let live: BTreeMap<String, Tenant> = Api::<Tenant>::all(op.client.clone())
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| Error::Tenants { source })?
+        .items
+        .into_iter()
+        .map(|t| (t.name_any(), t))
+        .collect();
     let mut changed = 0;
+    for (name, t) in &live {
+        if tenants.contains_key(name) || t.spec.offboarding {
+            continue;
+        }
+        let mut gone = Tenant::new(
+            name,
+            TenantResourceSpec {
+                offboarding: true,
+                ..t.spec.clone()
+            },
+        );
+        gone.metadata.labels = Some(tenant_labels(name, &fleet, fleet_ns));
+        op.apply_cluster(Writer::Rollout, &gone)
+            .await
+            .map_err(apply_failed(format!("Tenant {name}")))?;
+        info!(tenant = %name, "tenant folder gone from git: offboarding");
+    }
     for (tenant, target) in tenants {
-        let namespace = crate::cluster::build::tenant::namespace(tenant, &target.desired.settings);
-        let key = format!("Namespace/{tenant}");
-        let hash = body_hash(&namespace);
-        if !ctx.state.unchanged(&key, &hash) {
-            op.apply_cluster(Writer::Rollout, &namespace)
+        let spec = TenantResourceSpec {
+            settings: target.desired.settings.clone(),
+            tier: target
+                .desired
+                .settings
+                .tier
+                .as_deref()
+                .and_then(|n| loaded.tiers.as_ref()?.value.tier(n).cloned()),
+            commit: Some(commit.to_owned()),
+            offboarding: false,
+        };
+        let hash = crate::tenant::plan::settings_hash(&spec);
+        let current = live.get(tenant);
+        let same_tenant = current.is_some_and(|t| {
+            !t.spec.offboarding && t.spec.settings == spec.settings && t.spec.tier == spec.tier
+        });
+        if !same_tenant {
+            let mut t = Tenant::new(tenant, spec);
+            t.metadata.labels = Some(tenant_labels(tenant, &fleet, fleet_ns));
+            op.apply_cluster(Writer::Rollout, &t)
                 .await
-                .map_err(apply_failed(format!("namespace {tenant}")))?;
-            ctx.state.remember(key, hash);
+                .map_err(apply_failed(format!("Tenant {tenant}")))?;
+            // Its saga starts for these settings; the Rollout waits for it.
+            continue;
+        }
+        if !crate::tenant::plan::rollout_may_run(&hash, current.and_then(|t| t.status.as_ref())) {
+            continue;
         }
         for fs in &target.desired.filesystems {
             let name = fs.name_any();
