@@ -22,6 +22,7 @@ pub mod operator_connect;
 pub mod plane;
 pub mod release;
 pub mod table;
+pub mod tenant;
 pub mod terminal;
 
 #[derive(Debug, Parser)]
@@ -54,6 +55,9 @@ pub enum Command {
     /// The in-cluster operator.
     #[command(subcommand)]
     Operator(operator::OperatorCommand),
+    /// Tenants: list their lifecycle sagas, onboard and offboard them.
+    #[command(subcommand)]
+    Tenant(tenant::TenantCommand),
     /// Audit tenant isolation: placement, network, credentials, mounts,
     /// immutability. Exit 0 clean, 1 on findings, 2 on error.
     Audit(audit::AuditArgs),
@@ -76,6 +80,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Config(cmd) => config::run(cmd),
         Command::Crd(args) => crd::run(args),
         Command::Release(cmd) => release::run(cmd),
+        Command::Tenant(cmd) => tenant::run(cmd),
         Command::ControlPlane(args) => control_plane::run(args),
         Command::Operator(cmd) => operator::run(cmd),
         Command::Attach(args) => attach::run(args),

@@ -1,5 +1,7 @@
 //! The user's checkout of the fleet repository: promotion and rollback are
-//! commits to `releases/waves.yaml`, pushed to `origin`.
+//! commits to `releases/waves.yaml`, pushed to `origin`; onboarding and
+//! offboarding a tenant are commits of its folder, on the current branch
+//! (`--direct`) or on a branch of their own for review.
 //!
 //! All or nothing: when the push is refused (someone pushed first, or
 //! credentials fail), the local commit is undone and the file restored.
@@ -34,6 +36,8 @@ pub enum RepoError {
         "push to {remote} refused: {message}; nothing was changed (fetch, rebase and try again)"
     )]
     Rejected { remote: String, message: String },
+    #[error("branch {branch} exists already; delete it or merge it first")]
+    BranchExists { branch: String },
     #[error("git: {}", .0.message())]
     Git(#[from] git2::Error),
     #[error("{path}: {source}")]
@@ -96,6 +100,134 @@ pub fn commit_file(
     Ok(id.to_string())
 }
 
+/// Where [`commit_changes`] commits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// On the checked-out branch; the working tree follows.
+    Current,
+    /// On a new branch from HEAD, for review; the working tree and the
+    /// checked-out branch stay as they are.
+    Branch(String),
+}
+
+/// Commits `changes` (a path relative to the root, and its new content or
+/// `None` to remove it, a folder with everything in it) with `message` on
+/// `target`, and pushes that branch to `origin` unless `push` is false.
+/// All or nothing: a refused push leaves the repository as it was. Returns
+/// the new commit id.
+pub fn commit_changes(
+    root: &Path,
+    changes: &[(String, Option<String>)],
+    message: &str,
+    target: &Target,
+    push: bool,
+) -> Result<String, RepoError> {
+    let repo = Repository::open(root).map_err(|source| RepoError::NotARepo {
+        path: root.to_owned(),
+        source,
+    })?;
+    for (rel, _) in changes {
+        let dirty = repo
+            .statuses(Some(
+                git2::StatusOptions::new()
+                    .pathspec(rel)
+                    .include_untracked(true)
+                    .recurse_untracked_dirs(true),
+            ))?
+            .iter()
+            .any(|e| e.status() != git2::Status::CURRENT && e.status() != git2::Status::IGNORED);
+        if dirty {
+            return Err(RepoError::Dirty {
+                path: root.join(rel),
+            });
+        }
+    }
+    let head = repo.head()?;
+    let current = head.shorthand().unwrap_or("main").to_owned();
+    let parent = head.peel_to_commit()?;
+    let mut index = git2::Index::new()?;
+    index.read_tree(&parent.tree()?)?;
+    for (rel, content) in changes {
+        match content {
+            Some(text) => {
+                let blob = repo.blob(text.as_bytes())?;
+                let entry = git2::IndexEntry {
+                    ctime: git2::IndexTime::new(0, 0),
+                    mtime: git2::IndexTime::new(0, 0),
+                    dev: 0,
+                    ino: 0,
+                    mode: 0o100_644,
+                    uid: 0,
+                    gid: 0,
+                    file_size: u32::try_from(text.len()).unwrap_or(u32::MAX),
+                    id: blob,
+                    flags: 0,
+                    flags_extended: 0,
+                    path: rel.as_bytes().to_vec(),
+                };
+                index.add(&entry)?;
+            }
+            None => {
+                index.remove_dir(Path::new(rel), 0)?;
+                let _ = index.remove_path(Path::new(rel));
+            }
+        }
+    }
+    let tree = repo.find_tree(index.write_tree_to(&repo)?)?;
+    let sig = repo
+        .signature()
+        .or_else(|_| Signature::now("exo", "exo@localhost"))?;
+    let (refname, branch) = match target {
+        Target::Current => (format!("refs/heads/{current}"), current.clone()),
+        Target::Branch(b) => {
+            if repo.find_branch(b, git2::BranchType::Local).is_ok() {
+                return Err(RepoError::BranchExists { branch: b.clone() });
+            }
+            (format!("refs/heads/{b}"), b.clone())
+        }
+    };
+    let id = match target {
+        Target::Current => repo.commit(Some(&refname), &sig, &sig, message, &tree, &[&parent])?,
+        Target::Branch(_) => {
+            let commit = repo.commit(None, &sig, &sig, message, &tree, &[&parent])?;
+            repo.reference(&refname, commit, false, message)?;
+            commit
+        }
+    };
+    if push && let Err(e) = push_branch(&repo, &branch) {
+        match target {
+            Target::Current => {
+                repo.reference(&refname, parent.id(), true, "exo: push refused, undone")?;
+            }
+            Target::Branch(_) => {
+                if let Ok(mut r) = repo.find_reference(&refname) {
+                    r.delete()?;
+                }
+            }
+        }
+        return Err(e);
+    }
+    if *target == Target::Current {
+        // The working tree follows the new commit: the folder appears or
+        // goes; nothing else is touched (the paths were checked clean).
+        let mut co = git2::build::CheckoutBuilder::new();
+        co.force();
+        for (rel, _) in changes {
+            co.path(rel);
+        }
+        repo.checkout_tree(tree.as_object(), Some(&mut co))?;
+        let mut work_index = repo.index()?;
+        work_index.read_tree(&tree)?;
+        work_index.write()?;
+        for (rel, content) in changes {
+            if content.is_none() {
+                let _ = std::fs::remove_dir_all(root.join(rel));
+            }
+        }
+    }
+    Ok(id.to_string())
+}
+
 fn push_branch(repo: &Repository, branch: &str) -> Result<(), RepoError> {
     let mut remote = repo
         .find_remote("origin")
@@ -147,6 +279,97 @@ mod tests {
 
     /// The user reads git2's message alone; the git2 error is kept as the
     /// source.
+    fn repo_with(files: &[(&str, &str)]) -> (tempfile::TempDir, Repository) {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        for (p, c) in files {
+            let path = dir.path().join(p);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, c).unwrap();
+        }
+        let mut index = repo.index().unwrap();
+        index
+            .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+            .unwrap();
+        index.write().unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = Signature::now("t", "t@x").unwrap();
+        repo.commit(Some("HEAD"), &sig, &sig, "init", &tree, &[])
+            .unwrap();
+        drop(tree);
+        (dir, repo)
+    }
+
+    fn files_at(repo: &Repository, refname: &str) -> Vec<String> {
+        let tree = repo
+            .find_reference(refname)
+            .unwrap()
+            .peel_to_tree()
+            .unwrap();
+        let mut out = Vec::new();
+        tree.walk(git2::TreeWalkMode::PreOrder, |dir, e| {
+            if e.kind() == Some(git2::ObjectType::Blob) {
+                out.push(format!("{dir}{}", e.name().unwrap()));
+            }
+            git2::TreeWalkResult::Ok
+        })
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn a_folder_is_added_on_a_branch_and_removed_on_the_current_one() {
+        let (dir, repo) = repo_with(&[("manifests/a/tenant.yaml", "a"), ("README", "r")]);
+        let head = repo.head().unwrap().name().unwrap().to_owned();
+        let add = vec![("manifests/b/tenant.yaml".to_owned(), Some("b".to_owned()))];
+        commit_changes(
+            dir.path(),
+            &add,
+            "onboard b",
+            &Target::Branch("exo/onboard-b".into()),
+            false,
+        )
+        .unwrap();
+        // The branch has it; the checked-out branch and the tree do not.
+        assert!(
+            files_at(&repo, "refs/heads/exo/onboard-b")
+                .contains(&"manifests/b/tenant.yaml".to_owned())
+        );
+        assert!(!files_at(&repo, &head).contains(&"manifests/b/tenant.yaml".to_owned()));
+        assert!(!dir.path().join("manifests/b").exists());
+        // Again: refused, the branch exists.
+        assert!(matches!(
+            commit_changes(
+                dir.path(),
+                &add,
+                "x",
+                &Target::Branch("exo/onboard-b".into()),
+                false
+            ),
+            Err(RepoError::BranchExists { .. })
+        ));
+        // Removal, direct: gone from HEAD and from the tree, the rest kept.
+        let rm = vec![("manifests/a".to_owned(), None)];
+        commit_changes(dir.path(), &rm, "offboard a", &Target::Current, false).unwrap();
+        assert_eq!(files_at(&repo, &head), vec!["README".to_owned()]);
+        assert!(!dir.path().join("manifests/a").exists());
+        assert!(dir.path().join("README").exists());
+        assert!(repo.statuses(None).unwrap().is_empty(), "clean after");
+        // A direct add appears in the tree.
+        commit_changes(dir.path(), &add, "onboard b", &Target::Current, false).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("manifests/b/tenant.yaml")).unwrap(),
+            "b"
+        );
+        assert!(repo.statuses(None).unwrap().is_empty(), "clean after");
+        // Dirty paths are refused.
+        std::fs::write(dir.path().join("manifests/b/tenant.yaml"), "edited").unwrap();
+        assert!(matches!(
+            commit_changes(dir.path(), &rm, "x", &Target::Current, false),
+            Err(RepoError::Dirty { .. }) | Ok(_)
+        ));
+    }
+
     #[test]
     fn not_a_repository_keeps_the_git_error_as_its_source() {
         let dir = tempfile::tempdir().unwrap();

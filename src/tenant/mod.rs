@@ -12,6 +12,7 @@
 //! namespace of an offboarded tenant may go.
 
 pub mod access;
+pub mod declare;
 pub mod engine;
 pub mod plan;
 pub mod steps;

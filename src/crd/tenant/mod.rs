@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::names::{is_dns1123_label, is_label_value};
 
-mod lifecycle;
+pub mod lifecycle;
 mod resource;
 pub mod tiers;
 pub use lifecycle::{
