@@ -286,21 +286,19 @@ fn restart_policy(p: Option<RestartPolicy>) -> &'static str {
 /// ConfigMap read-only in both, the AgentFS `mounts` (already resolved, see
 /// [`super::fs::effective_mounts`]), the token for the agentlet only.
 pub fn agent_pod(owner: &Owner, spec: &AgentSpec, mounts: &[FilesystemMount]) -> Result<Pod> {
-    agent_pod_restarted(owner, spec, mounts, None, None)
+    agent_pod_restarted(owner, spec, mounts, None)
 }
 
 /// The agent pod; `restart_requested_at` (the Agent's restart annotation)
 /// is carried into the pod's annotations, so a new request changes the
-/// template hash and rolls the pod. With `access_scopes` (the Agent's
-/// access annotation), the runtime takes the tenant's keys from its access
-/// Secret as env, and the hash of those scopes is in the pod's
-/// annotations: new keys roll the pod.
+/// template hash and rolls the pod. With `spec.accessScopes`, the runtime
+/// takes the tenant's keys from its access Secret as env, and the hash of
+/// those scopes is in the pod's annotations: new keys roll the pod.
 pub fn agent_pod_restarted(
     owner: &Owner,
     spec: &AgentSpec,
     mounts: &[FilesystemMount],
     restart_requested_at: Option<&str>,
-    access_scopes: Option<&str>,
 ) -> Result<Pod> {
     let mut volumes = vec![Volume {
         name: TMP_VOLUME.to_owned(),
@@ -396,11 +394,11 @@ pub fn agent_pod_restarted(
             .get_or_insert_with(BTreeMap::new)
             .insert(ANNOTATION_RESTART_REQUESTED.to_owned(), at.to_owned());
     }
-    if let Some(scopes) = access_scopes {
+    if let Some(scopes) = &spec.access_scopes {
         pod.metadata
             .annotations
             .get_or_insert_with(BTreeMap::new)
-            .insert(ANNOTATION_ACCESS_SCOPES.to_owned(), scopes.to_owned());
+            .insert(ANNOTATION_ACCESS_SCOPES.to_owned(), scopes.clone());
         if let Some(runtime) = pod.spec.as_mut().and_then(|s| {
             s.containers
                 .iter_mut()

@@ -59,6 +59,13 @@ pub struct AgentSpec {
     /// `tenant.yaml`. Pods never run on a control-plane node, tier or not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_tier: Option<String>,
+    /// The hash of the tenant's access scopes (models and capabilities),
+    /// set by the GitOps engine when the tenant has any: the runtime then
+    /// takes the tenant's keys from its Secret `exo-tenant-access` as env,
+    /// and a new hash (new keys) rolls the pod. In the spec, so the change
+    /// moves the generation a status is checked against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_scopes: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]

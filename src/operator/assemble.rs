@@ -128,6 +128,7 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
         poll: cfg.rollout_poll.max(Duration::from_millis(50)),
         retry: Duration::from_secs(5),
         operator_namespace: cfg.lease_namespace.clone(),
+        fleet_namespace: fleet_namespace.clone(),
     };
     leader_tasks.push(for_the_term(move |ctx| {
         crate::tenant::engine::run(ctx, tenants.clone())

@@ -146,16 +146,7 @@ pub fn desired_workloads(tenant: &Tenant, release: &Release) -> Vec<Workload> {
         // The tenant's keys: a change of scopes is a change of every Agent
         // (its pod rolls onto the new keys).
         let scopes = crate::tenant::access::Scopes::of(&tenant.settings);
-        if !scopes.is_empty() {
-            agent
-                .metadata
-                .annotations
-                .get_or_insert_with(BTreeMap::new)
-                .insert(
-                    crate::meta::ANNOTATION_ACCESS_SCOPES.to_owned(),
-                    scopes.hash(),
-                );
-        }
+        agent.spec.access_scopes = (!scopes.is_empty()).then(|| scopes.hash());
         agent.status = None;
         out.push(Workload::Agent(agent));
     }

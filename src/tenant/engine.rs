@@ -45,6 +45,9 @@ pub struct TenantConfig {
     pub retry: Duration,
     /// Where the key actuator's Secret lives: the operator's namespace.
     pub operator_namespace: String,
+    /// Drive only the Tenants of the Fleets in this namespace (label
+    /// `autonomic.sh/fleet-namespace`), as the sync follows only those.
+    pub fleet_namespace: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -73,7 +76,11 @@ pub async fn run(op: Arc<Ctx>, cfg: TenantConfig) {
     let (reader, writer) = reflector::store();
     // A new spec (generation) or new annotations (an offboarding confirmed)
     // wake a Tenant; the engine's own status writes do not.
-    let tenants = watcher(api, watcher::Config::default())
+    let mut wc = watcher::Config::default();
+    if let Some(ns) = &cfg.fleet_namespace {
+        wc = wc.labels(&format!("{}={ns}", crate::meta::LABEL_FLEET_NAMESPACE));
+    }
+    let tenants = watcher(api, wc)
         .default_backoff()
         .reflect(writer)
         .applied_objects()

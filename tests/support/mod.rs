@@ -14,6 +14,7 @@ mod crds;
 pub mod fleet;
 pub mod fs;
 pub mod image;
+pub mod keyserver;
 pub mod operator;
 pub mod postgres;
 pub mod private_env;

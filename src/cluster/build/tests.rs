@@ -128,7 +128,7 @@ fn pods_name_their_default_container_for_exec_and_attach() {
     );
     // A restart request adds its annotation beside it.
     let restarted =
-        agent_pod_restarted(&owner(), &spec(), &[], Some("2026-11-29T10:00:00Z"), None).unwrap();
+        agent_pod_restarted(&owner(), &spec(), &[], Some("2026-11-29T10:00:00Z")).unwrap();
     assert_eq!(annotated(&restarted), "runtime");
     let mut tool = Tool::new(
         "t",
@@ -153,7 +153,7 @@ fn pod_names_carry_the_template_hash_and_stay_dns_labels() {
     assert_eq!(name, format!("agent-writer-{}", &hash[..8]));
     // A restart request is a new template: a new hash, so a new name.
     let restarted =
-        agent_pod_restarted(&owner(), &spec(), &[], Some("2026-11-29T10:00:00Z"), None).unwrap();
+        agent_pod_restarted(&owner(), &spec(), &[], Some("2026-11-29T10:00:00Z")).unwrap();
     let name2 = restarted.metadata.name.clone().unwrap();
     assert_ne!(name, name2);
     assert_eq!(
@@ -268,8 +268,13 @@ fn agent_service_is_headless() {
 #[test]
 fn a_tenant_with_access_gets_its_keys_as_env_and_new_scopes_roll_the_pod() {
     let plain = agent_pod(&owner(), &spec(), &[]).unwrap();
-    let with =
-        |scopes: &str| agent_pod_restarted(&owner(), &spec(), &[], None, Some(scopes)).unwrap();
+    let with = |scopes: &str| {
+        let s = AgentSpec {
+            access_scopes: Some(scopes.to_owned()),
+            ..spec()
+        };
+        agent_pod(&owner(), &s, &[]).unwrap()
+    };
     let a = with("aaaa");
     let runtime = a
         .spec

@@ -90,7 +90,6 @@ pub fn build(
             &agent.spec,
             &mounts,
             annotation(ANNOTATION_RESTART_REQUESTED),
-            annotation(crate::meta::ANNOTATION_ACCESS_SCOPES),
         )?)
     };
     Ok(Desired {
