@@ -201,7 +201,7 @@ mod tests {
         assert_eq!(v.phase, "Onboarding");
         assert_eq!(v.steps.len(), steps.len());
         assert_eq!(v.steps[0].owner, steps[0].owner());
-        assert!(list_table(&[v.clone()]).contains("identity-enrolled"));
+        assert!(list_table(std::slice::from_ref(&v)).contains("identity-enrolled"));
         assert!(show_text(&v).contains("exo-operator/tenant-enrollment"));
         // A newer generation: the old status is not about it.
         t.metadata.generation = Some(3);
