@@ -559,6 +559,7 @@ async fn main() {
                     enabled: false,
                     port: None,
                     node_tier: None,
+                    run_as_user: None,
                 },
             )
         })

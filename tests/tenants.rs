@@ -317,7 +317,26 @@ async fn onboarded_from_the_cli_through_a_merge_offboarded_restored_and_confirme
             .name,
         "exo-tenant-access"
     );
-    let audit = fx.exo(&["audit", "-n", &name, "--rule", "credentials"]);
+    // It runs inside the tenant's uid range.
+    assert_eq!(
+        pod.spec
+            .as_ref()
+            .unwrap()
+            .security_context
+            .as_ref()
+            .unwrap()
+            .run_as_user,
+        Some(100_000)
+    );
+    let audit = fx.exo(&[
+        "audit",
+        "-n",
+        &name,
+        "--rule",
+        "credentials",
+        "--rule",
+        "placement",
+    ]);
     assert!(audit.status.success(), "{}", out(&audit));
 
     // Offboard: the folder removed (directly this time).

@@ -114,7 +114,15 @@ pub fn choose(pods: &[Pod], pvc: &str, write: bool) -> Option<Target> {
 
 /// The helper pod for `fs` (pure), placed like the tenant's own pods: on
 /// `tier`'s nodes when there is one, never on a control-plane node.
-pub fn helper_pod(fs: &AgentFS, image: &str, last_used: u64, tier: Option<&str>) -> Pod {
+/// The helper pod of `fs`: on the tenant's node `tier`, as its first uid
+/// `run_as` (both from the tenant's settings, when it has them).
+pub fn helper_pod(
+    fs: &AgentFS,
+    image: &str,
+    last_used: u64,
+    tier: Option<&str>,
+    run_as: Option<i64>,
+) -> Pod {
     let name = fs.metadata.name.clone().unwrap_or_default();
     let labels = BTreeMap::from([
         (LABEL_MANAGED_BY.to_owned(), MANAGED_BY.to_owned()),
@@ -148,7 +156,7 @@ pub fn helper_pod(fs: &AgentFS, image: &str, last_used: u64, tier: Option<&str>)
             enable_service_links: Some(false),
             active_deadline_seconds: Some(HELPER_DEADLINE_S),
             termination_grace_period_seconds: Some(1),
-            security_context: Some(restricted_pod_security()),
+            security_context: Some(restricted_pod_security(run_as)),
             containers: vec![Container {
                 name: HELPER_CONTAINER.into(),
                 image: Some(image.to_owned()),
@@ -249,14 +257,20 @@ pub async fn target(
         }
         return Ok(t);
     }
-    // The tenant's tier, from its Rollout (absent: not a GitOps tenant).
-    let tier = Api::<crate::crd::Rollout>::namespaced(client.clone(), &ns)
+    // The tenant's tier and uid range, from its Rollout (absent: not a
+    // GitOps tenant).
+    let settings = Api::<crate::crd::Rollout>::namespaced(client.clone(), &ns)
         .get_opt(crate::meta::ROLLOUT_NAME)
         .await
         .ok()
         .flatten()
-        .and_then(|r| r.spec.settings.node_tier);
-    let want = helper_pod(fs, &opts.image, now_s(), tier.as_deref());
+        .map(|r| r.spec.settings);
+    let tier = settings.as_ref().and_then(|s| s.node_tier.clone());
+    let run_as = settings
+        .as_ref()
+        .and_then(|s| s.uid_range)
+        .map(|r| i64::from(r.start));
+    let want = helper_pod(fs, &opts.image, now_s(), tier.as_deref(), run_as);
     let hname = helper_name(&name);
     let pp = PostParams {
         field_manager: Some(FIELD_MANAGER.into()),
@@ -336,7 +350,7 @@ mod tests {
     }
 
     fn agent_pod(name: &str, ro: bool) -> Pod {
-        let mut p = helper_pod(&fs("data"), "img", 0, None);
+        let mut p = helper_pod(&fs("data"), "img", 0, None, None);
         p.metadata.name = Some(name.into());
         p.metadata.labels = None;
         let spec = p.spec.as_mut().unwrap();
@@ -347,7 +361,7 @@ mod tests {
 
     #[test]
     fn agents_pods_come_before_the_helper_and_writes_need_rw() {
-        let helper = running(helper_pod(&fs("data"), "img", 0, None));
+        let helper = running(helper_pod(&fs("data"), "img", 0, None, None));
         let ro = running(agent_pod("agent-a", true));
         let pods = vec![helper.clone(), ro.clone()];
         let t = choose(&pods, "agentfs-data", false).unwrap();
@@ -362,7 +376,7 @@ mod tests {
 
     #[test]
     fn helper_is_restricted_and_expires() {
-        let p = helper_pod(&fs("data"), "img", 100, Some("gpu"));
+        let p = helper_pod(&fs("data"), "img", 100, Some("gpu"), Some(200_000));
         let spec = p.spec.as_ref().unwrap();
         // Placed like the tenant's pods: its tier, never a control-plane node.
         assert_eq!(
@@ -374,6 +388,11 @@ mod tests {
         assert_eq!(
             spec.security_context.as_ref().unwrap().run_as_non_root,
             Some(true)
+        );
+        // Inside the tenant's uid range.
+        assert_eq!(
+            spec.security_context.as_ref().unwrap().run_as_user,
+            Some(200_000)
         );
         let c = &spec.containers[0];
         assert_eq!(

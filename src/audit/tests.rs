@@ -359,3 +359,30 @@ fn provider_keys_are_recognised_by_shape_and_name() {
     assert_eq!(provider_of_name("AWS_SECRET_ACCESS_KEY"), Some("AWS"));
     assert_eq!(provider_of_name("EXO_AGENT_TOKEN"), None);
 }
+
+#[test]
+fn a_tenant_pod_outside_its_uid_range_is_a_finding() {
+    let mut snap = clean();
+    snap.rollouts[0].spec.settings.uid_range = Some(crate::crd::tenant::UidRange {
+        start: 200_000,
+        size: 10_000,
+    });
+    // No uid at all: the image's user, outside the range.
+    let found = check(&snap, &BTreeSet::new(), &BTreeSet::new());
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].rule, Rule::Placement);
+    assert!(
+        found[0]
+            .message
+            .contains("container runtime runs as the image's user, outside the tenant's uidRange 200000-209999"),
+        "{}",
+        found[0].message
+    );
+    // The pod's uid inside the range: clean.
+    spec_of(&mut snap).security_context = Some(from(json!({"runAsUser": 200_000})));
+    assert_eq!(check(&snap, &BTreeSet::new(), &BTreeSet::new()), vec![]);
+    // A container overriding it with another tenant's uid: a finding.
+    runtime(&mut snap).security_context = Some(from(json!({"runAsUser": 65532})));
+    let found = check(&snap, &BTreeSet::new(), &BTreeSet::new());
+    assert!(found[0].message.contains("runs as uid 65532"), "{found:?}");
+}

@@ -224,12 +224,15 @@ pub fn restricted_container_security() -> SecurityContext {
     }
 }
 
-pub fn restricted_pod_security() -> PodSecurityContext {
+/// The pod security context every tenant pod gets, running as `run_as`
+/// (the tenant's first uid) or [`RUN_AS`].
+pub fn restricted_pod_security(run_as: Option<i64>) -> PodSecurityContext {
+    let uid = run_as.unwrap_or(RUN_AS);
     PodSecurityContext {
         run_as_non_root: Some(true),
-        run_as_user: Some(RUN_AS),
-        run_as_group: Some(RUN_AS),
-        fs_group: Some(RUN_AS),
+        run_as_user: Some(uid),
+        run_as_group: Some(uid),
+        fs_group: Some(uid),
         seccomp_profile: Some(SeccompProfile {
             type_: "RuntimeDefault".to_owned(),
             localhost_profile: None,
@@ -387,6 +390,7 @@ pub fn agent_pod_restarted(
         volumes,
         restart_policy(spec.restart_policy),
         spec.node_tier.as_deref(),
+        spec.run_as_user,
     );
     if let Some(at) = restart_requested_at {
         pod.metadata
@@ -497,6 +501,7 @@ fn restricted_pod(
     volumes: Vec<Volume>,
     restart_policy: &str,
     node_tier: Option<&str>,
+    run_as: Option<i64>,
 ) -> Pod {
     let mut spec = PodSpec {
         containers,
@@ -504,7 +509,7 @@ fn restricted_pod(
         restart_policy: Some(restart_policy.to_owned()),
         automount_service_account_token: Some(false),
         enable_service_links: Some(false),
-        security_context: Some(restricted_pod_security()),
+        security_context: Some(restricted_pod_security(run_as)),
         ..PodSpec::default()
     };
     placement::place(&mut spec, node_tier);
@@ -543,6 +548,7 @@ pub fn tool_pod(owner: &Owner, spec: &ToolSpec) -> Result<Pod> {
         }],
         "Always",
         spec.node_tier.as_deref(),
+        spec.run_as_user,
     );
     named_by_hash(stamp(pod, |p| &mut p.metadata)?, "tool", &owner.name)
 }

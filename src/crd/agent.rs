@@ -66,6 +66,11 @@ pub struct AgentSpec {
     /// moves the generation a status is checked against.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access_scopes: Option<String>,
+    /// The uid (and gid) the pod runs as: the first of the tenant's
+    /// `uidRange`, set by the GitOps engine (the default is 65532). The
+    /// audit checks every tenant pod runs inside its tenant's range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as_user: Option<i64>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]

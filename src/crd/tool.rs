@@ -39,6 +39,11 @@ pub struct ToolSpec {
     /// `tenant.yaml`. Pods never run on a control-plane node, tier or not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_tier: Option<String>,
+    /// The uid (and gid) the pod runs as: the first of the tenant's
+    /// `uidRange`, set by the GitOps engine (the default is 65532). The
+    /// audit checks every tenant pod runs inside its tenant's range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as_user: Option<i64>,
 }
 
 fn enabled_default() -> bool {

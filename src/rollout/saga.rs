@@ -136,6 +136,7 @@ pub fn desired_workloads(tenant: &Tenant, release: &Release) -> Vec<Workload> {
         let mut tool = t.value.clone();
         tool.spec.container.image = repoint::image(&tool.spec.container.image, release);
         tool.spec.node_tier.clone_from(&tenant.settings.node_tier);
+        tool.spec.run_as_user = tenant.settings.uid_range.map(|r| i64::from(r.start));
         tool.status = None;
         out.push(Workload::Tool(tool));
     }
@@ -151,6 +152,7 @@ pub fn desired_workloads(tenant: &Tenant, release: &Release) -> Vec<Workload> {
         // (its pod rolls onto the new keys).
         let scopes = crate::tenant::access::Scopes::of(&tenant.settings);
         agent.spec.access_scopes = (!scopes.is_empty()).then(|| scopes.hash());
+        agent.spec.run_as_user = tenant.settings.uid_range.map(|r| i64::from(r.start));
         agent.status = None;
         out.push(Workload::Agent(agent));
     }

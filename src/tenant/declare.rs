@@ -99,7 +99,7 @@ mod tests {
         let t = NewTenant {
             tier: "standard".into(),
             wave: "canary".into(),
-            models: vec!["gpt-4o-mini".into(), "odd \"name\"".into()],
+            models: vec!["gpt-4o-mini".into(), "claude-3.5_sonnet".into()],
             capabilities: vec![],
             uid_range: UidRange {
                 start: 100_000,

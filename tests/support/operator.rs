@@ -63,6 +63,7 @@ pub fn tool(name: &str, enabled: bool) -> Tool {
             enabled,
             port: Some(9000),
             node_tier: None,
+            run_as_user: None,
         },
     )
 }

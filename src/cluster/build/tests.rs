@@ -92,6 +92,7 @@ fn every_pod_is_restricted() {
             enabled: true,
             port: Some(9000),
             node_tier: Some("gpu".into()),
+            run_as_user: Some(200_000),
         },
     );
     let mut tool = tool;
@@ -105,6 +106,8 @@ fn every_pod_is_restricted() {
         let ps = pod.spec.unwrap();
         let psc = ps.security_context.unwrap();
         assert_eq!(psc.run_as_non_root, Some(true));
+        // The tool asks for its tenant's first uid; the agent has none.
+        assert!(psc.run_as_user == Some(200_000) || psc.run_as_user == Some(RUN_AS));
         assert_eq!(psc.seccomp_profile.unwrap().type_, "RuntimeDefault");
         for c in ps.containers {
             let sc = c.security_context.unwrap();
@@ -137,6 +140,7 @@ fn pods_name_their_default_container_for_exec_and_attach() {
             enabled: true,
             port: None,
             node_tier: None,
+            run_as_user: None,
         },
     );
     tool.metadata.namespace = Some("team".into());
