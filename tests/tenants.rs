@@ -24,7 +24,8 @@ use std::time::Duration;
 use exo::crd::tenant::{Tenant, TenantOperation, TenantPhase};
 use exo::crd::{RolloutPhase, StepState};
 use k8s_openapi::api::core::v1::{
-    LimitRange, Namespace, Pod, ResourceQuota, Secret, ServiceAccount,
+    LimitRange, Namespace, PersistentVolume, PersistentVolumeClaim, Pod, ResourceQuota, Secret,
+    ServiceAccount,
 };
 use kube::api::{Api, DeleteParams, ListParams};
 use support::fleet::{Fixture, Operator, example_files, key_actuator, out};
@@ -383,13 +384,22 @@ async fn onboarded_from_the_cli_through_a_merge_offboarded_restored_and_confirme
         .metadata
         .uid;
 
-    // Restored before the grace period ends: back, in the same namespace.
+    // Restored before the grace period ends: back, in the same namespace
+    // (with a volume this time, which the last offboarding keeps).
+    let workspace = fx.served_file(&format!(
+        "manifests/{}-globex/shared-workspace.yaml",
+        fx.prefix
+    ));
     fx.push(
         &[
             (&format!("manifests/{name}/tenant.yaml"), Some(&tenant_yaml)),
             (
                 &format!("manifests/{name}/assistant.yaml"),
                 Some(&assistant),
+            ),
+            (
+                &format!("manifests/{name}/shared-workspace.yaml"),
+                Some(&workspace),
             ),
         ],
         "restore the tenant",
@@ -407,6 +417,27 @@ async fn onboarded_from_the_cli_through_a_merge_offboarded_restored_and_confirme
         },
     )
     .await;
+    // Its volume is bound before it is offboarded again.
+    support::eventually("the workspace bound", Duration::from_secs(60), || {
+        let client = client.clone();
+        let name = name.clone();
+        async move {
+            let pvcs = Api::<PersistentVolumeClaim>::namespaced(client, &name)
+                .list(&ListParams::default())
+                .await
+                .ok()?;
+            pvcs.items
+                .iter()
+                .any(|c| {
+                    c.spec
+                        .as_ref()
+                        .and_then(|s| s.volume_name.as_ref())
+                        .is_some()
+                })
+                .then_some(())
+        }
+    })
+    .await;
     let again = Api::<Namespace>::all(client.clone())
         .get(&name)
         .await
@@ -419,6 +450,7 @@ async fn onboarded_from_the_cli_through_a_merge_offboarded_restored_and_confirme
         &[
             (&format!("manifests/{name}/tenant.yaml"), None),
             (&format!("manifests/{name}/assistant.yaml"), None),
+            (&format!("manifests/{name}/shared-workspace.yaml"), None),
         ],
         "offboard the tenant",
     );
@@ -456,6 +488,40 @@ async fn onboarded_from_the_cli_through_a_merge_offboarded_restored_and_confirme
             .unwrap()
             .is_none()
     );
+    // The data was retained (the default): the volume outlives the
+    // namespace, and `exo fs list` shows it Retained under the tenant.
+    assert_eq!(step(&t, "data-retained").state, StepState::Done);
+    let o = fx.exo(&["fs", "list", "-n", &name, "-o", "json"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let listed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let kept = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "shared-workspace")
+        .unwrap_or_else(|| panic!("no retained workspace in {listed}"))
+        .clone();
+    assert_eq!(kept["phase"], "Retained");
+    let pv = kept["pvc"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("pv/")
+        .to_owned();
+    let volume = Api::<PersistentVolume>::all(client.clone())
+        .get(&pv)
+        .await
+        .unwrap();
+    assert_eq!(
+        volume
+            .spec
+            .unwrap()
+            .persistent_volume_reclaim_policy
+            .as_deref(),
+        Some("Retain")
+    );
+    let _ = Api::<PersistentVolume>::all(client.clone())
+        .delete(&pv, &DeleteParams::background())
+        .await;
     // The CLI shows the saga, its owners and states, as JSON too.
     let o = fx.exo(&["tenant", "show", &name, "-o", "json"]);
     assert!(o.status.success(), "{}", out(&o));

@@ -75,6 +75,7 @@ async fn wedging_peer() -> (String, Arc<Mutex<Vec<String>>>) {
                 heartbeat_interval_ms: 15_000,
                 accepts_alerts: false,
                 accepts_rollouts: false,
+                accepts_tenants: false,
             });
             ws.send(Message::Text(welcome.to_json().unwrap().into()))
                 .await

@@ -349,7 +349,9 @@ async fn operator_run_streams_its_own_caches_upstream() {
     let log = op.log();
     assert!(
         log.contains("streaming the operator's caches")
-            && log.contains(r#"[\"Agent\", \"Tool\", \"AgentFS\", \"Rollout\", \"Pod\"]"#),
+            && log.contains(
+                r#"[\"Agent\", \"Tool\", \"AgentFS\", \"Rollout\", \"Tenant\", \"Pod\"]"#
+            ),
         "the upstream reads the operator's caches, no watches of its own:\n{log}"
     );
 }

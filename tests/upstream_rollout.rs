@@ -12,12 +12,10 @@ use std::time::Duration;
 use exo::crd::{AgentFS, Rollout, RolloutSpec};
 
 use exo::meta::ROLLOUT_NAME;
-use futures::{SinkExt, StreamExt};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{TestNamespace, eventually};
-use tokio_tungstenite::tungstenite::Message;
-use upstream_support::{Connector, ControlPlane, agentfs, install_crds};
+use upstream_support::{Connector, ControlPlane, agentfs, install_crds, older_peer};
 
 /// A tenant's Rollout as the engine writes it, with a status for
 /// generation 1 (phase Progressing) and an inventory and settings the wire
@@ -226,54 +224,6 @@ async fn operator_connect_without_the_rollout_crd_streams_the_rest() {
         "the connection never asked for Rollouts"
     );
     assert!(c.log().contains("Rollouts cannot be listed"), "{}", c.log());
-}
-
-/// A control plane older than the kind: its `welcome` has no
-/// `accepts_rollouts` (and it would close the connection on a `Rollout`).
-/// Accepts one connection, answers its hello, and returns every resource
-/// frame's `(kind, name)` until an AgentFS named `until` has arrived in a
-/// delta.
-async fn older_peer(
-    until: &'static str,
-) -> (String, tokio::task::JoinHandle<Vec<(String, String)>>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let task = tokio::spawn(async move {
-        let (tcp, _) = listener.accept().await.unwrap();
-        let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
-        let mut seen = Vec::new();
-        while let Some(Ok(msg)) = ws.next().await {
-            let Message::Text(t) = msg else { continue };
-            let f: serde_json::Value = serde_json::from_str(t.as_str()).unwrap();
-            let of = |r: &serde_json::Value| {
-                (
-                    r["kind"].as_str().unwrap().to_owned(),
-                    r["name"].as_str().unwrap().to_owned(),
-                )
-            };
-            match f["type"].as_str().unwrap() {
-                "hello" => {
-                    let welcome = json!({ "type": "welcome", "protocol": 1, "deployment": "old",
-                        "connection_id": f["connection_id"], "heartbeat_interval_ms": 15000 });
-                    ws.send(Message::Text(welcome.to_string().into()))
-                        .await
-                        .unwrap();
-                }
-                "snapshot" => seen.extend(f["resources"].as_array().unwrap().iter().map(of)),
-                "delta" => {
-                    let r = of(&f["resource"]);
-                    let done = r.0 == "AgentFS" && r.1 == until;
-                    seen.push(r);
-                    if done {
-                        return seen;
-                    }
-                }
-                _ => {}
-            }
-        }
-        seen
-    });
-    (base, task)
 }
 
 #[tokio::test]

@@ -108,6 +108,7 @@ pub async fn latency(n: usize, objects: usize, snapshot_every: Option<Duration>)
                                 connection_id: h.connection_id,
                                 heartbeat_interval_ms: 15000,
                                 accepts_alerts: false,
+                                accepts_tenants: false,
                                 accepts_rollouts: false,
                             });
                             ws.send(Message::Text(w.to_json().unwrap().into()))

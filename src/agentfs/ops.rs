@@ -4,8 +4,9 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::Client;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -18,7 +19,7 @@ use crate::cluster::fs::{SizeRefusal, capacities, plan_size};
 use crate::crd::{AccessMode, AgentFS};
 use crate::names::is_dns1123_label;
 
-use crate::meta::{ANNOTATION_RETAINED, FIELD_MANAGER, LABEL_AGENTFS};
+use crate::meta::{ANNOTATION_RETAINED, FIELD_MANAGER, LABEL_AGENTFS, LABEL_TENANT};
 use crate::wire::Command;
 use crate::wire::fs::{FsInfo, FsList, FsListing, FsPhase};
 
@@ -96,6 +97,49 @@ pub async fn list(client: &Client, namespace: Option<&str>) -> Result<FsList, Fs
                 .unwrap_or_default(),
             ..FsInfo::default()
         });
+    }
+    // Volumes an offboarded tenant kept (`storage.retention: retain`):
+    // their PersistentVolume outlives the namespace, labelled with the
+    // tenant and annotated with the AgentFS it held. Listing volumes needs
+    // cluster-wide read access; without it they are not shown.
+    let selector = match namespace {
+        Some(ns) => format!("{LABEL_TENANT}={ns}"),
+        None => LABEL_TENANT.to_owned(),
+    };
+    if let Ok(pvs) = Api::<PersistentVolume>::all(client.clone())
+        .list(&ListParams::default().labels(&selector))
+        .await
+    {
+        for pv in &pvs.items {
+            let (Some(tenant), Some(from)) = (
+                pv.labels().get(LABEL_TENANT),
+                pv.annotations().get(ANNOTATION_RETAINED),
+            ) else {
+                continue;
+            };
+            if items
+                .iter()
+                .any(|i| &i.namespace == tenant && &i.name == from)
+            {
+                continue;
+            }
+            let size = pv
+                .spec
+                .as_ref()
+                .and_then(|s| s.capacity.as_ref())
+                .and_then(|c| c.get("storage"))
+                .map(|q| q.0.clone());
+            items.push(FsInfo {
+                namespace: tenant.clone(),
+                name: from.clone(),
+                phase: FsPhase::Retained,
+                size: size.clone().unwrap_or_default(),
+                provisioned: size,
+                pvc: pv.metadata.name.as_ref().map(|n| format!("pv/{n}")),
+                retain: true,
+                ..FsInfo::default()
+            });
+        }
     }
     items.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     Ok(FsList { items })

@@ -2,7 +2,8 @@
 //! the reconcilers read and waking the controllers that care. Nothing else
 //! in the process watches these kinds: the upstream connection and the
 //! GitOps engine's Rollout controller read the same caches, told of each
-//! change through a [`Hub`].
+//! change through a [`Hub`]. (The tenant engine still runs a Tenant watch
+//! of its own, beside the shared one the upstream connection reads.)
 
 use std::sync::Arc;
 
@@ -20,8 +21,9 @@ use tracing::warn;
 
 use super::relist::Relist;
 
+use crate::crd::tenant::Tenant;
 use crate::crd::{Agent, AgentFS, Rollout, Tool};
-use crate::meta::{LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY};
+use crate::meta::{LABEL_COMPONENT, LABEL_FLEET_NAMESPACE, LABEL_MANAGED_BY, MANAGED_BY};
 
 /// A kind the operator watches into a cache.
 pub trait Watched:
@@ -120,6 +122,15 @@ pub struct Hubs {
     /// Also what wakes the GitOps engine's Rollout controller: it lives
     /// for a leadership term, the watch for the process.
     pub rollouts: Hub<Rollout>,
+    /// The cluster-scoped Tenants in scope (their lifecycle sagas).
+    pub tenants: Hub<Tenant>,
+}
+
+/// The label selector of the Tenants that the Fleets of one namespace own
+/// (the sync labels each Tenant it writes with its Fleet's namespace): what
+/// a namespace-scoped operator watches of a cluster-scoped kind.
+pub fn fleet_tenants(fleet_namespace: &str) -> String {
+    format!("{LABEL_FLEET_NAMESPACE}={fleet_namespace}")
 }
 
 /// The one watch of a kind that a controller reconciles (Tools, AgentFS,
@@ -135,7 +146,21 @@ pub async fn own_feed<K>(
 ) where
     K: Watched,
 {
-    watcher(api, watcher::Config::default())
+    selected_feed(api, watcher::Config::default(), writer, hub, wake).await
+}
+
+/// [`own_feed`] of the objects `wc` selects (the Tenants of one Fleet
+/// namespace, say).
+pub async fn selected_feed<K>(
+    api: Api<K>,
+    wc: watcher::Config,
+    writer: reflector::store::Writer<K>,
+    hub: Hub<K>,
+    wake: Option<UnboundedSender<ObjectRef<K>>>,
+) where
+    K: Watched,
+{
+    watcher(api, wc)
         .default_backoff()
         .reflect(writer)
         .for_each(|event| {

@@ -201,7 +201,7 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
     let monitors = super::monitor::task::MonitorConfig {
         flags: cfg.monitors.clone(),
         interval: cfg.monitor_interval,
-        fleet_namespace,
+        fleet_namespace: fleet_namespace.clone(),
         // Alerts go upstream only from a managed installation.
         alerts: managed.then(|| alerts.clone()),
         checkins: checkins.clone(),
@@ -211,6 +211,8 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
     }));
     let operator = OperatorConfig {
         namespace: cfg.namespace.clone(),
+        // The Tenants the engine drives: the upstream streams the same.
+        fleet_namespace,
         metrics_addr: cfg.metrics_addr,
         leader: LeaderConfig::with_duration(
             cfg.lease_name.clone(),

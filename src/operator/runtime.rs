@@ -6,7 +6,9 @@
 //! means "watches synced"), but only the Lease holder reconciles: the
 //! reconcilers return at once on a standby, and gaining the Lease
 //! re-reconciles every object. Rollouts are watched the same way; the
-//! GitOps engine that drives them is a leader task over that cache.
+//! GitOps engine that drives them is a leader task over that cache. So are
+//! the cluster-scoped Tenants (of the Fleet namespace, when there is one),
+//! whose cache the upstream connection streams.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,6 +22,7 @@ use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::watcher;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
@@ -32,10 +35,12 @@ use super::{agent, agentfs, tool};
 use crate::cluster::apply::Ctx;
 use crate::cluster::error::{Error, is_not_found, is_unlistable};
 use crate::cluster::feeds::{
-    Hubs, agent_feed, child_feed, children, configmap_feed, managed_feed, own_feed,
+    Hubs, agent_feed, child_feed, children, configmap_feed, fleet_tenants, managed_feed, own_feed,
+    selected_feed,
 };
 use crate::cluster::leader::{self, LeaderConfig};
 use crate::cluster::metrics::Metrics;
+use crate::crd::tenant::Tenant;
 use crate::crd::{Agent, AgentFS, Rollout, Tool};
 use crate::meta::CONTROLLER_NAME;
 
@@ -45,6 +50,9 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 pub struct OperatorConfig {
     /// Watch one namespace, or all when `None`.
     pub namespace: Option<String>,
+    /// Watch only the Tenants of the Fleets in this namespace (label
+    /// `autonomic.sh/fleet-namespace`), or all when `None`.
+    pub fleet_namespace: Option<String>,
     pub metrics_addr: SocketAddr,
     pub leader: LeaderConfig,
     /// Reconciles running at once, per controller.
@@ -98,6 +106,7 @@ fn crd_name<K: Resource<DynamicType = ()>>() -> &'static str {
         "Agent" => "agents.autonomic.sh",
         "Tool" => "tools.autonomic.sh",
         "Rollout" => "rollouts.autonomic.sh",
+        "Tenant" => "tenants.autonomic.sh",
         _ => "agentfs.autonomic.sh",
     }
 }
@@ -132,6 +141,24 @@ async fn rollouts_listable(client: &Client, namespace: Option<&str>) -> Result<b
     }
 }
 
+/// Whether the Tenants `selector` picks (all when `None`) can be watched;
+/// optional like Rollouts, and looked at once, at start.
+async fn tenants_listable(client: &Client, selector: Option<&str>) -> Result<bool, Error> {
+    let kind = crd_name::<Tenant>();
+    let mut lp = ListParams::default().limit(1);
+    if let Some(s) = selector {
+        lp = lp.labels(s);
+    }
+    match Api::<Tenant>::all(client.clone()).list_metadata(&lp).await {
+        Ok(_) => Ok(true),
+        Err(e) if is_unlistable(&e) => {
+            warn!(crd = kind, error = %e, "Tenants cannot be listed (CRD not installed, or no RBAC): not watched, not streamed upstream");
+            Ok(false)
+        }
+        Err(e) => Err(Error::kube(format!("list {kind}"), e)),
+    }
+}
+
 /// Yields once each time `rx` turns `true`.
 fn became_leader(rx: watch::Receiver<bool>) -> impl Stream<Item = ()> + Send + 'static {
     futures::stream::unfold(rx, |mut rx| async move {
@@ -157,6 +184,8 @@ pub async fn run(
     check_crd::<Tool>(&client, ns).await?;
     check_crd::<AgentFS>(&client, ns).await?;
     let watch_rollouts = rollouts_listable(&client, ns).await?;
+    let tenant_selector = cfg.fleet_namespace.as_deref().map(fleet_tenants);
+    let watch_tenants = tenants_listable(&client, tenant_selector.as_deref()).await?;
 
     let metrics = Arc::new(Metrics::new());
     let (leader_tx, leader_rx) = watch::channel(false);
@@ -290,6 +319,21 @@ pub async fn run(
             }
         }
     };
+    // The one Tenant watch (cluster-scoped): what the upstream relay
+    // streams. Without it the store stays empty and is not waited for.
+    let (tenants_store, tenants_writer) = reflector::store::<Tenant>();
+    let tenant_feed = {
+        let (api, hub) = (Api::<Tenant>::all(client.clone()), hubs.tenants.clone());
+        let mut wc = watcher::Config::default();
+        if let Some(s) = &tenant_selector {
+            wc = wc.labels(s);
+        }
+        async move {
+            if watch_tenants {
+                selected_feed(api, wc, tenants_writer, hub, None).await;
+            }
+        }
+    };
     let (caches_tx, caches_rx) = watch::channel(false);
 
     let ctx = Arc::new(Ctx {
@@ -304,6 +348,7 @@ pub async fn run(
         configmaps: configmaps_store.clone(),
         network_policies: policies_store.clone(),
         rollouts: watch_rollouts.then(|| rollouts_store.clone()),
+        tenants: watch_tenants.then(|| tenants_store.clone()),
         services: services_store.clone(),
         caches_synced: caches_rx,
         hubs,
@@ -329,7 +374,8 @@ pub async fn run(
             && synced(&services_store).await
             && synced(&configmaps_store).await
             && synced(&policies_store).await
-            && (!watch_rollouts || synced(&rollouts_store).await);
+            && (!watch_rollouts || synced(&rollouts_store).await)
+            && (!watch_tenants || synced(&tenants_store).await);
         caches_tx.send_replace(ok);
         if ok {
             info!("watches synced: ready");
@@ -363,6 +409,7 @@ pub async fn run(
             cm_feed,
             np_feed,
             rollout_feed,
+            tenant_feed,
             agents
                 .run(agent::reconcile, agent::error_policy, ctx.clone())
                 .for_each(log),

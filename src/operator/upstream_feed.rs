@@ -19,6 +19,7 @@ use crate::cluster::apply::Ctx;
 use crate::cluster::feeds::{Hub, Touch};
 
 use crate::crd::Rollout;
+use crate::crd::tenant::Tenant;
 use crate::meta::{LABEL_MANAGED_BY, MANAGED_BY};
 use crate::upstream::tracker::{WatchEvent, encode};
 use crate::upstream::{Feed, UpstreamConfig};
@@ -27,11 +28,11 @@ use crate::wire::ResourceKind;
 type Tx = mpsc::Sender<(ResourceKind, WatchEvent)>;
 
 /// The kinds the operator's caches can feed for `cfg`: Agents, Tools,
-/// AgentFS and Rollouts always; Pods when the upstream streams exactly the
-/// operator's own (the default selector), else the connection watches Pods
-/// itself. Rollouts the operator cannot list (no CRD or RBAC) are fed as
-/// an empty list: the connection does not try a watch the operator could
-/// not have either.
+/// AgentFS, Rollouts and Tenants always; Pods when the upstream streams
+/// exactly the operator's own (the default selector), else the connection
+/// watches Pods itself. Rollouts or Tenants the operator cannot list (no
+/// CRD or RBAC) are fed as an empty list: the connection does not try a
+/// watch the operator could not have either.
 pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
     let (tx, events) = mpsc::channel(1024);
     let synced = ctx.caches_synced.clone();
@@ -40,6 +41,7 @@ pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
         ResourceKind::Tool,
         ResourceKind::AgentFS,
         ResourceKind::Rollout,
+        ResourceKind::Tenant,
     ];
     relay(
         ResourceKind::Agent,
@@ -71,6 +73,17 @@ pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
         ResourceKind::Rollout,
         rollouts,
         &ctx.hubs.rollouts,
+        &tx,
+        &synced,
+    );
+    let tenants = ctx
+        .tenants
+        .clone()
+        .unwrap_or_else(|| reflector::store::<Tenant>().0);
+    relay(
+        ResourceKind::Tenant,
+        tenants,
+        &ctx.hubs.tenants,
         &tx,
         &synced,
     );

@@ -168,9 +168,18 @@ async fn enroll(cx: &StepCx<'_>) -> StepResult {
 async fn provision(cx: &StepCx<'_>) -> StepResult {
     let settings = &cx.tenant.spec.settings;
     let tier = cx.tenant.spec.tier.as_ref();
-    cx.op
-        .apply_cluster(Writer::Tenant, &build::namespace(cx.name, settings))
-        .await?;
+    // The uid range is on the namespace: a change saga (no enrollment in
+    // it) applies the namespace again; an onboarding just did.
+    let enrolled_now = cx
+        .status
+        .steps
+        .iter()
+        .any(|s| s.name == crate::saga::Step::name(&TenantStep::Enroll));
+    if !enrolled_now {
+        cx.op
+            .apply_cluster(Writer::Tenant, &build::namespace(cx.name, settings))
+            .await?;
+    }
     let quota = build::resource_quota(cx.name, settings, tier);
     let in_force = match &quota {
         Some(q) => {
@@ -302,10 +311,15 @@ async fn mint_access(cx: &StepCx<'_>) -> StepResult {
         None => {
             // Written before any server hears of the key: a crash from here
             // on finds it and finishes registering this one.
+            // With no key server to tell, the Secret is the key store:
+            // written minted at once.
             let keys = access::fresh_keys()?;
-            let pending =
-                access::access_secret(cx.name, &keys, &scopes, actuator.name(), STATE_PENDING);
-            cx.op.apply(Writer::Tenant, &pending).await?
+            let state = match actuator {
+                Actuator::Kubernetes => STATE_MINTED,
+                Actuator::Http { .. } => STATE_PENDING,
+            };
+            let secret = access::access_secret(cx.name, &keys, &scopes, actuator.name(), state);
+            cx.op.apply(Writer::Tenant, &secret).await?
         }
     };
     let minted_by = access::annotation(&live, access::ANNOTATION_ACTUATOR).unwrap_or_default();
@@ -462,9 +476,9 @@ async fn stop_rollout(cx: &StepCx<'_>) -> StepResult {
 }
 
 /// `storage.retention`: `retain` keeps every bound volume past the
-/// namespace (its PersistentVolume set to `Retain` and labelled with the
-/// tenant, so `exo fs list` shows it Retained); `delete` deletes the
-/// claims.
+/// namespace (its PersistentVolume set to `Retain`, labelled with the
+/// tenant and annotated with the AgentFS it held, so `exo fs list` shows
+/// it Retained); `delete` deletes the claims.
 async fn data(cx: &StepCx<'_>, retention: Retention) -> StepResult {
     let claims = cx
         .op
@@ -493,9 +507,14 @@ async fn data(cx: &StepCx<'_>, retention: Retention) -> StepResult {
                             LABEL_TENANT.to_owned(),
                             cx.name.to_owned(),
                         )])),
+                        // The AgentFS it held (`exo fs list` shows it
+                        // Retained under the tenant), or the claim.
                         annotations: Some(BTreeMap::from([(
                             ANNOTATION_RETAINED.to_owned(),
-                            format!("{}/{}", cx.name, c.name_any()),
+                            c.labels()
+                                .get(crate::meta::LABEL_AGENTFS)
+                                .cloned()
+                                .unwrap_or_else(|| c.name_any()),
                         )])),
                         ..ObjectMeta::default()
                     },

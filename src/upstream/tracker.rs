@@ -126,7 +126,10 @@ pub fn encode<K: kube::Resource + Serialize>(kind: ResourceKind, obj: &K) -> Opt
 /// generation, labels, `status.phase`, and `spec`/`status`, less what a
 /// control plane does not show, to keep frames small: of a Pod's spec only
 /// `nodeName`; of a Rollout's spec `settings` (the tenant's `tenant.yaml`)
-/// and of its status `inventory` (every object the saga applied).
+/// and of its status `inventory` (every object the saga applied); of a
+/// Tenant's spec `settings` and of its status `activeSettings` (the same
+/// `tenant.yaml`, as last carried out). A cluster-scoped object (a Tenant)
+/// has an empty namespace.
 pub fn to_wire<K: kube::Resource + Serialize>(
     kind: ResourceKind,
     obj: &K,
@@ -148,6 +151,10 @@ pub fn to_wire<K: kube::Resource + Serialize>(
         ResourceKind::Rollout => {
             leave_out(&mut spec, "settings");
             leave_out(&mut status, "inventory");
+        }
+        ResourceKind::Tenant => {
+            leave_out(&mut spec, "settings");
+            leave_out(&mut status, "activeSettings");
         }
         ResourceKind::Agent | ResourceKind::Tool | ResourceKind::AgentFS => {}
     }
@@ -322,6 +329,89 @@ mod tests {
         // The same object as another kind keeps both: the cut is the Rollout's.
         let a = to_wire(ResourceKind::Agent, &ro).unwrap();
         assert!(a.spec.get("settings").is_some() && a.status.get("inventory").is_some());
+    }
+
+    #[test]
+    fn wire_form_of_a_tenant_has_its_saga_without_settings_and_no_namespace() {
+        use crate::crd::tenant::{
+            Tenant, TenantOperation, TenantPhase, TenantResourceSpec, TenantSpec, TenantStatus,
+        };
+        use crate::crd::{SagaStep, StepState};
+        let settings = TenantSpec {
+            node_tier: Some("gpu".into()),
+            wave: Some("canary".into()),
+            ..Default::default()
+        };
+        let mut t = Tenant::new(
+            "acme",
+            TenantResourceSpec {
+                settings: settings.clone(),
+                commit: Some("c0ffee".into()),
+                ..Default::default()
+            },
+        );
+        t.metadata.resource_version = Some("81".into());
+        t.metadata.uid = Some("u-2".into());
+        t.metadata.generation = Some(3);
+        t.metadata.labels = Some(
+            [(
+                crate::meta::LABEL_FLEET_NAMESPACE.to_owned(),
+                "fleet".to_owned(),
+            )]
+            .into(),
+        );
+        t.status = Some(TenantStatus {
+            phase: Some(TenantPhase::Onboarding),
+            operation: Some(TenantOperation::Onboard),
+            current_step: Some("quota-applied".into()),
+            steps: vec![
+                SagaStep {
+                    name: "namespace-created".into(),
+                    owner: "operator".into(),
+                    state: StepState::Done,
+                    ..Default::default()
+                },
+                SagaStep {
+                    name: "quota-applied".into(),
+                    owner: "operator".into(),
+                    state: StepState::Running,
+                    message: Some("waiting for the quota".into()),
+                    ..Default::default()
+                },
+            ],
+            desired_hash: Some("h3".into()),
+            observed_generation: Some(3),
+            active_settings: Some(settings),
+            message: Some("onboarding".into()),
+            ..Default::default()
+        });
+        let w = to_wire(ResourceKind::Tenant, &t).unwrap();
+        assert_eq!(w.key.kind, ResourceKind::Tenant);
+        assert_eq!(
+            (w.key.namespace.as_str(), w.key.name.as_str()),
+            ("", "acme")
+        );
+        assert_eq!((w.uid.as_str(), w.resource_version.as_str()), ("u-2", "81"));
+        assert_eq!(w.generation, Some(3));
+        assert_eq!(w.phase.as_deref(), Some("Onboarding"));
+        assert_eq!(w.labels[crate::meta::LABEL_FLEET_NAMESPACE], "fleet");
+        assert_eq!(w.spec["commit"], "c0ffee");
+        assert!(w.spec.get("settings").is_none(), "{}", w.spec);
+        assert_eq!(w.status["operation"], "onboard");
+        assert_eq!(w.status["currentStep"], "quota-applied");
+        assert_eq!(w.status["desiredHash"], "h3");
+        assert_eq!(w.status["observedGeneration"], 3);
+        assert_eq!(w.status["message"], "onboarding");
+        assert_eq!(w.status["steps"][0]["state"], "Done");
+        assert_eq!(w.status["steps"][1]["owner"], "operator");
+        assert_eq!(w.status["steps"][1]["message"], "waiting for the quota");
+        assert!(w.status.get("activeSettings").is_none(), "{}", w.status);
+        // On the wire the namespace is there, empty: the field is required.
+        let v = serde_json::to_value(&w).unwrap();
+        assert_eq!(v["namespace"], "");
+        // The same object as another kind keeps both: the cut is the Tenant's.
+        let a = to_wire(ResourceKind::Agent, &t).unwrap();
+        assert!(a.spec.get("settings").is_some() && a.status.get("activeSettings").is_some());
     }
 
     #[test]

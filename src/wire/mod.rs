@@ -141,6 +141,10 @@ pub struct Welcome {
     /// otherwise: an older server would close the connection on the kind.
     #[serde(default)]
     pub accepts_rollouts: bool,
+    /// The server takes resources of kind `Tenant`; likewise, a client
+    /// sends none otherwise.
+    #[serde(default)]
+    pub accepts_tenants: bool,
 }
 
 /// One chunk of a snapshot. Chunks of one snapshot share `snapshot_id`, are
@@ -451,6 +455,22 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&f.to_json().unwrap()).unwrap();
         assert_eq!(v["type"], "heartbeat");
         assert_eq!(v["sent_at_ms"], 5);
+    }
+
+    #[test]
+    fn an_older_welcome_takes_no_rollouts_or_tenants() {
+        let old = r#"{"type":"welcome","protocol":1,"deployment":"d","connection_id":"c",
+            "heartbeat_interval_ms":15000,"accepts_alerts":true,"accepts_rollouts":true}"#;
+        let Frame::Welcome(w) = Frame::from_json(old).unwrap() else {
+            panic!("not a welcome")
+        };
+        assert!(w.accepts_rollouts && !w.accepts_tenants, "{w:?}");
+        let oldest = r#"{"type":"welcome","protocol":1,"deployment":"d","connection_id":"c",
+            "heartbeat_interval_ms":15000}"#;
+        let Frame::Welcome(w) = Frame::from_json(oldest).unwrap() else {
+            panic!("not a welcome")
+        };
+        assert!(!w.accepts_alerts && !w.accepts_rollouts && !w.accepts_tenants);
     }
 
     #[test]

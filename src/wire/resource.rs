@@ -18,6 +18,9 @@ pub enum ResourceKind {
     Pod,
     /// A tenant's saga (`autonomic.sh` Rollout, one per tenant namespace).
     Rollout,
+    /// A tenant's lifecycle saga (`autonomic.sh` Tenant, cluster-scoped:
+    /// its namespace on the wire is empty).
+    Tenant,
 }
 
 impl ResourceKind {
@@ -28,6 +31,7 @@ impl ResourceKind {
             ResourceKind::AgentFS => "AgentFS",
             ResourceKind::Pod => "Pod",
             ResourceKind::Rollout => "Rollout",
+            ResourceKind::Tenant => "Tenant",
         }
     }
 }
@@ -114,6 +118,30 @@ mod tests {
     }
 
     #[test]
+    fn a_tenant_parses_with_an_empty_namespace_and_its_saga() {
+        let Frame::Delta(d) = delta(
+            r#"{"kind":"Tenant","namespace":"","name":"acme","resourceVersion":"12",
+                "generation":2,"phase":"Onboarding",
+                "status":{"operation":"onboard","currentStep":"namespace-created",
+                          "steps":[{"name":"namespace-created","owner":"operator","state":"Running"}]}}"#,
+        )
+        .unwrap() else {
+            panic!("not a delta")
+        };
+        assert_eq!(d.resource.key.kind, ResourceKind::Tenant);
+        assert_eq!(d.resource.key.namespace, "");
+        assert_eq!(d.resource.key.name, "acme");
+        assert_eq!(d.resource.phase.as_deref(), Some("Onboarding"));
+        assert_eq!(d.resource.status["steps"][0]["state"], "Running");
+        // Sent back with its empty namespace: an older field set still parses.
+        let v = serde_json::to_value(&d.resource).unwrap();
+        assert_eq!(
+            (&v["kind"], &v["namespace"]),
+            (&"Tenant".into(), &"".into())
+        );
+    }
+
+    #[test]
     fn generation_is_optional_and_left_out_when_absent() {
         // An older peer sends no generation: it still parses.
         let Frame::Delta(d) =
@@ -160,6 +188,7 @@ mod tests {
             ResourceKind::AgentFS,
             ResourceKind::Pod,
             ResourceKind::Rollout,
+            ResourceKind::Tenant,
         ] {
             assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
         }

@@ -131,6 +131,64 @@ async fn a_post_with_the_cookie_but_without_the_csrf_token_is_refused() {
     s.close().await;
 }
 
+/// A Tenant (cluster-scoped) is listed with its phase, and its operation
+/// and current step as details; its namespace cell says it has none.
+#[tokio::test]
+async fn a_tenant_is_listed_with_its_phase_and_current_step() {
+    use exo::crd::tenant::Tenant;
+    let _cluster = CLUSTER.read().await;
+    let ns = TestNamespace::new("dash-tenant").await;
+    install_crds(&ns.client).await;
+    let tenants = Api::<Tenant>::all(ns.client.clone());
+    let mut t = Tenant::new(&ns.name, Default::default());
+    t.metadata.labels =
+        Some([(exo::meta::LABEL_FLEET_NAMESPACE.to_owned(), ns.name.clone())].into());
+    tenants.create(&PostParams::default(), &t).await.unwrap();
+    tenants
+        .patch_status(
+            &ns.name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({ "status": {
+                "phase": "Onboarding", "operation": "onboard", "currentStep": "quota-applied",
+                "steps": [
+                    { "name": "namespace-created", "owner": "operator", "state": "Done" },
+                    { "name": "quota-applied", "owner": "operator", "state": "Running" }] } })),
+        )
+        .await
+        .unwrap();
+    let cp = ControlPlane::start(&[]);
+    let token = cp.create_deployment("tenant");
+    let _c = Connector::start(&cp.base, &token, &ns.name, &[]);
+    let (_admin, s) = logged_in(&cp).await;
+    s.goto("/deployments/tenant").await;
+    let row = format!(
+        r#"table#resources tr[data-kind="Tenant"][data-name="{}"]"#,
+        ns.name
+    );
+    let cells = s
+        .wait_js(
+            "the Tenant's row with its phase and step",
+            Duration::from_secs(30),
+            "const tr = document.querySelector(arguments[0]);
+             if (!tr) return null;
+             const text = [...tr.children].map(c => c.textContent.trim());
+             return text[4].includes('quota-applied') ? text : null;",
+            vec![json!(row)],
+        )
+        .await;
+    let _ = tenants
+        .delete(&ns.name, &kube::api::DeleteParams::default())
+        .await;
+    assert_eq!(cells[0], "Tenant", "{cells}");
+    assert_eq!(cells[1], "—", "{cells}");
+    assert_eq!(cells[3], "Onboarding", "{cells}");
+    assert_eq!(
+        cells[4], "onboard · step quota-applied · 1/2 steps done",
+        "{cells}"
+    );
+    s.close().await;
+}
+
 #[tokio::test]
 async fn a_delta_reaches_the_open_page_without_a_reload() {
     let _cluster = CLUSTER.read().await;

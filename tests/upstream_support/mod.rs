@@ -471,3 +471,54 @@ pub async fn managed_operator(
     .await;
     (cp, op)
 }
+
+/// A control plane older than the `Rollout` and `Tenant` kinds: its
+/// `welcome` has no `accepts_rollouts` or `accepts_tenants` (and it would
+/// close the connection on either kind). Accepts one connection, answers
+/// its hello, and returns every resource frame's `(kind, name)` until an
+/// AgentFS named `until` has arrived in a delta.
+pub async fn older_peer(
+    until: &'static str,
+) -> (String, tokio::task::JoinHandle<Vec<(String, String)>>) {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+        let mut seen = Vec::new();
+        while let Some(Ok(msg)) = ws.next().await {
+            let Message::Text(t) = msg else { continue };
+            let f: Value = serde_json::from_str(t.as_str()).unwrap();
+            let of = |r: &Value| {
+                (
+                    r["kind"].as_str().unwrap().to_owned(),
+                    r["name"].as_str().unwrap().to_owned(),
+                )
+            };
+            match f["type"].as_str().unwrap() {
+                "hello" => {
+                    let welcome = serde_json::json!({ "type": "welcome", "protocol": 1,
+                        "deployment": "old", "connection_id": f["connection_id"],
+                        "heartbeat_interval_ms": 15000 });
+                    ws.send(Message::Text(welcome.to_string().into()))
+                        .await
+                        .unwrap();
+                }
+                "snapshot" => seen.extend(f["resources"].as_array().unwrap().iter().map(of)),
+                "delta" => {
+                    let r = of(&f["resource"]);
+                    let done = r.0 == "AgentFS" && r.1 == until;
+                    seen.push(r);
+                    if done {
+                        return seen;
+                    }
+                }
+                _ => {}
+            }
+        }
+        seen
+    });
+    (base, task)
+}

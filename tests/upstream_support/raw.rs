@@ -37,7 +37,10 @@ pub async fn raw_client(cp: &ControlPlane, token: &str) -> Socket {
     });
     send(&mut ws, &hello).await;
     match next_frame(&mut ws).await {
-        Frame::Welcome(w) => assert!(w.accepts_alerts && w.accepts_rollouts, "{w:?}"),
+        Frame::Welcome(w) => assert!(
+            w.accepts_alerts && w.accepts_rollouts && w.accepts_tenants,
+            "{w:?}"
+        ),
         other => panic!("expected welcome, got {other:?}"),
     }
     ws

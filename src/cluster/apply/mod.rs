@@ -59,10 +59,14 @@ pub struct Ctx {
     pub network_policies: Store<k8s_openapi::api::networking::v1::NetworkPolicy>,
     /// Every Rollout in scope (the one Rollout watch); `None` without their CRD or RBAC.
     pub rollouts: Option<Store<crate::crd::Rollout>>,
+    /// The Tenants in scope (cluster-scoped; those of the Fleet namespace
+    /// when the operator follows one), from the one shared Tenant watch;
+    /// `None` without their CRD or RBAC.
+    pub tenants: Option<Store<crate::crd::tenant::Tenant>>,
     /// `true` once every cache has listed once; reconciles wait for it.
     pub caches_synced: watch::Receiver<bool>,
-    /// Told of every change to the Agent, Tool, AgentFS, Pod and Rollout
-    /// caches (the upstream connection streams them from there).
+    /// Told of every change to the Agent, Tool, AgentFS, Pod, Rollout and
+    /// Tenant caches (the upstream connection streams them from there).
     pub hubs: super::feeds::Hubs,
     /// Agents (`namespace/name/uid`) whose token Secret is known to exist:
     /// Secrets are not watched (no list/watch RBAC on Secrets), so this

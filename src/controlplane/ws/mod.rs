@@ -299,6 +299,7 @@ impl Session {
                 .unwrap_or(u64::MAX),
             accepts_alerts: true,
             accepts_rollouts: true,
+            accepts_tenants: true,
         });
         // With replicas, the database decides who holds the deployment; the
         // claim and the registration here happen in one order per

@@ -47,13 +47,15 @@ use crate::upstream::health::{ConnState, HealthHandle, LossCause};
 use crate::upstream::tracker::{Tracker, WatchEvent};
 use crate::wire::{self, Frame, HostMeta, ResourceKind, close};
 
-/// The kinds streamed on the wire (Rollouts only where they can be listed).
-pub const WIRE_KINDS: [ResourceKind; 5] = [
+/// The kinds streamed on the wire (Rollouts and Tenants only where they
+/// can be listed).
+pub const WIRE_KINDS: [ResourceKind; 6] = [
     ResourceKind::Agent,
     ResourceKind::Tool,
     ResourceKind::AgentFS,
     ResourceKind::Pod,
     ResourceKind::Rollout,
+    ResourceKind::Tenant,
 ];
 
 type Events = mpsc::Receiver<(ResourceKind, WatchEvent)>;

@@ -202,8 +202,12 @@ impl Ctx {
         if !welcome.accepts_rollouts {
             info!("upstream: the control plane does not take Rollouts; not sending them");
         }
+        if !welcome.accepts_tenants {
+            info!("upstream: the control plane does not take Tenants; not sending them");
+        }
         let takes = Takes {
             rollouts: welcome.accepts_rollouts,
+            tenants: welcome.accepts_tenants,
         };
         let steady = self.steady(tracker, ev_rx, shutdown, &mut stream, &mut link, takes);
         // Beside the session, so a session stuck on a blocked write is
@@ -331,11 +335,19 @@ impl Ctx {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Takes {
     pub rollouts: bool,
+    pub tenants: bool,
 }
 
 impl Takes {
     fn kind(self, kind: ResourceKind) -> bool {
-        self.rollouts || kind != ResourceKind::Rollout
+        match kind {
+            ResourceKind::Rollout => self.rollouts,
+            ResourceKind::Tenant => self.tenants,
+            ResourceKind::Agent
+            | ResourceKind::Tool
+            | ResourceKind::AgentFS
+            | ResourceKind::Pod => true,
+        }
     }
 
     /// The tracker's content the control plane takes, for a snapshot.
@@ -343,5 +355,35 @@ impl Takes {
         let mut all = tracker.all();
         all.retain(|r| self.kind(r.key.kind));
         all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::tracker::WatchEvent;
+    use crate::wire::Resource;
+
+    #[test]
+    fn a_kind_the_control_plane_did_not_announce_is_left_out() {
+        use ResourceKind::{Agent, Rollout, Tenant};
+        let mut t = Tracker::new([Agent, Rollout, Tenant]);
+        for k in [Agent, Rollout, Tenant] {
+            t.on_event(k, WatchEvent::Apply(Resource::bare(k, "x", "1")));
+        }
+        let kinds = |takes: Takes| -> Vec<ResourceKind> {
+            takes.all(&t).into_iter().map(|r| r.key.kind).collect()
+        };
+        for (rollouts, tenants, want) in [
+            (false, false, vec![Agent]),
+            (true, false, vec![Agent, Rollout]),
+            (false, true, vec![Agent, Tenant]),
+            (true, true, vec![Agent, Rollout, Tenant]),
+        ] {
+            let takes = Takes { rollouts, tenants };
+            assert_eq!(kinds(takes), want, "rollouts {rollouts}, tenants {tenants}");
+            assert!(takes.kind(Agent));
+            assert_eq!(takes.kind(Tenant), tenants);
+        }
     }
 }

@@ -2,9 +2,12 @@
 //! caches) and for the kinds a [`super::Feed`] does not carry: each turns
 //! watch events into the wire form the tracker folds.
 //!
-//! Rollouts are optional: where they cannot be listed (the CRD is not
-//! installed, or RBAC does not allow it) they are not watched and not
-//! waited for, and the other kinds stream as before.
+//! Rollouts and Tenants are optional: where they cannot be listed (the CRD
+//! is not installed, or RBAC does not allow it) they are not watched and
+//! not waited for, and the other kinds stream as before. Tenants are
+//! cluster-scoped: a connection that watches one namespace streams only
+//! the Tenants of that namespace's Fleets (label
+//! `autonomic.sh/fleet-namespace`), as the tenant engine drives only those.
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -18,6 +21,8 @@ use tracing::warn;
 
 use super::WIRE_KINDS;
 use crate::cluster::error::is_unlistable;
+use crate::cluster::feeds::fleet_tenants;
+use crate::crd::tenant::Tenant;
 use crate::crd::{Agent, AgentFS, Rollout, Tool};
 use crate::upstream::config::UpstreamConfig;
 use crate::upstream::tracker::{WatchEvent, encode};
@@ -47,10 +52,22 @@ pub(super) async fn spawn_own(
             }
             ResourceKind::Rollout => {
                 let rollouts = api::<Rollout>(client, ns);
-                if !listable(&rollouts).await {
+                if !listable(&rollouts, &ListParams::default()).await {
                     continue;
                 }
                 spawn_watch(set, rollouts, kind, wc(), tx);
+            }
+            ResourceKind::Tenant => {
+                let tenants = Api::<Tenant>::all(client.clone());
+                let selector = ns.map(fleet_tenants);
+                let (mut lp, mut twc) = (ListParams::default(), wc());
+                if let Some(s) = &selector {
+                    (lp, twc) = (lp.labels(s), twc.labels(s));
+                }
+                if !listable(&tenants, &lp).await {
+                    continue;
+                }
+                spawn_watch(set, tenants, kind, twc, tx);
             }
         }
         kinds.push(kind);
@@ -58,17 +75,23 @@ pub(super) async fn spawn_own(
     kinds
 }
 
-/// Whether Rollouts can be listed; a refusal other than "no such CRD" or
-/// "forbidden" (the apiserver is away, say) is left to the watch's retries.
-async fn listable(api: &Api<Rollout>) -> bool {
-    match api.list_metadata(&ListParams::default().limit(1)).await {
+/// Whether `K` (Rollouts, Tenants) can be listed; a refusal other than "no
+/// such CRD" or "forbidden" (the apiserver is away, say) is left to the
+/// watch's retries.
+async fn listable<K>(api: &Api<K>, lp: &ListParams) -> bool
+where
+    K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let crd = format!("{}.{}", K::plural(&()), K::group(&()));
+    let kind = K::kind(&());
+    match api.list_metadata(&lp.clone().limit(1)).await {
         Ok(_) => true,
         Err(e) if is_unlistable(&e) => {
-            warn!(crd = "rollouts.autonomic.sh", error = %e, "Rollouts cannot be listed (CRD not installed, or no RBAC): not streamed");
+            warn!(%crd, error = %e, "{kind}s cannot be listed (CRD not installed, or no RBAC): not streamed");
             false
         }
         Err(e) => {
-            warn!(crd = "rollouts.autonomic.sh", error = %e, "cannot list Rollouts yet; watching them anyway");
+            warn!(%crd, error = %e, "cannot list {kind}s yet; watching them anyway");
             true
         }
     }

@@ -34,6 +34,15 @@ function resourceDetail(r) {
       if (spec.wave) parts.push(`wave ${spec.wave}`);
       if (status.currentStep) parts.push(`step ${status.currentStep}`);
       break;
+    case 'Tenant':
+      if (status.operation) parts.push(status.operation);
+      if (status.currentStep) parts.push(`step ${status.currentStep}`);
+      if (Array.isArray(status.steps) && status.steps.length) {
+        const done = status.steps.filter((s) => s.state === 'Done').length;
+        parts.push(`${done}/${status.steps.length} steps done`);
+      }
+      if (spec.offboarding) parts.push('offboarding');
+      break;
     default:
       break;
   }
@@ -109,7 +118,7 @@ export function pageDeployment(main, deployment) {
     }
     tr.append(
       el('td', null, el('span', { class: 'kind' }, r.kind)),
-      el('td', null, r.namespace),
+      el('td', null, r.namespace || '—'),
       el('th', { scope: 'row' }, r.name),
       el('td', null, phase),
       detail,

@@ -1,0 +1,336 @@
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a test failure
+//! The tenants' lifecycle sagas (`Tenant`, cluster-scoped) upstream, real
+//! processes and a real apiserver: under `exo operator connect` and `exo
+//! operator run` against `exo control-plane serve`, only the Tenants of the
+//! operator's Fleet namespace, without the Tenant CRD, and towards a control
+//! plane older than the kind.
+
+mod support;
+mod upstream_support;
+
+use std::time::Duration;
+
+use exo::crd::AgentFS;
+use exo::crd::tenant::{Tenant, TenantResourceSpec};
+use exo::meta::LABEL_FLEET_NAMESPACE;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use support::{TestNamespace, eventually};
+use upstream_support::{Connector, ControlPlane, agentfs, install_crds, older_peer};
+
+/// A Tenant's spec as the sync writes it, with settings the wire form
+/// leaves out.
+fn spec() -> TenantResourceSpec {
+    TenantResourceSpec {
+        settings: serde_json::from_value(json!({ "nodeTier": "gpu", "wave": "canary" })).unwrap(),
+        commit: Some("c1".into()),
+        ..Default::default()
+    }
+}
+
+/// Tenants are cluster-scoped: the namespace of the test does not take them
+/// along, so each test deletes its own when it ends, also on a panic.
+struct Tenants {
+    names: Vec<String>,
+}
+
+impl Drop for Tenants {
+    fn drop(&mut self) {
+        let names = std::mem::take(&mut self.names);
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                let api = Api::<Tenant>::all(support::client().await);
+                for n in names {
+                    let _ = api.delete(&n, &DeleteParams::default()).await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// Creates Tenant `name` of the Fleets in `fleet_ns` with `status`.
+async fn create_tenant(
+    api: &Api<Tenant>,
+    cleanup: &mut Tenants,
+    name: &str,
+    fleet_ns: &str,
+    status: Value,
+) -> Tenant {
+    let mut t = Tenant::new(name, spec());
+    t.metadata.labels = Some([(LABEL_FLEET_NAMESPACE.to_owned(), fleet_ns.to_owned())].into());
+    api.create(&PostParams::default(), &t).await.unwrap();
+    cleanup.names.push(name.to_owned());
+    set_status(api, name, status).await
+}
+
+async fn set_status(api: &Api<Tenant>, name: &str, status: Value) -> Tenant {
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .unwrap()
+}
+
+/// The control plane's wire form of Tenant `t`, once it is at the
+/// apiserver's `resourceVersion` of `t`.
+async fn shown_tenant(cp: &ControlPlane, dep: &str, t: &Tenant, what: &str) -> Value {
+    let (name, rv) = (
+        t.metadata.name.clone().unwrap(),
+        t.metadata.resource_version.clone().unwrap(),
+    );
+    eventually(what, Duration::from_secs(40), || async {
+        let (_, v) = cp.get(&format!("/api/v1/deployments/{dep}/resources"));
+        v["resources"].as_array()?.iter().find_map(|r| {
+            (r["kind"] == "Tenant"
+                && r["namespace"] == ""
+                && r["name"] == name.as_str()
+                && r["resourceVersion"] == rv.as_str())
+            .then(|| r.clone())
+        })
+    })
+    .await
+}
+
+/// A saga in progress: the first step done, the second running.
+fn onboarding() -> Value {
+    json!({ "phase": "Onboarding", "operation": "onboard", "observedGeneration": 1,
+            "desiredHash": "h1", "currentStep": "quota-applied", "message": "onboarding",
+            "activeSettings": { "nodeTier": "gpu" },
+            "steps": [
+                { "name": "namespace-created", "owner": "operator", "state": "Done" },
+                { "name": "quota-applied", "owner": "operator", "state": "Running",
+                  "message": "waiting for the quota" }] })
+}
+
+/// What every Tenant test checks from the first listing on: the wire form
+/// (empty namespace, generation, phase, the saga's steps with owners and
+/// states; no settings), a status write arriving as a delta (no snapshot
+/// in between), and the deletion removing it.
+async fn tenant_streams(
+    cp: &ControlPlane,
+    dep: &str,
+    api: &Api<Tenant>,
+    created: &Tenant,
+    next: Value,
+) {
+    let name = created.metadata.name.clone().unwrap();
+    let r = shown_tenant(cp, dep, created, "the Tenant upstream").await;
+    let status = created.status.clone().unwrap();
+    assert_eq!(r["uid"].as_str(), created.metadata.uid.as_deref(), "{r}");
+    assert_eq!(r["generation"], 1, "{r}");
+    assert_eq!(r["phase"], json!(status.phase), "{r}");
+    assert_eq!(r["status"]["phase"], r["phase"], "{r}");
+    assert_eq!(r["status"]["operation"], "onboard", "{r}");
+    assert_eq!(r["status"]["observedGeneration"], 1, "{r}");
+    assert_eq!(r["spec"]["commit"], "c1", "{r}");
+    assert!(r["spec"].get("settings").is_none(), "{r}");
+    assert!(r["status"].get("activeSettings").is_none(), "{r}");
+    let labels = created.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        r["labels"][LABEL_FLEET_NAMESPACE],
+        labels[LABEL_FLEET_NAMESPACE].as_str(),
+        "{r}"
+    );
+    let steps = r["status"]["steps"].as_array().expect("the saga's steps");
+    assert_eq!(steps.len(), status.steps.len(), "{r}");
+    for (wire, step) in steps.iter().zip(&status.steps) {
+        assert_eq!(wire["name"], step.name.as_str(), "{r}");
+        assert_eq!(wire["owner"], step.owner.as_str(), "{r}");
+        assert_eq!(wire["state"], json!(step.state), "{r}");
+    }
+
+    let before = cp.deployment(dep);
+    let changed = set_status(api, &name, next).await;
+    let r = shown_tenant(cp, dep, &changed, "the status change upstream").await;
+    let status = changed.status.clone().unwrap();
+    assert_eq!(r["phase"], json!(status.phase), "{r}");
+    assert_eq!(r["status"]["message"], json!(status.message), "{r}");
+    assert_eq!(
+        r["status"]["currentStep"],
+        json!(status.current_step),
+        "{r}"
+    );
+    let states: Vec<&Value> = r["status"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| &s["state"])
+        .collect();
+    assert!(states.iter().all(|s| *s == "Done"), "{r}");
+    let after = cp.deployment(dep);
+    assert_eq!(
+        after["snapshots_completed"], before["snapshots_completed"],
+        "the status came as a delta, not in a snapshot: {before} -> {after}"
+    );
+    assert!(
+        after["deltas_applied"].as_u64() > before["deltas_applied"].as_u64(),
+        "{before} -> {after}"
+    );
+
+    api.delete(&name, &DeleteParams::default()).await.unwrap();
+    eventually(
+        "the deleted Tenant to leave the control plane",
+        Duration::from_secs(40),
+        || async { (!cp.resources(dep, "Tenant").iter().any(|(n, _)| *n == name)).then_some(()) },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn operator_connect_streams_the_tenants_saga_of_its_fleet_namespace() {
+    let ns = TestNamespace::new("up-tn").await;
+    install_crds(&ns.client).await;
+    let api = Api::<Tenant>::all(ns.client.clone());
+    let mut cleanup = Tenants { names: Vec::new() };
+    let created = create_tenant(&api, &mut cleanup, &ns.name, &ns.name, onboarding()).await;
+    // Another Fleet namespace's Tenant: not this operator's to stream.
+    let other = format!("{}-other", ns.name);
+    create_tenant(
+        &api,
+        &mut cleanup,
+        &other,
+        &format!("{}-elsewhere", ns.name),
+        onboarding(),
+    )
+    .await;
+    let cp = ControlPlane::start(&[]);
+    let token = cp.create_deployment("tn-connect");
+    let c = Connector::start(&cp.base, &token, &ns.name, &[]);
+    shown_tenant(&cp, "tn-connect", &created, "the Tenant upstream").await;
+    assert_eq!(
+        cp.resources("tn-connect", "Tenant"),
+        [(
+            ns.name.clone(),
+            created.metadata.resource_version.clone().unwrap()
+        )],
+        "only the Tenant of the operator's namespace"
+    );
+    let active = json!({ "phase": "Active", "currentStep": null, "message": "active",
+        "steps": [
+            { "name": "namespace-created", "owner": "operator", "state": "Done" },
+            { "name": "quota-applied", "owner": "operator", "state": "Done" }] });
+    tenant_streams(&cp, "tn-connect", &api, &created, active).await;
+    assert!(cp.resources("tn-connect", "Tenant").is_empty());
+    assert!(!c.log().contains("Tenants cannot be listed"), "{}", c.log());
+}
+
+/// Under `operator run` the Tenants come from the operator's one shared
+/// Tenant watch. The leading tenant engine drives the same Tenant, so its
+/// saga is complete for its spec (the engine has nothing to do and writes
+/// nothing): every status write here is the test's.
+#[tokio::test]
+async fn operator_run_streams_the_tenants_saga_from_its_cache() {
+    let ns = TestNamespace::new("up-tn-fed").await;
+    install_crds(&ns.client).await;
+    let api = Api::<Tenant>::all(ns.client.clone());
+    let mut cleanup = Tenants { names: Vec::new() };
+    let hash = exo::tenant::plan::settings_hash(&spec());
+    let steps = json!([
+        { "name": "namespace-created", "owner": "operator", "state": "Done" },
+        { "name": "quota-applied", "owner": "operator", "state": "Done" }]);
+    let created = create_tenant(
+        &api,
+        &mut cleanup,
+        &ns.name,
+        &ns.name,
+        json!({ "phase": "Active", "operation": "onboard", "observedGeneration": 1,
+                "desiredHash": hash, "message": "active", "steps": steps }),
+    )
+    .await;
+    let cp = ControlPlane::start(&[]);
+    let token = cp.create_deployment("tn-run");
+    let op =
+        support::operator::OperatorProcess::start_managed(&ns.name, "tn-a", &[], &cp.base, &token);
+    op.wait_leader().await;
+    let next = json!({ "message": "checked again", "steps": steps });
+    tenant_streams(&cp, "tn-run", &api, &created, next).await;
+    let log = op.log();
+    assert!(
+        log.contains("streaming the operator's caches") && log.contains(r#"\"Tenant\""#),
+        "the upstream reads the operator's Tenant cache:\n{log}"
+    );
+    assert!(!log.contains("Tenants cannot be listed"), "{log}");
+}
+
+/// Without the Tenant CRD (the proxy answers the apiserver's own 404 for
+/// it) `operator connect` streams every other kind: the first snapshot
+/// does not wait for a kind it cannot list.
+#[tokio::test]
+async fn operator_connect_without_the_tenant_crd_streams_the_rest() {
+    let ns = TestNamespace::new("up-tn-none").await;
+    install_crds(&ns.client).await;
+    ns.api::<AgentFS>()
+        .create(&PostParams::default(), &agentfs("kept", "1Gi"))
+        .await
+        .unwrap();
+    let proxy = support::proxy::HidingProxy::start(ns.client.clone(), "tenants").await;
+    let dir = support::scratch();
+    let kubeconfig = proxy.kubeconfig(&dir);
+    let cp = ControlPlane::start(&[]);
+    let token = cp.create_deployment("tn-none");
+    let c = Connector::start_env(
+        &cp.base,
+        &[
+            ("AUTONOMIC_AUTH_TOKEN", &token),
+            ("KUBECONFIG", kubeconfig.to_str().unwrap()),
+        ],
+        &ns.name,
+        &[],
+    );
+    eventually(
+        "the snapshot without Tenants",
+        Duration::from_secs(30),
+        || async { (cp.resources("tn-none", "AgentFS").len() == 1).then_some(()) },
+    )
+    .await;
+    assert!(cp.resources("tn-none", "Tenant").is_empty());
+    assert_eq!(cp.deployment("tn-none")["snapshots_completed"], 1);
+    assert!(
+        proxy.hidden_hits.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "the connection never asked for Tenants"
+    );
+    assert!(c.log().contains("Tenants cannot be listed"), "{}", c.log());
+}
+
+#[tokio::test]
+async fn a_control_plane_older_than_the_kind_gets_no_tenants() {
+    let ns = TestNamespace::new("up-tn-old").await;
+    install_crds(&ns.client).await;
+    let api = Api::<Tenant>::all(ns.client.clone());
+    let mut cleanup = Tenants { names: Vec::new() };
+    create_tenant(&api, &mut cleanup, &ns.name, &ns.name, onboarding()).await;
+    let fs = ns.api::<AgentFS>();
+    fs.create(&PostParams::default(), &agentfs("before", "1Gi"))
+        .await
+        .unwrap();
+    let (base, peer) = older_peer("after").await;
+    let c = Connector::start(&base, "exo_dt_not_checked_by_this_peer", &ns.name, &[]);
+    eventually("the connection", Duration::from_secs(30), || async {
+        (c.health()["state"] == "connected").then_some(())
+    })
+    .await;
+    // A Tenant change, then an AgentFS one: the peer reads until the latter.
+    set_status(&api, &ns.name, json!({ "phase": "Active" })).await;
+    fs.create(&PostParams::default(), &agentfs("after", "1Gi"))
+        .await
+        .unwrap();
+    let seen = tokio::time::timeout(Duration::from_secs(40), peer)
+        .await
+        .expect("the AgentFS delta")
+        .unwrap();
+    assert!(
+        seen.contains(&("AgentFS".into(), "before".into())),
+        "{seen:?}"
+    );
+    assert!(seen.iter().all(|(k, _)| k != "Tenant"), "{seen:?}");
+    assert!(c.log().contains("does not take Tenants"), "{}", c.log());
+}
