@@ -256,6 +256,19 @@ async fn isolation_is_built_enforced_and_audited() {
             .extend(extra.as_object().unwrap().clone());
         base
     };
+    // Pod Security `restricted` (the tenant saga labels every tenant
+    // namespace so) would refuse these pods; the audit must still find
+    // them where admission let them in (a cluster without Pod Security, or
+    // pods from before it): the label is lowered for the test.
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .patch(
+            acme,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"labels": {
+                "pod-security.kubernetes.io/enforce": "privileged"}}})),
+        )
+        .await
+        .unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), acme);
     let planted = [
         json!({"metadata": {"name": "on-control-plane"}, "spec": {"nodeName": cp_node, "containers": [c(json!({}))]}}),
