@@ -63,6 +63,28 @@ pub enum Error {
 struct EngineCx {
     op: Arc<Ctx>,
     cfg: TenantConfig,
+    /// When each Tenant's status last got a progress-only write.
+    progress_written: std::sync::Mutex<std::collections::BTreeMap<String, std::time::Instant>>,
+}
+
+/// How often a step still running may rewrite only its message.
+const PROGRESS_WRITE_EVERY: Duration = Duration::from_secs(2);
+
+impl EngineCx {
+    /// Whether a progress-only write for `tenant` is due now (and, if so,
+    /// records it).
+    fn progress_due(&self, tenant: &str) -> bool {
+        let Ok(mut map) = self.progress_written.lock() else {
+            return true;
+        };
+        match map.get(tenant) {
+            Some(at) if at.elapsed() < PROGRESS_WRITE_EVERY => false,
+            _ => {
+                map.insert(tenant.to_owned(), std::time::Instant::now());
+                true
+            }
+        }
+    }
 }
 
 /// Runs until aborted (the operator aborts it when the Lease is lost).
@@ -88,7 +110,11 @@ pub async fn run(op: Arc<Ctx>, cfg: TenantConfig) {
             predicates::generation.combine(predicates::annotations),
             Default::default(),
         );
-    let ctx = Arc::new(EngineCx { op, cfg });
+    let ctx = Arc::new(EngineCx {
+        op,
+        cfg,
+        progress_written: std::sync::Mutex::default(),
+    });
     Controller::for_stream(tenants, reader)
         .run(
             reconcile,
@@ -152,7 +178,7 @@ async fn reconcile(t: Arc<Tenant>, ctx: Arc<EngineCx>) -> Result<Action, Error> 
         Decision::Run(_) => {}
     }
     // Run steps while they complete; stop at the first that does not.
-    let gate_before = plan::rollout_may_run(&hash, Some(&status));
+    let mut gate_open = plan::rollout_may_run(&hash, Some(&status));
     loop {
         let Some(i) = crate::saga::next_step(&status.steps) else {
             return Ok(Action::requeue(Duration::from_secs(600)));
@@ -175,12 +201,19 @@ async fn reconcile(t: Arc<Tenant>, ctx: Arc<EngineCx>) -> Result<Action, Error> 
         };
         let outcome = steps::run(&cx, step).await;
         let at = now();
+        let before = status.steps[i].state;
         let changed = plan::record(&mut status, i, &outcome, &at, spec);
-        if changed {
+        // A step still running that only has a new progress message is
+        // written at most every PROGRESS_WRITE_EVERY: its state is what
+        // readers act on.
+        let progress_only =
+            changed && matches!(outcome, Outcome::Pending(_)) && before == status.steps[i].state;
+        if changed && (!progress_only || ctx.progress_due(&name)) {
             write_status(op, &name, &status).await?;
             announce(op, &t, step, &outcome, &status).await;
         }
-        if !gate_before && plan::rollout_may_run(&hash, Some(&status)) {
+        if !gate_open && plan::rollout_may_run(&hash, Some(&status)) {
+            gate_open = true;
             steps::request_sync(op, &t).await;
         }
         match outcome {

@@ -183,14 +183,26 @@ async fn provision(cx: &StepCx<'_>) -> StepResult {
     let quota = build::resource_quota(cx.name, settings, tier);
     let in_force = match &quota {
         Some(q) => {
-            cx.op.apply(Writer::Tenant, q).await?;
-            let live = cx
-                .op
-                .api::<ResourceQuota>(cx.name)
-                .get_opt(build::TENANT_OBJECT)
-                .await
-                .map_err(|e| StepError::kube(format!("get ResourceQuota {}", cx.name), e))?;
+            // Read first: a quota already as wanted (this step looked
+            // before, waiting for the quota controller) is not written again.
+            let get = |what| {
+                let api = cx.op.api::<ResourceQuota>(cx.name);
+                async move {
+                    api.get_opt(build::TENANT_OBJECT).await.map_err(|e| {
+                        StepError::kube(format!("{what} ResourceQuota {}", cx.name), e)
+                    })
+                }
+            };
             let want = q.spec.as_ref().and_then(|s| s.hard.clone());
+            let mut live = get("get").await?;
+            let spec_of = |l: &Option<ResourceQuota>| {
+                l.as_ref()
+                    .and_then(|l| l.spec.as_ref())
+                    .and_then(|s| s.hard.clone())
+            };
+            if !same_quantities(want.as_ref(), spec_of(&live).as_ref()) {
+                live = Some(cx.op.apply(Writer::Tenant, q).await?);
+            }
             let has = live.and_then(|l| l.status).and_then(|s| s.hard);
             same_quantities(want.as_ref(), has.as_ref())
         }
@@ -203,7 +215,15 @@ async fn provision(cx: &StepCx<'_>) -> StepResult {
     };
     match build::limit_range(cx.name, tier) {
         Some(lr) => {
-            cx.op.apply(Writer::Tenant, &lr).await?;
+            let live = cx
+                .op
+                .api::<LimitRange>(cx.name)
+                .get_opt(build::TENANT_OBJECT)
+                .await
+                .map_err(|e| StepError::kube(format!("get LimitRange {}", cx.name), e))?;
+            if live.and_then(|l| l.spec) != lr.spec {
+                cx.op.apply(Writer::Tenant, &lr).await?;
+            }
         }
         None => {
             cx.op

@@ -150,6 +150,7 @@ async fn a_tenant_is_listed_with_its_phase_and_current_step() {
             &kube::api::PatchParams::default(),
             &kube::api::Patch::Merge(json!({ "status": {
                 "phase": "Onboarding", "operation": "onboard", "currentStep": "quota-applied",
+                "observedGeneration": 1,
                 "steps": [
                     { "name": "namespace-created", "owner": "operator", "state": "Done" },
                     { "name": "quota-applied", "owner": "operator", "state": "Running" }] } })),
@@ -176,6 +177,23 @@ async fn a_tenant_is_listed_with_its_phase_and_current_step() {
             vec![json!(row)],
         )
         .await;
+    // A new spec the status is not about yet: shown Stale, not Onboarding.
+    tenants
+        .patch(
+            &ns.name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"settings": {"wave": "canary"}}})),
+        )
+        .await
+        .unwrap();
+    s.wait_js(
+        "the Tenant's row shown Stale",
+        Duration::from_secs(30),
+        "const tr = document.querySelector(arguments[0]);
+         return tr && tr.children[3].textContent.trim() === 'Stale' ? true : null;",
+        vec![json!(row)],
+    )
+    .await;
     let _ = tenants
         .delete(&ns.name, &kube::api::DeleteParams::default())
         .await;

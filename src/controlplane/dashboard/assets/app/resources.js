@@ -65,6 +65,11 @@ export function deploymentSummary(deployment) {
   return { box, render, load };
 }
 
+// A Tenant's status is trusted only when it is about the spec the
+// Tenant has now (its settings are not on the wire, so by generation).
 export function resourcePhase(r) {
+  if (r.kind === 'Tenant' && r.status && r.status.observedGeneration !== r.generation) {
+    return 'Stale';
+  }
   return str(r.phase || (r.status && r.status.phase));
 }
