@@ -33,6 +33,12 @@ use crate::meta::{
 };
 use crate::saga::Outcome;
 
+mod keys;
+mod offboard;
+
+use keys::{mint_access, revoke};
+use offboard::{data, delete_namespace, stop_rollout};
+
 /// What a step sees.
 pub struct StepCx<'a> {
     pub op: &'a Ctx,
@@ -263,127 +269,6 @@ fn same_quantities(
         })
 }
 
-async fn actuator(cx: &StepCx<'_>) -> Result<Actuator, StepError> {
-    let secret = cx
-        .op
-        .api::<Secret>(cx.operator_namespace)
-        .get_opt(ACTUATOR_SECRET)
-        .await
-        .map_err(|e| {
-            StepError::kube(
-                format!("get Secret {}/{ACTUATOR_SECRET}", cx.operator_namespace),
-                e,
-            )
-        })?;
-    Ok(Actuator::from_secret(
-        cx.operator_namespace,
-        secret.as_ref().and_then(|s| s.data.as_ref()),
-    )?)
-}
-
-fn key_server(a: &Actuator) -> Result<Option<(KeyServer, Option<f64>)>, AccessError> {
-    match a {
-        Actuator::Kubernetes => Ok(None),
-        Actuator::Http {
-            url,
-            token,
-            max_budget,
-        } => Ok(Some((KeyServer::new(url, token)?, *max_budget))),
-    }
-}
-
-async fn get_secret(cx: &StepCx<'_>, name: &str) -> Result<Option<Secret>, StepError> {
-    cx.op
-        .api::<Secret>(cx.name)
-        .get_opt(name)
-        .await
-        .map_err(|e| StepError::kube(format!("get Secret {}/{name}", cx.name), e))
-}
-
-/// Model and capability access: the keys for the tenant's current scopes
-/// in its access Secret, acknowledged by the actuator. Keys for other
-/// scopes are moved to the retiring Secret first (revoked later, once the
-/// pods using the new ones are verified).
-async fn mint_access(cx: &StepCx<'_>) -> StepResult {
-    let scopes = Scopes::of(&cx.tenant.spec.settings);
-    let live = get_secret(cx, ACCESS_SECRET).await?;
-    let hash = scopes.hash();
-    let for_scopes = live
-        .as_ref()
-        .is_some_and(|s| access::annotation(s, access::ANNOTATION_SCOPES) == Some(hash.as_str()));
-    if let Some(old) = live.as_ref().filter(|_| !for_scopes) {
-        let retiring = get_secret(cx, RETIRING_SECRET).await?;
-        let r = access::retiring_secret(cx.name, old, retiring.as_ref());
-        cx.op.apply(Writer::Tenant, &r).await?;
-        if scopes.is_empty() {
-            cx.op
-                .delete::<Secret>(Writer::Tenant, cx.name, ACCESS_SECRET, None)
-                .await?;
-            return Ok(Outcome::Done);
-        }
-    }
-    if scopes.is_empty() {
-        return Ok(Outcome::Done);
-    }
-    let actuator = actuator(cx).await?;
-    let live = match live.filter(|_| for_scopes) {
-        Some(s) => s,
-        None => {
-            // Written before any server hears of the key: a crash from here
-            // on finds it and finishes registering this one.
-            // With no key server to tell, the Secret is the key store:
-            // written minted at once.
-            let keys = access::fresh_keys()?;
-            let state = match actuator {
-                Actuator::Kubernetes => STATE_MINTED,
-                Actuator::Http { .. } => STATE_PENDING,
-            };
-            let secret = access::access_secret(cx.name, &keys, &scopes, actuator.name(), state);
-            cx.op.apply(Writer::Tenant, &secret).await?
-        }
-    };
-    let minted_by = access::annotation(&live, access::ANNOTATION_ACTUATOR).unwrap_or_default();
-    if access::annotation(&live, access::ANNOTATION_STATE) != Some(STATE_MINTED) {
-        if minted_by != actuator.name() {
-            return Err(AccessError::OtherActuator {
-                secret: format!("{}/{ACCESS_SECRET}", cx.name),
-                minted_by: minted_by.to_owned(),
-                configured: actuator.name().to_owned(),
-            }
-            .into());
-        }
-        if let Some((server, budget)) = key_server(&actuator)? {
-            for key in access::model_keys(&live) {
-                if !server.exists(&key).await? {
-                    server.generate(cx.name, &key, &scopes, budget).await?;
-                }
-            }
-        }
-        let patch = serde_json::json!({"metadata": {"annotations": {
-            access::ANNOTATION_STATE: STATE_MINTED}}});
-        cx.op
-            .patch_metadata::<Secret>(
-                Writer::Tenant,
-                cx.name,
-                ACCESS_SECRET,
-                live.metadata.resource_version.clone(),
-                patch["metadata"].clone(),
-            )
-            .await?;
-    }
-    // Postcondition: read back, exactly this tenant's keys for its scopes.
-    let Some(back) = get_secret(cx, ACCESS_SECRET).await? else {
-        return Ok(Outcome::Pending(format!(
-            "Secret {}/{ACCESS_SECRET} not readable yet",
-            cx.name
-        )));
-    };
-    Ok(match access::check_access(&back, &scopes) {
-        Ok(()) => Outcome::Done,
-        Err(why) => Outcome::Pending(why),
-    })
-}
-
 /// The tenant's Rollout, written by the fleet sync once the steps before
 /// this one are done, is Verified for the settings of this saga.
 async fn rollout_verified(cx: &StepCx<'_>) -> StepResult {
@@ -442,167 +327,6 @@ fn register_support(cx: &StepCx<'_>) -> Outcome {
     ))
 }
 
-/// Revokes every key the Secrets `names` hold at the actuator that
-/// minted them, then deletes the Secrets. Done once they are gone.
-async fn revoke(cx: &StepCx<'_>, names: &[&str]) -> StepResult {
-    for name in names {
-        let Some(s) = get_secret(cx, name).await? else {
-            continue;
-        };
-        let minted_by = access::annotation(&s, access::ANNOTATION_ACTUATOR).unwrap_or("kubernetes");
-        if minted_by == "http" {
-            let actuator = actuator(cx).await?;
-            let Some((server, _)) = key_server(&actuator)? else {
-                return Err(AccessError::OtherActuator {
-                    secret: format!("{}/{name}", cx.name),
-                    minted_by: minted_by.to_owned(),
-                    configured: actuator.name().to_owned(),
-                }
-                .into());
-            };
-            server.delete(&access::model_keys(&s)).await?;
-        }
-        cx.op
-            .delete::<Secret>(Writer::Tenant, cx.name, name, s.metadata.uid.clone())
-            .await?;
-    }
-    for name in names {
-        if get_secret(cx, name).await?.is_some() {
-            return Ok(Outcome::Pending(format!(
-                "Secret {}/{name} is still there",
-                cx.name
-            )));
-        }
-    }
-    Ok(Outcome::Done)
-}
-
-/// Stops the tenant's Rollout: deleted, so nothing re-applies the
-/// tenant's workloads (the sync no longer has the tenant).
-async fn stop_rollout(cx: &StepCx<'_>) -> StepResult {
-    cx.op
-        .delete::<Rollout>(Writer::Tenant, cx.name, ROLLOUT_NAME, None)
-        .await?;
-    let left = cx
-        .op
-        .api::<Rollout>(cx.name)
-        .get_opt(ROLLOUT_NAME)
-        .await
-        .map_err(|e| StepError::kube(format!("get Rollout {}", cx.name), e))?;
-    Ok(match left {
-        None => Outcome::Done,
-        Some(_) => Outcome::Pending(format!("Rollout {}/{ROLLOUT_NAME} is going", cx.name)),
-    })
-}
-
-/// `storage.retention`: `retain` keeps every bound volume past the
-/// namespace (its PersistentVolume set to `Retain`, labelled with the
-/// tenant and annotated with the AgentFS it held, so `exo fs list` shows
-/// it Retained); `delete` deletes the claims.
-async fn data(cx: &StepCx<'_>, retention: Retention) -> StepResult {
-    let claims = cx
-        .op
-        .api::<PersistentVolumeClaim>(cx.name)
-        .list(&ListParams::default())
-        .await
-        .map_err(|e| StepError::kube(format!("list PersistentVolumeClaims in {}", cx.name), e))?;
-    match retention {
-        Retention::Delete => {
-            for c in &claims.items {
-                cx.op
-                    .delete::<PersistentVolumeClaim>(Writer::Tenant, cx.name, &c.name_any(), None)
-                    .await?;
-            }
-            Ok(Outcome::Done)
-        }
-        Retention::Retain => {
-            for c in &claims.items {
-                let Some(volume) = c.spec.as_ref().and_then(|s| s.volume_name.clone()) else {
-                    continue;
-                };
-                let pv = PersistentVolume {
-                    metadata: ObjectMeta {
-                        name: Some(volume.clone()),
-                        labels: Some(BTreeMap::from([(
-                            LABEL_TENANT.to_owned(),
-                            cx.name.to_owned(),
-                        )])),
-                        // The AgentFS it held (`exo fs list` shows it
-                        // Retained under the tenant), or the claim.
-                        annotations: Some(BTreeMap::from([(
-                            ANNOTATION_RETAINED.to_owned(),
-                            c.labels()
-                                .get(crate::meta::LABEL_AGENTFS)
-                                .cloned()
-                                .unwrap_or_else(|| c.name_any()),
-                        )])),
-                        ..ObjectMeta::default()
-                    },
-                    spec: Some(PersistentVolumeSpec {
-                        persistent_volume_reclaim_policy: Some("Retain".to_owned()),
-                        ..PersistentVolumeSpec::default()
-                    }),
-                    ..PersistentVolume::default()
-                };
-                let back = cx.op.apply_cluster(Writer::Tenant, &pv).await?;
-                let policy = back
-                    .spec
-                    .and_then(|s| s.persistent_volume_reclaim_policy)
-                    .unwrap_or_default();
-                if policy != "Retain" {
-                    return Ok(Outcome::Failed(format!(
-                        "PersistentVolume {volume}: reclaim policy is {policy}, not Retain"
-                    )));
-                }
-            }
-            Ok(Outcome::Done)
-        }
-    }
-}
-
-/// The namespace goes last, once the grace period is over or the
-/// offboarding is confirmed; Done once it is gone.
-async fn delete_namespace(cx: &StepCx<'_>) -> StepResult {
-    let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let started = cx
-        .status
-        .offboard_started_at
-        .clone()
-        .unwrap_or_else(|| now.clone());
-    if let Err(left) = namespace_may_go(&settings(cx.tenant), &started, &now, confirmed(cx.tenant))
-    {
-        return Ok(Outcome::Pending(format!(
-            "namespace {} is deleted in {} (offboardGracePeriod), or at once with `exo tenant offboard {} --confirm`; until then, restoring the tenant's folder in git brings it back",
-            cx.name,
-            human(left),
-            cx.name
-        )));
-    }
-    cx.op
-        .delete_cluster::<Namespace>(Writer::Tenant, cx.name)
-        .await?;
-    let left = Api::<Namespace>::all(cx.op.client.clone())
-        .get_opt(cx.name)
-        .await
-        .map_err(|e| StepError::kube(format!("get namespace {}", cx.name), e))?;
-    Ok(match left {
-        None => Outcome::Done,
-        Some(_) => Outcome::Pending(format!("namespace {} is terminating", cx.name)),
-    })
-}
-
-/// `1h2m`, `5m`, `40s`.
-fn human(d: Duration) -> String {
-    let s = d.as_secs();
-    match (s / 3600, s % 3600 / 60, s % 60) {
-        (0, 0, s) => format!("{s}s"),
-        (0, m, 0) => format!("{m}m"),
-        (0, m, s) => format!("{m}m{s}s"),
-        (h, 0, _) => format!("{h}h"),
-        (h, m, _) => format!("{h}h{m}m"),
-    }
-}
-
 /// Asks the tenant's Fleet to sync now (the sync writes the Rollout the
 /// gate held back).
 pub async fn request_sync(op: &Ctx, t: &Tenant) {
@@ -623,6 +347,7 @@ pub async fn request_sync(op: &Ctx, t: &Tenant) {
 
 #[cfg(test)]
 mod tests {
+    use super::offboard::human;
     use super::*;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
