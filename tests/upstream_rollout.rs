@@ -15,7 +15,9 @@ use exo::meta::ROLLOUT_NAME;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{TestNamespace, eventually};
-use upstream_support::{Connector, ControlPlane, agentfs, install_crds, older_peer};
+use upstream_support::{
+    Connector, ControlPlane, agentfs, install_crds, older_peer, streams_the_rest_without,
+};
 
 /// A tenant's Rollout as the engine writes it, with a status for
 /// generation 1 (phase Progressing) and an inventory and settings the wire
@@ -191,39 +193,7 @@ async fn operator_run_streams_the_tenants_rollout_from_its_cache() {
 /// does not wait for a kind it cannot list.
 #[tokio::test]
 async fn operator_connect_without_the_rollout_crd_streams_the_rest() {
-    let ns = TestNamespace::new("up-ro-none").await;
-    install_crds(&ns.client).await;
-    let fs = ns.api::<AgentFS>();
-    fs.create(&PostParams::default(), &agentfs("kept", "1Gi"))
-        .await
-        .unwrap();
-    let proxy = support::proxy::HidingProxy::start(ns.client.clone(), "rollouts").await;
-    let dir = support::scratch();
-    let kubeconfig = proxy.kubeconfig(&dir);
-    let cp = ControlPlane::start(&[]);
-    let token = cp.create_deployment("ro-none");
-    let c = Connector::start_env(
-        &cp.base,
-        &[
-            ("AUTONOMIC_AUTH_TOKEN", &token),
-            ("KUBECONFIG", kubeconfig.to_str().unwrap()),
-        ],
-        &ns.name,
-        &[],
-    );
-    eventually(
-        "the snapshot without Rollouts",
-        Duration::from_secs(30),
-        || async { (cp.resources("ro-none", "AgentFS").len() == 1).then_some(()) },
-    )
-    .await;
-    assert!(cp.resources("ro-none", "Rollout").is_empty());
-    assert_eq!(cp.deployment("ro-none")["snapshots_completed"], 1);
-    assert!(
-        proxy.hidden_hits.load(std::sync::atomic::Ordering::SeqCst) > 0,
-        "the connection never asked for Rollouts"
-    );
-    assert!(c.log().contains("Rollouts cannot be listed"), "{}", c.log());
+    streams_the_rest_without("up-ro-none", "rollouts", "Rollout", "Rollouts").await;
 }
 
 #[tokio::test]

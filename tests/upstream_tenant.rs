@@ -16,7 +16,9 @@ use exo::meta::LABEL_FLEET_NAMESPACE;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::{TestNamespace, eventually};
-use upstream_support::{Connector, ControlPlane, agentfs, install_crds, older_peer};
+use upstream_support::{
+    Connector, ControlPlane, agentfs, install_crds, older_peer, streams_the_rest_without,
+};
 
 /// A Tenant's spec as the sync writes it, with settings the wire form
 /// leaves out.
@@ -37,21 +39,12 @@ struct Tenants {
 impl Drop for Tenants {
     fn drop(&mut self) {
         let names = std::mem::take(&mut self.names);
-        let _ = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            rt.block_on(async move {
-                let api = Api::<Tenant>::all(support::client().await);
-                for n in names {
-                    let _ = api.delete(&n, &DeleteParams::default()).await;
-                }
-            });
-        })
-        .join();
+        support::cleanup(move |client| async move {
+            let api = Api::<Tenant>::all(client);
+            for n in names {
+                let _ = api.delete(&n, &DeleteParams::default()).await;
+            }
+        });
     }
 }
 
@@ -266,39 +259,7 @@ async fn operator_run_streams_the_tenants_saga_from_its_cache() {
 /// does not wait for a kind it cannot list.
 #[tokio::test]
 async fn operator_connect_without_the_tenant_crd_streams_the_rest() {
-    let ns = TestNamespace::new("up-tn-none").await;
-    install_crds(&ns.client).await;
-    ns.api::<AgentFS>()
-        .create(&PostParams::default(), &agentfs("kept", "1Gi"))
-        .await
-        .unwrap();
-    let proxy = support::proxy::HidingProxy::start(ns.client.clone(), "tenants").await;
-    let dir = support::scratch();
-    let kubeconfig = proxy.kubeconfig(&dir);
-    let cp = ControlPlane::start(&[]);
-    let token = cp.create_deployment("tn-none");
-    let c = Connector::start_env(
-        &cp.base,
-        &[
-            ("AUTONOMIC_AUTH_TOKEN", &token),
-            ("KUBECONFIG", kubeconfig.to_str().unwrap()),
-        ],
-        &ns.name,
-        &[],
-    );
-    eventually(
-        "the snapshot without Tenants",
-        Duration::from_secs(30),
-        || async { (cp.resources("tn-none", "AgentFS").len() == 1).then_some(()) },
-    )
-    .await;
-    assert!(cp.resources("tn-none", "Tenant").is_empty());
-    assert_eq!(cp.deployment("tn-none")["snapshots_completed"], 1);
-    assert!(
-        proxy.hidden_hits.load(std::sync::atomic::Ordering::SeqCst) > 0,
-        "the connection never asked for Tenants"
-    );
-    assert!(c.log().contains("Tenants cannot be listed"), "{}", c.log());
+    streams_the_rest_without("up-tn-none", "tenants", "Tenant", "Tenants").await;
 }
 
 #[tokio::test]

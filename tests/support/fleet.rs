@@ -464,36 +464,16 @@ impl Fixture {
 impl Drop for Fixture {
     fn drop(&mut self) {
         let names = self.tenants();
-        let kubeconfig = super::env().kubeconfig.clone();
-        let _ = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            rt.block_on(async move {
-                let Ok(kc) = kube::config::Kubeconfig::read_from(&kubeconfig) else {
-                    return;
-                };
-                let Ok(cfg) = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await
-                else {
-                    return;
-                };
-                let Ok(client) = kube::Client::try_from(cfg) else {
-                    return;
-                };
-                for n in names {
-                    let _ = Api::<exo::crd::tenant::Tenant>::all(client.clone())
-                        .delete(&n, &DeleteParams::background())
-                        .await;
-                    let _ = Api::<Namespace>::all(client.clone())
-                        .delete(&n, &DeleteParams::background())
-                        .await;
-                }
-            });
-        })
-        .join();
+        super::cleanup(move |client| async move {
+            for n in names {
+                let _ = Api::<exo::crd::tenant::Tenant>::all(client.clone())
+                    .delete(&n, &DeleteParams::background())
+                    .await;
+                let _ = Api::<Namespace>::all(client.clone())
+                    .delete(&n, &DeleteParams::background())
+                    .await;
+            }
+        });
     }
 }
 

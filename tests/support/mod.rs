@@ -257,38 +257,49 @@ impl TestNamespace {
 impl Drop for TestNamespace {
     fn drop(&mut self) {
         let name = self.name.clone();
-        let kubeconfig = env().kubeconfig.clone();
-        // Drop cannot await; delete from a runtime of our own on a plain thread.
-        let done = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
+        cleanup(move |client| async move {
+            let _ = Api::<Namespace>::all(client.clone())
+                .delete(&name, &DeleteParams::background())
+                .await;
+            // An operator stopped before its namespace goes leaves its
+            // finalizers behind; drop them so the namespace can go.
+            release_finalizers::<exo::crd::Agent>(&client, &name).await;
+            release_finalizers::<exo::crd::AgentFS>(&client, &name).await;
+        });
+    }
+}
+
+/// Runs `work` with a client of the test environment, on a runtime of its
+/// own on a plain thread, and waits for it: `Drop` cannot await, and must
+/// not panic, so a cleanup that cannot reach the apiserver does nothing.
+pub fn cleanup<F, Fut>(work: F)
+where
+    F: FnOnce(Client) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
+    let kubeconfig = env().kubeconfig.clone();
+    let done = std::thread::spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        rt.block_on(async move {
+            let Ok(kc) = Kubeconfig::read_from(&kubeconfig) else {
+                return;
+            };
+            let Ok(cfg) = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await
             else {
                 return;
             };
-            rt.block_on(async move {
-                let Ok(kc) = Kubeconfig::read_from(&kubeconfig) else {
-                    return;
-                };
-                let Ok(cfg) =
-                    Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await
-                else {
-                    return;
-                };
-                let Ok(client) = Client::try_from(cfg) else {
-                    return;
-                };
-                let _ = Api::<Namespace>::all(client.clone())
-                    .delete(&name, &DeleteParams::background())
-                    .await;
-                // An operator stopped before its namespace goes leaves its
-                // finalizers behind; drop them so the namespace can go.
-                release_finalizers::<exo::crd::Agent>(&client, &name).await;
-                release_finalizers::<exo::crd::AgentFS>(&client, &name).await;
-            });
+            let Ok(client) = Client::try_from(cfg) else {
+                return;
+            };
+            work(client).await;
         });
-        let _ = done.join();
-    }
+    });
+    let _ = done.join();
 }
 
 async fn release_finalizers<K>(client: &Client, namespace: &str)

@@ -522,3 +522,54 @@ pub async fn older_peer(
     });
     (base, task)
 }
+
+/// `operator connect` where the apiserver hides one kind (a proxy answers
+/// the apiserver's own 404 for `plural`) streams every other kind: the
+/// first snapshot (one AgentFS) does not wait for the kind it cannot list,
+/// and the connector says so in its log.
+pub async fn streams_the_rest_without(
+    prefix: &str,
+    plural: &'static str,
+    kind: &str,
+    plural_kind: &str,
+) {
+    use kube::api::PostParams;
+    let ns = crate::support::TestNamespace::new(prefix).await;
+    install_crds(&ns.client).await;
+    ns.api::<exo::crd::AgentFS>()
+        .create(&PostParams::default(), &agentfs("kept", "1Gi"))
+        .await
+        .unwrap();
+    let proxy = crate::support::proxy::HidingProxy::start(ns.client.clone(), plural).await;
+    let dir = crate::support::scratch();
+    let kubeconfig = proxy.kubeconfig(&dir);
+    let cp = ControlPlane::start(&[]);
+    let deployment = prefix.trim_start_matches("up-");
+    let token = cp.create_deployment(deployment);
+    let c = Connector::start_env(
+        &cp.base,
+        &[
+            ("AUTONOMIC_AUTH_TOKEN", &token),
+            ("KUBECONFIG", kubeconfig.to_str().unwrap()),
+        ],
+        &ns.name,
+        &[],
+    );
+    crate::support::eventually(
+        &format!("the snapshot without {plural_kind}"),
+        Duration::from_secs(30),
+        || async { (cp.resources(deployment, "AgentFS").len() == 1).then_some(()) },
+    )
+    .await;
+    assert!(cp.resources(deployment, kind).is_empty());
+    assert_eq!(cp.deployment(deployment)["snapshots_completed"], 1);
+    assert!(
+        proxy.hidden_hits.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "the connection never asked for {plural_kind}"
+    );
+    assert!(
+        c.log().contains(&format!("{plural_kind} cannot be listed")),
+        "{}",
+        c.log()
+    );
+}
