@@ -27,6 +27,7 @@ use k8s_openapi::api::core::v1::{
     LimitRange, Namespace, PersistentVolume, PersistentVolumeClaim, Pod, ResourceQuota, Secret,
     ServiceAccount,
 };
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
 use support::fleet::{Fixture, Operator, example_files, key_actuator, out};
 use support::keyserver::KeyServer;
@@ -384,22 +385,22 @@ async fn onboarded_from_the_cli_through_a_merge_offboarded_restored_and_confirme
         .metadata
         .uid;
 
-    // Restored before the grace period ends: back, in the same namespace
-    // (with a volume this time, which the last offboarding keeps).
-    let workspace = fx.served_file(&format!(
-        "manifests/{}-globex/shared-workspace.yaml",
-        fx.prefix
-    ));
+    // Restored before the grace period ends: back, in the same namespace,
+    // with a workspace AgentFS this time (made by the saga from
+    // `storage.agentFS`), which the next offboarding keeps.
+    let with_workspace = format!(
+        "{}  storage: {{agentFS: {{size: 1Gi, maxSize: 2Gi}}}}\n",
+        String::from_utf8(tenant_yaml.clone()).unwrap()
+    );
     fx.push(
         &[
-            (&format!("manifests/{name}/tenant.yaml"), Some(&tenant_yaml)),
+            (
+                &format!("manifests/{name}/tenant.yaml"),
+                Some(with_workspace.as_bytes()),
+            ),
             (
                 &format!("manifests/{name}/assistant.yaml"),
                 Some(&assistant),
-            ),
-            (
-                &format!("manifests/{name}/shared-workspace.yaml"),
-                Some(&workspace),
             ),
         ],
         "restore the tenant",
@@ -438,6 +439,24 @@ async fn onboarded_from_the_cli_through_a_merge_offboarded_restored_and_confirme
         }
     })
     .await;
+    let fs = Api::<exo::crd::AgentFS>::namespaced(client.clone(), &name)
+        .get("workspace")
+        .await
+        .expect("the saga made the workspace");
+    assert_eq!(fs.spec.size.0, "1Gi");
+    assert_eq!(fs.spec.max_size.0, "2Gi");
+    assert_eq!(fs.labels()["autonomic.sh/tenant"], name);
+    assert!(
+        !fx.rollout(&name)
+            .await
+            .unwrap()
+            .current_status()
+            .unwrap()
+            .inventory
+            .iter()
+            .any(|e| e.name == "workspace"),
+        "the rollout claims the saga's AgentFS"
+    );
     let again = Api::<Namespace>::all(client.clone())
         .get(&name)
         .await
@@ -450,7 +469,6 @@ async fn onboarded_from_the_cli_through_a_merge_offboarded_restored_and_confirme
         &[
             (&format!("manifests/{name}/tenant.yaml"), None),
             (&format!("manifests/{name}/assistant.yaml"), None),
-            (&format!("manifests/{name}/shared-workspace.yaml"), None),
         ],
         "offboard the tenant",
     );
@@ -498,7 +516,7 @@ async fn onboarded_from_the_cli_through_a_merge_offboarded_restored_and_confirme
         .as_array()
         .unwrap()
         .iter()
-        .find(|i| i["name"] == "shared-workspace")
+        .find(|i| i["name"] == "workspace")
         .unwrap_or_else(|| panic!("no retained workspace in {listed}"))
         .clone();
     assert_eq!(kept["phase"], "Retained");

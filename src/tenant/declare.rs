@@ -16,6 +16,8 @@ pub struct NewTenant {
     pub wave: String,
     pub models: Vec<String>,
     pub capabilities: Vec<String>,
+    /// The size of its `workspace` AgentFS, when it gets one.
+    pub workspace: Option<String>,
     pub uid_range: UidRange,
 }
 
@@ -74,7 +76,12 @@ fn list(v: &[String]) -> String {
 /// The `tenant.yaml` of a new tenant.
 pub fn tenant_yaml(name: &str, t: &NewTenant) -> String {
     let q = |s: &str| serde_json::to_string(s).unwrap_or_default();
-    format!(
+    let storage = t
+        .workspace
+        .as_deref()
+        .map(|size| format!("  storage: {{agentFS: {{size: {}}}}}\n", q(size)))
+        .unwrap_or_default();
+    let head = format!(
         "# Written by `exo tenant onboard {name}`; the folder names the tenant and its\n\
          # namespace (docs/tenants.md).\n\
          apiVersion: autonomic.sh/v1alpha1\n\
@@ -86,7 +93,8 @@ pub fn tenant_yaml(name: &str, t: &NewTenant) -> String {
         t.uid_range.size,
         list(&t.models),
         list(&t.capabilities),
-    )
+    );
+    head + &storage
 }
 
 #[cfg(test)]
@@ -101,6 +109,7 @@ mod tests {
             wave: "canary".into(),
             models: vec!["gpt-4o-mini".into(), "claude-3.5_sonnet".into()],
             capabilities: vec![],
+            workspace: Some("5Gi".into()),
             uid_range: UidRange {
                 start: 100_000,
                 size: UID_BLOCK,
@@ -114,6 +123,11 @@ mod tests {
         assert_eq!(doc.spec.wave.as_deref(), Some("canary"));
         assert_eq!(doc.spec.models, t.models);
         assert_eq!(doc.spec.uid_range, Some(t.uid_range));
+        let fs = doc.spec.storage.as_ref().and_then(|s| s.agent_fs.as_ref());
+        assert_eq!(
+            fs.map(|f| (f.name(), f.max_size())),
+            Some(("workspace", "5Gi"))
+        );
         assert!(
             doc.problems("hooli").is_empty(),
             "{:?}",

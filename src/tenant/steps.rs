@@ -26,7 +26,7 @@ use crate::cluster::build::tenant as build;
 use crate::cluster::error::ErrorCategory;
 use crate::cluster::metrics::Controller as Writer;
 use crate::crd::tenant::{Retention, Tenant, TenantStatus};
-use crate::crd::{Rollout, RolloutPhase};
+use crate::crd::{AgentFS, Rollout, RolloutPhase};
 use crate::meta::{
     ANNOTATION_OFFBOARD_CONFIRM, ANNOTATION_RETAINED, ANNOTATION_SYNC_REQUESTED, LABEL_FLEET,
     LABEL_FLEET_NAMESPACE, LABEL_TENANT, ROLLOUT_NAME,
@@ -237,8 +237,9 @@ async fn provision(cx: &StepCx<'_>) -> StepResult {
                 .await?;
         }
     }
+    let workspace = workspace(cx).await?;
     Ok(if in_force {
-        Outcome::Done
+        workspace.map_or(Outcome::Done, Outcome::Pending)
     } else {
         Outcome::Pending(format!(
             "ResourceQuota {}/{} not yet in force",
@@ -246,6 +247,45 @@ async fn provision(cx: &StepCx<'_>) -> StepResult {
             build::TENANT_OBJECT
         ))
     })
+}
+
+/// `storage.agentFS`: the AgentFS the tenant asked for, created once and
+/// grown when `tenant.yaml` asks for more (never shrunk: an AgentFS is
+/// grow-only; never deleted when the field goes: its data is the
+/// tenant's). `Some(why)` while it is not there yet.
+async fn workspace(cx: &StepCx<'_>) -> Result<Option<String>, StepError> {
+    let settings = &cx.tenant.spec.settings;
+    let Some(want) = settings.storage.as_ref().and_then(|s| s.agent_fs.as_ref()) else {
+        return Ok(None);
+    };
+    let name = want.name();
+    let api = cx.op.api::<AgentFS>(cx.name);
+    let live = api
+        .get_opt(name)
+        .await
+        .map_err(|e| StepError::kube(format!("get AgentFS {}/{name}", cx.name), e))?;
+    let apply = match &live {
+        None => true,
+        Some(l) => matches!(
+            (
+                crate::quantity::to_bytes(&want.size),
+                crate::quantity::to_bytes(&l.spec.size.0)
+            ),
+            (Ok(w), Ok(h)) if w > h
+        ),
+    };
+    if apply
+        && let Some(fs) = build::agentfs(cx.name, settings, live.as_ref().map(|l| &l.spec.max_size))
+    {
+        cx.op.apply(Writer::Tenant, &fs).await?;
+        return Ok(api
+            .get_opt(name)
+            .await
+            .map_err(|e| StepError::kube(format!("get AgentFS {}/{name}", cx.name), e))?
+            .is_none()
+            .then(|| format!("AgentFS {}/{name} not yet readable", cx.name)));
+    }
+    Ok(None)
 }
 
 /// Whether two quantity maps say the same (the quota controller writes

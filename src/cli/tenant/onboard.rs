@@ -1,5 +1,5 @@
 //! `exo tenant onboard NAME --tier T --wave W [--models a,b]
-//! [--capabilities c] [--direct]`: writes `manifests/NAME/tenant.yaml`
+//! [--capabilities c] [--workspace SIZE] [--direct]`: writes `manifests/NAME/tenant.yaml`
 //! (with a free uid range) and commits it. By default on the branch
 //! `exo/onboard-NAME`, pushed for review: the merge is the approval. With
 //! `--direct`, on the checked-out branch. The fleet is linted with the new
@@ -37,6 +37,10 @@ pub struct OnboardArgs {
     /// Capabilities its broker token grants (comma-separated).
     #[arg(long, value_delimiter = ',')]
     pub capabilities: Vec<String>,
+    /// Give it an AgentFS named `workspace` of this size (`5Gi`), made by
+    /// the onboarding saga.
+    #[arg(long, value_name = "SIZE")]
+    pub workspace: Option<String>,
     #[command(flatten)]
     pub root: RootArg,
     /// Commit on the checked-out branch instead of a review branch.
@@ -111,6 +115,7 @@ pub fn run(args: &OnboardArgs) -> u8 {
         wave: wave.as_str().to_owned(),
         models: args.models.clone(),
         capabilities: args.capabilities.clone(),
+        workspace: args.workspace.clone(),
         uid_range: free_uid_range(&fleet),
     };
     let rel = format!("manifests/{}/{TENANT_FILE}", args.name);

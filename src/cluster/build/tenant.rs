@@ -1,6 +1,7 @@
 //! A tenant's own cluster objects, built from its `tenant.yaml` settings
 //! and its tier: the Namespace (with the uid range the pod builder keeps
-//! pods inside), its ServiceAccount, its ResourceQuota and LimitRange.
+//! pods inside), its ServiceAccount, its ResourceQuota and LimitRange, and
+//! the AgentFS it asks for.
 //! Pure; the tenant saga's enrollment and provisioning steps apply them.
 //! The Namespace carries Pod Security `restricted`.
 
@@ -15,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::crd::tenant::TenantSpec;
 use crate::crd::tenant::tiers::Tier;
+use crate::crd::{AgentFS, AgentFSSpec};
 use crate::meta::{ANNOTATION_UID_RANGE, LABEL_MANAGED_BY, LABEL_TENANT, MANAGED_BY};
 
 /// The name of the tenant's ServiceAccount, ResourceQuota and LimitRange.
@@ -64,6 +66,31 @@ pub fn namespace(tenant: &str, settings: &TenantSpec) -> Namespace {
         },
         ..Namespace::default()
     }
+}
+
+/// The AgentFS `storage.agentFS` asks for, in the tenant's namespace:
+/// `None` when it asks for none. `max_size` is the live one when the
+/// AgentFS exists already (immutable; a changed ceiling in `tenant.yaml`
+/// does not apply to a volume already made).
+pub fn agentfs(
+    tenant: &str,
+    settings: &TenantSpec,
+    max_size: Option<&Quantity>,
+) -> Option<AgentFS> {
+    let want = settings.storage.as_ref()?.agent_fs.as_ref()?;
+    let mut fs = AgentFS::new(
+        want.name(),
+        AgentFSSpec {
+            size: Quantity(want.size.clone()),
+            max_size: max_size
+                .cloned()
+                .unwrap_or_else(|| Quantity(want.max_size().to_owned())),
+            ..AgentFSSpec::default()
+        },
+    );
+    fs.metadata.namespace = Some(tenant.to_owned());
+    fs.metadata.labels = Some(labels(tenant));
+    Some(fs)
 }
 
 /// The tenant's ServiceAccount; its token is never mounted by default.

@@ -47,6 +47,37 @@ pub struct StorageSpec {
     pub quota: Option<String>,
     #[serde(default)]
     pub retention: Retention,
+    /// An AgentFS the onboarding saga creates in the tenant's namespace
+    /// (its workspace), when set.
+    #[serde(default, rename = "agentFS", skip_serializing_if = "Option::is_none")]
+    pub agent_fs: Option<DefaultAgentFs>,
+}
+
+/// The name of the AgentFS `storage.agentFS` creates when it names none.
+pub const DEFAULT_AGENTFS_NAME: &str = "workspace";
+
+/// The AgentFS a tenant gets at onboarding (`storage.agentFS`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DefaultAgentFs {
+    /// Its name; `workspace` when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Its capacity, a quantity (`5Gi`); grow-only, as every AgentFS.
+    pub size: String,
+    /// Its ceiling; its size when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_size: Option<String>,
+}
+
+impl DefaultAgentFs {
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or(DEFAULT_AGENTFS_NAME)
+    }
+
+    pub fn max_size(&self) -> &str {
+        self.max_size.as_deref().unwrap_or(&self.size)
+    }
 }
 
 /// The uids the tenant's pods run as: `start` to `start + size - 1`.
@@ -111,6 +142,9 @@ pub(super) fn problems(spec: &super::TenantSpec, out: &mut Vec<String>) {
                 "spec.storage.quota {q:?} is not a positive quantity (e.g. 20Gi)"
             ));
         }
+        if let Some(fs) = &s.agent_fs {
+            agentfs_problems(fs, out);
+        }
     }
     if let Some(r) = spec.uid_range {
         if r.start < MIN_UID {
@@ -163,9 +197,77 @@ pub(super) fn problems(spec: &super::TenantSpec, out: &mut Vec<String>) {
     }
 }
 
+fn agentfs_problems(fs: &DefaultAgentFs, out: &mut Vec<String>) {
+    if !is_dns1123_label(fs.name()) {
+        out.push(format!(
+            "spec.storage.agentFS.name {:?} is not an AgentFS name (a DNS label)",
+            fs.name()
+        ));
+    }
+    let size = crate::quantity::to_bytes(&fs.size).ok().filter(|b| *b > 0);
+    if size.is_none() {
+        out.push(format!(
+            "spec.storage.agentFS.size {:?} is not a positive quantity (e.g. 5Gi)",
+            fs.size
+        ));
+    }
+    if let Some(max) = &fs.max_size {
+        match crate::quantity::to_bytes(max).ok().filter(|b| *b > 0) {
+            None => out.push(format!(
+                "spec.storage.agentFS.maxSize {max:?} is not a positive quantity (e.g. 20Gi)"
+            )),
+            Some(m) if size.is_some_and(|s| m < s) => out.push(format!(
+                "spec.storage.agentFS.maxSize {max:?} is below its size {:?}",
+                fs.size
+            )),
+            Some(_) => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_default_agentfs_names_its_bad_field() {
+        let check = |fs: DefaultAgentFs| {
+            let mut out = Vec::new();
+            agentfs_problems(&fs, &mut out);
+            out
+        };
+        let ok = DefaultAgentFs {
+            name: None,
+            size: "5Gi".into(),
+            max_size: Some("20Gi".into()),
+        };
+        assert!(check(ok.clone()).is_empty());
+        assert_eq!(ok.name(), DEFAULT_AGENTFS_NAME);
+        let bad_name = check(DefaultAgentFs {
+            name: Some("Work_Space".into()),
+            ..ok.clone()
+        });
+        assert!(
+            bad_name[0].starts_with("spec.storage.agentFS.name"),
+            "{bad_name:?}"
+        );
+        let bad_size = check(DefaultAgentFs {
+            size: "lots".into(),
+            ..ok.clone()
+        });
+        assert!(
+            bad_size[0].starts_with("spec.storage.agentFS.size"),
+            "{bad_size:?}"
+        );
+        let below = check(DefaultAgentFs {
+            max_size: Some("1Gi".into()),
+            ..ok
+        });
+        assert_eq!(
+            below,
+            ["spec.storage.agentFS.maxSize \"1Gi\" is below its size \"5Gi\""]
+        );
+    }
 
     #[test]
     fn uid_ranges_overlap_only_when_they_share_a_uid() {

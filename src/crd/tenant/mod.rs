@@ -32,7 +32,8 @@ pub mod lifecycle;
 mod resource;
 pub mod tiers;
 pub use lifecycle::{
-    DEFAULT_OFFBOARD_GRACE, MAX_UID, MIN_UID, Retention, StorageSpec, SupportSpec, UidRange,
+    DEFAULT_AGENTFS_NAME, DEFAULT_OFFBOARD_GRACE, DefaultAgentFs, MAX_UID, MIN_UID, Retention,
+    StorageSpec, SupportSpec, UidRange,
 };
 pub use resource::{Tenant, TenantOperation, TenantPhase, TenantResourceSpec, TenantStatus};
 

@@ -61,10 +61,12 @@ pub enum Rule {
     TenantWave,
     /// Two tenants' uid ranges that share a uid.
     UidRangeOverlap,
+    /// A tenant's `storage.agentFS` named like an AgentFS of its folder.
+    TenantAgentFs,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 28] = [
+    pub const ALL: [Rule; 29] = [
         Rule::MutableTag,
         Rule::MalformedDigest,
         Rule::TagInImage,
@@ -93,6 +95,7 @@ impl Rule {
         Rule::UnknownTier,
         Rule::TenantWave,
         Rule::UidRangeOverlap,
+        Rule::TenantAgentFs,
     ];
 
     /// The stable id, e.g. `mutable-tag`.
@@ -126,6 +129,7 @@ impl Rule {
             Rule::UnknownTier => "unknown-tier",
             Rule::TenantWave => "tenant-wave",
             Rule::UidRangeOverlap => "uid-range-overlap",
+            Rule::TenantAgentFs => "tenant-agentfs",
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The rules over the tenants' `tenant.yaml` that need the rest of the
 //! repository: a tier `manifests/tiers.yaml` declares, a wave the releases agree
-//! with, and uid ranges no two tenants share. (What one file can tell on
+//! with, uid ranges no two tenants share, and a default AgentFS that no
+//! folder declares too. (What one file can tell on
 //! its own is checked when it is read; see [`crate::crd::tenant`].)
 
 use std::path::PathBuf;
@@ -23,6 +24,27 @@ fn tenant_file(f: &Findings<'_>, tenant: &str) -> PathBuf {
 pub(super) fn lint_tenants(f: &mut Findings<'_>) {
     let fleet = f.fleet;
     for (name, t) in &fleet.tenants {
+        if let Some(fs) = t
+            .settings
+            .storage
+            .as_ref()
+            .and_then(|s| s.agent_fs.as_ref())
+            && let Some(clash) = t
+                .filesystems
+                .iter()
+                .find(|d| d.value.metadata.name.as_deref() == Some(fs.name()))
+        {
+            f.add(
+                &tenant_file(f, name),
+                "spec.storage.agentFS.name",
+                Rule::TenantAgentFs,
+                format!(
+                    "AgentFS {:?} is also declared in {}; the onboarding saga and the rollout would both own it (rename one)",
+                    fs.name(),
+                    clash.path.display()
+                ),
+            );
+        }
         if let Some(w) = &t.settings.wave
             && w.parse::<WaveName>().is_err()
         {

@@ -161,6 +161,21 @@ fn every_rule_fires_on_its_bad_input() {
             Box::new(|f| f.tenants.get_mut("acme").unwrap().settings.wave = Some("canary".into())),
         ),
         (
+            "tenant-agentfs",
+            Box::new(|f| {
+                let t = f.tenants.get_mut("globex").unwrap();
+                let name = t.filesystems[0].value.metadata.name.clone();
+                t.settings.storage = Some(crate::crd::tenant::StorageSpec {
+                    agent_fs: Some(crate::crd::tenant::DefaultAgentFs {
+                        name,
+                        size: "1Gi".into(),
+                        max_size: None,
+                    }),
+                    ..Default::default()
+                });
+            }),
+        ),
+        (
             "uid-range-overlap",
             Box::new(|f| {
                 let r = crate::crd::tenant::UidRange {
