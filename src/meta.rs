@@ -85,6 +85,10 @@ pub const TENANT_ACCESS_SECRET: &str = "exo-tenant-access";
 pub const ANNOTATION_OFFBOARD_CONFIRM: &str = "autonomic.sh/offboard-confirm";
 /// Set on a Fleet to ask for a sync now (push receiver, `exo`).
 pub const ANNOTATION_SYNC_REQUESTED: &str = "autonomic.sh/sync-requested-at";
+/// Set on a Fleet by the tenant engine when a tenant's rollout gate opens:
+/// the sync applies the commit it has again (the Rollout it held back),
+/// without fetching a newer one before its interval or a sync request.
+pub const ANNOTATION_TENANT_GATE_OPENED: &str = "autonomic.sh/tenant-gate-opened-at";
 /// The full content hash of a baseline ConfigMap.
 pub const ANNOTATION_CONTENT_SHA256: &str = "autonomic.sh/content-sha256";
 /// Unix seconds of an fs helper pod's last use; every use moves it forward,

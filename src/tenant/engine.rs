@@ -12,8 +12,10 @@
 //!   again;
 //! - a step whose actuator is missing is `Waiting` with the reason and is
 //!   looked at again, never skipped;
-//! - once the steps before `rollout-verified` are done, the Fleet is asked
-//!   to sync, which writes the tenant's Rollout (the sync holds it back
+//! - once the steps before `rollout-verified` are done, the Fleet is told
+//!   (`autonomic.sh/tenant-gate-opened-at`), and its sync applies the
+//!   commit it has again, which writes the tenant's Rollout without
+//!   fetching anything newer (the sync holds the Rollout back
 //!   until then: [`super::plan::rollout_may_run`]).
 
 use std::sync::Arc;

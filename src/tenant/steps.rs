@@ -28,7 +28,7 @@ use crate::cluster::metrics::Controller as Writer;
 use crate::crd::tenant::{Retention, Tenant, TenantStatus};
 use crate::crd::{AgentFS, Rollout, RolloutPhase};
 use crate::meta::{
-    ANNOTATION_OFFBOARD_CONFIRM, ANNOTATION_RETAINED, ANNOTATION_SYNC_REQUESTED, LABEL_FLEET,
+    ANNOTATION_OFFBOARD_CONFIRM, ANNOTATION_RETAINED, ANNOTATION_TENANT_GATE_OPENED, LABEL_FLEET,
     LABEL_FLEET_NAMESPACE, LABEL_TENANT, ROLLOUT_NAME,
 };
 use crate::saga::Outcome;
@@ -367,8 +367,9 @@ fn register_support(cx: &StepCx<'_>) -> Outcome {
     ))
 }
 
-/// Asks the tenant's Fleet to sync now (the sync writes the Rollout the
-/// gate held back).
+/// Tells the tenant's Fleet that its rollout gate opened: the sync applies
+/// the commit it has again and writes the Rollout the gate held back (it
+/// fetches nothing new for this).
 pub async fn request_sync(op: &Ctx, t: &Tenant) {
     let labels = t.labels();
     let (Some(fleet), Some(ns)) = (labels.get(LABEL_FLEET), labels.get(LABEL_FLEET_NAMESPACE))
@@ -376,7 +377,7 @@ pub async fn request_sync(op: &Ctx, t: &Tenant) {
         return;
     };
     let stamp = k8s_openapi::jiff::Timestamp::now().to_string();
-    let annotations = serde_json::json!({"annotations": {ANNOTATION_SYNC_REQUESTED: stamp}});
+    let annotations = serde_json::json!({"annotations": {ANNOTATION_TENANT_GATE_OPENED: stamp}});
     if let Err(e) = op
         .patch_metadata::<crate::crd::Fleet>(Writer::Tenant, ns, fleet, None, annotations)
         .await

@@ -111,6 +111,8 @@ pub struct State {
     /// body is not sent again, so a sync of an unchanged commit writes
     /// nothing; the drift check puts back what someone else changed.
     applied: std::sync::Mutex<BTreeMap<String, String>>,
+    /// `namespace/name` of the Fleet -> its last fetch (also a refused one).
+    fetches: std::sync::Mutex<BTreeMap<String, sync::Fetch>>,
 }
 
 impl State {

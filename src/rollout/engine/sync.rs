@@ -104,6 +104,29 @@ async fn reconcile(f: Arc<FleetCr>, ctx: Arc<SyncCtx>) -> Result<Action, Error> 
         }
     };
     let key = format!("{ns}/{}", f.name_any());
+    let this = Fetch::of(&f, std::time::Instant::now());
+    let last = ctx
+        .state
+        .fetches
+        .lock()
+        .ok()
+        .and_then(|m| m.get(&key).cloned());
+    let prev = ctx.state.loaded.read().await.get(&key).cloned();
+    if let Some(prev) = prev.filter(|p| p.policy == policy && !policy.suspend)
+        && let Some(left) = this.not_due(last.as_ref(), policy.interval)
+    {
+        // Woken by no sync request, no spec change and before the
+        // interval (a tenant's rollout gate opened, an annotation): the
+        // commit it has, applied again, and nothing fetched.
+        if let Err(e) = apply_tenants(&ctx, &f, &ns, &prev.fleet, &prev.tenants, &prev.commit).await
+        {
+            warn!(fleet = %f.name_any(), error = %e, "applying the fetched commit again failed");
+        }
+        return Ok(Action::requeue(left));
+    }
+    if let Ok(mut m) = ctx.state.fetches.lock() {
+        m.insert(key.clone(), this);
+    }
     if let Some(loaded) = sync_one(&ctx, &f, &ns, policy).await {
         ctx.state.loaded.write().await.insert(key, loaded);
     } else if let Some(prev) = ctx.state.loaded.read().await.get(&key).cloned() {
@@ -120,6 +143,39 @@ async fn reconcile(f: Arc<FleetCr>, ctx: Arc<SyncCtx>) -> Result<Action, Error> 
         }
     }
     Ok(Action::requeue(policy.interval))
+}
+
+/// A fetch of a Fleet's repository: when, and for which spec and sync
+/// request, so a wake that asks for neither is told apart.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Fetch {
+    at: std::time::Instant,
+    generation: Option<i64>,
+    requested: Option<String>,
+}
+
+impl Fetch {
+    fn of(f: &FleetCr, at: std::time::Instant) -> Self {
+        Fetch {
+            at,
+            generation: f.metadata.generation,
+            requested: f
+                .annotations()
+                .get(crate::meta::ANNOTATION_SYNC_REQUESTED)
+                .cloned(),
+        }
+    }
+
+    /// `Some(time left)` when a fetch now is not due: the last one was for
+    /// the same spec and sync request, less than `interval` ago. Pure.
+    fn not_due(&self, last: Option<&Fetch>, interval: Duration) -> Option<Duration> {
+        let last = last?;
+        if last.generation != self.generation || last.requested != self.requested {
+            return None;
+        }
+        let since = self.at.checked_duration_since(last.at)?;
+        interval.checked_sub(since).filter(|left| !left.is_zero())
+    }
 }
 
 fn ready(status: bool, reason: &str, message: String, generation: Option<i64>) -> Condition {
@@ -469,4 +525,40 @@ async fn apply_tenants(
         changed += 1;
     }
     Ok(changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn fetch(at: Instant, generation: i64, requested: Option<&str>) -> Fetch {
+        Fetch {
+            at,
+            generation: Some(generation),
+            requested: requested.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_fetch_is_due_after_the_interval_a_spec_change_or_a_sync_request_only() {
+        let t0 = Instant::now();
+        let hour = Duration::from_secs(3600);
+        let last = fetch(t0, 1, Some("a"));
+        let soon = t0 + Duration::from_secs(60);
+        // A tenant's gate, another annotation: not due, the rest left.
+        assert_eq!(
+            fetch(soon, 1, Some("a")).not_due(Some(&last), hour),
+            Some(hour - Duration::from_secs(60))
+        );
+        // The first time, a new spec, a new request, the interval over.
+        assert_eq!(fetch(soon, 1, Some("a")).not_due(None, hour), None);
+        assert_eq!(fetch(soon, 2, Some("a")).not_due(Some(&last), hour), None);
+        assert_eq!(fetch(soon, 1, Some("b")).not_due(Some(&last), hour), None);
+        assert_eq!(fetch(soon, 1, None).not_due(Some(&last), hour), None);
+        assert_eq!(
+            fetch(t0 + hour, 1, Some("a")).not_due(Some(&last), hour),
+            None
+        );
+    }
 }
