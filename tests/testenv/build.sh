@@ -12,7 +12,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # provisioner or a main package rebuilds, and nothing else does.
 src_hash=$(cd "$here" && find . -name '*.go' -o -name 'go.mod' -o -name 'go.sum' -o -name '*.sh' -o -name 'versions.env' -o -name '*.patch' \
   | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-12)
-key="k8s-${K8S_VERSION}_kwok-${KWOK_VERSION}_${src_hash}"
+key="k8s-${K8S_VERSION}_kwok-${KWOK_VERSION}_gitea-${GITEA_VERSION}_${src_hash}"
 cache_root=${EXO_TESTENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/exo/testenv}
 out="$cache_root/$key"
 
@@ -81,13 +81,46 @@ if [ ! -f "$prov/.complete" ]; then
   touch "$prov/.complete"
 fi
 
+# Gitea, the forge the tenant-review tests open pull requests on, from its
+# Go module through the wrapper module in gitea/ (see its go.mod). No cgo,
+# so no SQLite: it runs on the testenv's PostgreSQL. Built without the
+# bindata tag it reads options/ and templates/ from disk; they are copied
+# into the part, so a cleaned module cache does not break it.
+gitea=$(part "gitea-${GITEA_VERSION}_$(part_hash gitea versions.env)")
+if [ ! -f "$gitea/.complete" ]; then
+  log "gitea ${GITEA_VERSION} (cold: about 6 minutes on 2 cores, downloads included)"
+  rm -rf "$gitea" && mkdir -p "$gitea/bin"
+  gitea_start=$(date +%s)
+  (
+    cd "$here/gitea"
+    export GOFLAGS=-mod=readonly
+    grep -q "^require code.gitea.io/gitea ${GITEA_VERSION}\$" go.mod \
+      || { log "gitea/go.mod does not require code.gitea.io/gitea ${GITEA_VERSION} (versions.env)"; exit 1; }
+    gomod=$(go mod download -json "code.gitea.io/gitea@${GITEA_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+    replaces() { sed -n 's,^replace \([^ ]*\) => \([^ ]*\) \([^ ]*\).*,\1 \2 \3,p' "$1" | LC_ALL=C sort; }
+    [ "$(replaces "$gomod")" = "$(replaces go.mod)" ] \
+      || { log "gitea/go.mod's replace lines differ from those of Gitea ${GITEA_VERSION} ($gomod)"; exit 1; }
+    CGO_ENABLED=0 go build -v -trimpath -ldflags "-s -w -X main.Version=${GITEA_VERSION#v}" \
+      -o "$gitea/bin/gitea" code.gitea.io/gitea 2>&1 | progress gitea
+    test "${PIPESTATUS[0]}" -eq 0
+    dir=$(go mod download -json "code.gitea.io/gitea@${GITEA_VERSION}" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+    mkdir -p "$gitea/share"
+    cp -r "$dir/options" "$dir/templates" "$gitea/share/"
+    chmod -R u+w,a+rX "$gitea/share"
+  )
+  touch "$gitea/.complete"
+  log "gitea built in $(( $(date +%s) - gitea_start ))s"
+fi
+
 rm -rf "$out" && mkdir -p "$out/bin"
 for b in kube-apiserver kube-controller-manager kube-scheduler etcd; do ln -f "$kube/bin/$b" "$out/bin/$b"; done
 ln -f "$kwok/bin/kwok" "$out/bin/kwok"
 cp -r "$kwok/kwok-stage" "$out/kwok-stage"
 ln -f "$prov/bin/provisioner" "$out/bin/provisioner"
+ln -f "$gitea/bin/gitea" "$out/bin/gitea"
+cp -r "$gitea/share" "$out/gitea-share"
 
-for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok provisioner; do
+for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok provisioner gitea; do
   [ -x "$out/bin/$b" ] || { log "missing $out/bin/$b after build"; exit 1; }
 done
 touch "$out/.complete"
