@@ -201,6 +201,10 @@ pub fn router(app: Arc<App>) -> Router {
             get(http::api::active_alerts),
         )
         .route(
+            "/api/v1/deployments/{name}/tenants",
+            get(http::api::tenants),
+        )
+        .route(
             "/api/v1/deployments/{name}/commands",
             post(http::api::command),
         )

@@ -122,17 +122,6 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
     leader_tasks.push(for_the_term(move |ctx| {
         crate::rollout::engine::run(ctx, engine.clone())
     }));
-    // Tenant lifecycle sagas; the key actuator's Secret is read from the
-    // operator's own namespace (the Lease's).
-    let tenants = crate::tenant::engine::TenantConfig {
-        poll: cfg.rollout_poll.max(Duration::from_millis(50)),
-        retry: Duration::from_secs(5),
-        operator_namespace: cfg.lease_namespace.clone(),
-        fleet_namespace: fleet_namespace.clone(),
-    };
-    leader_tasks.push(for_the_term(move |ctx| {
-        crate::tenant::engine::run(ctx, tenants.clone())
-    }));
     let audit = crate::audit::schedule::AuditConfig {
         interval: cfg.audit_interval.max(Duration::from_secs(1)),
         fleet_namespace: fleet_namespace.clone(),
@@ -147,6 +136,21 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
         Error::Upstream(e)
     })?;
     let managed = upstream.is_some();
+    // Tenant lifecycle sagas; the key actuator's Secret is read from the
+    // operator's own namespace (the Lease's). Managed, they register each
+    // tenant (and its support lane) with the control plane through the
+    // upstream connection, which hands back the acks.
+    let registrations = crate::upstream::registrations::Registrations::new();
+    let tenants = crate::tenant::engine::TenantConfig {
+        poll: cfg.rollout_poll.max(Duration::from_millis(50)),
+        retry: Duration::from_secs(5),
+        operator_namespace: cfg.lease_namespace.clone(),
+        fleet_namespace: fleet_namespace.clone(),
+        registrations: managed.then(|| registrations.clone()),
+    };
+    leader_tasks.push(for_the_term(move |ctx| {
+        crate::tenant::engine::run(ctx, tenants.clone())
+    }));
     // The one upstream /health server of the process, on every replica:
     // the liveness probe targets it (deploy/operator.yaml). Unmanaged it
     // always answers 200; a port it cannot bind is then only a warning,
@@ -165,6 +169,7 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
             up.namespace = cfg.namespace.clone();
             up.fs_helper = fs_helper.clone();
             up.fs_max_bytes = cfg.fs_max_bytes;
+            up.registrations = registrations;
             up.wedged_after = cfg.wedged_after.unwrap_or(up.wedged_after);
             // The connection and its monitor (metrics, Events, the
             // wedged-upstream alert). The queue outlives a lost Lease:

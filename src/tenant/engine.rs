@@ -38,6 +38,7 @@ use crate::cluster::events::Reason;
 use crate::cluster::metrics::Controller as Writer;
 use crate::crd::tenant::{Tenant, TenantOperation, TenantStatus};
 use crate::saga::{Outcome, Step};
+use crate::wire::RecordKind;
 
 #[derive(Debug, Clone)]
 pub struct TenantConfig {
@@ -50,6 +51,9 @@ pub struct TenantConfig {
     /// Drive only the Tenants of the Fleets in this namespace (label
     /// `autonomic.sh/fleet-namespace`), as the sync follows only those.
     pub fleet_namespace: Option<String>,
+    /// The control plane's tenant registry (through the upstream
+    /// connection); `None` when the installation is unmanaged.
+    pub registrations: Option<crate::upstream::registrations::Registrations>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -200,9 +204,19 @@ async fn reconcile(t: Arc<Tenant>, ctx: Arc<EngineCx>) -> Result<Action, Error> 
             name: &name,
             status: &status,
             operator_namespace: &ctx.cfg.operator_namespace,
+            registrations: ctx.cfg.registrations.as_ref(),
         };
-        let outcome = steps::run(&cx, step).await;
+        let ran = steps::run(&cx, step).await;
+        let outcome = ran.outcome;
         let at = now();
+        // Kept with the step's Done, in the same status write.
+        if let Some((kind, ack)) = ran.ack {
+            let acks = status.control_plane.get_or_insert_default();
+            match kind {
+                RecordKind::Tenant => acks.enrollment = Some(ack),
+                RecordKind::Support => acks.support_lane = Some(ack),
+            }
+        }
         let before = status.steps[i].state;
         let changed = plan::record(&mut status, i, &outcome, &at, spec);
         // A step still running that only has a new progress message is

@@ -34,6 +34,7 @@ pub const STEP_SUPPORT_REMOVED: &str = "support-unregistered";
 pub const STEP_DATA: &str = "data-retained";
 pub const STEP_DATA_DELETED: &str = "data-deleted";
 pub const STEP_NAMESPACE: &str = "namespace-deleted";
+pub const STEP_WITHDRAWN: &str = "enrollment-withdrawn";
 
 /// One step of a tenant saga.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +68,9 @@ pub enum TenantStep {
     Data(Retention),
     /// The namespace goes, once the grace period is over or confirmed.
     DeleteNamespace,
+    /// The control plane records the tenant as offboarded (managed
+    /// installations; nothing to do otherwise).
+    Withdraw,
 }
 
 impl Step for TenantStep {
@@ -85,13 +89,16 @@ impl Step for TenantStep {
             TenantStep::Data(Retention::Retain) => STEP_DATA,
             TenantStep::Data(Retention::Delete) => STEP_DATA_DELETED,
             TenantStep::DeleteNamespace => STEP_NAMESPACE,
+            TenantStep::Withdraw => STEP_WITHDRAWN,
         }
         .to_owned()
     }
 
     fn owner(&self) -> &'static str {
         match self {
-            TenantStep::Enroll => "exo-operator/tenant-enrollment (server-side apply)",
+            TenantStep::Enroll => {
+                "exo-operator/tenant-enrollment (server-side apply; the control plane's tenant registry when managed)"
+            }
             TenantStep::Provision => "exo-operator/tenant-provisioner (server-side apply)",
             TenantStep::MintAccess | TenantStep::RevokeOldKeys | TenantStep::RevokeKeys => {
                 "key actuator (kubernetes or http)"
@@ -103,6 +110,7 @@ impl Step for TenantStep {
             TenantStep::Project => "exo-operator/tenant",
             TenantStep::Data(_) => "exo-operator/tenant-provisioner (PVCs)",
             TenantStep::DeleteNamespace => "exo-operator/tenant-enrollment",
+            TenantStep::Withdraw => "control plane (tenant registry)",
         }
     }
 }
@@ -123,6 +131,7 @@ impl TenantStep {
             TenantStep::Data(Retention::Retain),
             TenantStep::Data(Retention::Delete),
             TenantStep::DeleteNamespace,
+            TenantStep::Withdraw,
         ]
         .into_iter()
         .find(|s| s.name() == name)
@@ -154,7 +163,8 @@ pub fn onboard(spec: &TenantSpec) -> Vec<TenantStep> {
 /// - models or capabilities: new keys minted, the pods that use them
 ///   rolled and verified, and only then the old keys revoked;
 /// - wave: the Rollout follows its new wave's release, verified;
-/// - support: the lane registered again.
+/// - support: the lane registered again (or unregistered, when the
+///   tenant no longer declares one).
 pub fn change(old: &TenantSpec, new: &TenantSpec) -> Vec<TenantStep> {
     let provision = old.tier != new.tier
         || old.storage != new.storage
@@ -162,7 +172,7 @@ pub fn change(old: &TenantSpec, new: &TenantSpec) -> Vec<TenantStep> {
         || old.node_tier != new.node_tier;
     let access = old.models != new.models || old.capabilities != new.capabilities;
     let wave = old.wave != new.wave;
-    let support = old.support != new.support && new.support.is_some();
+    let support = old.support != new.support;
     let mut out = Vec::new();
     if provision {
         out.push(TenantStep::Provision);
@@ -177,7 +187,11 @@ pub fn change(old: &TenantSpec, new: &TenantSpec) -> Vec<TenantStep> {
         out.push(TenantStep::RevokeOldKeys);
     }
     if support {
-        out.push(TenantStep::RegisterSupport);
+        out.push(if new.support.is_some() {
+            TenantStep::RegisterSupport
+        } else {
+            TenantStep::UnregisterSupport
+        });
     }
     if !out.is_empty() {
         out.push(TenantStep::Project);
@@ -187,7 +201,8 @@ pub fn change(old: &TenantSpec, new: &TenantSpec) -> Vec<TenantStep> {
 
 /// The offboarding saga: the Rollout stopped, the keys revoked before
 /// anything else goes, the lane unregistered, the data kept or deleted
-/// per `storage.retention`, the namespace last.
+/// per `storage.retention`, the namespace, and the tenant withdrawn from
+/// the control plane's registry last.
 pub fn offboard(spec: &TenantSpec) -> Vec<TenantStep> {
     let retention = spec
         .storage
@@ -200,6 +215,7 @@ pub fn offboard(spec: &TenantSpec) -> Vec<TenantStep> {
     }
     out.push(TenantStep::Data(retention));
     out.push(TenantStep::DeleteNamespace);
+    out.push(TenantStep::Withdraw);
     out.push(TenantStep::Project);
     out
 }
@@ -325,6 +341,7 @@ pub fn start(
             _ => None,
         },
         message: None,
+        control_plane: prev.control_plane,
         conditions: prev.conditions,
     }
 }

@@ -25,13 +25,15 @@ use crate::cluster::apply::Ctx;
 use crate::cluster::build::tenant as build;
 use crate::cluster::error::ErrorCategory;
 use crate::cluster::metrics::Controller as Writer;
-use crate::crd::tenant::{Retention, Tenant, TenantStatus};
+use crate::crd::tenant::{RegistrationAck, Retention, Tenant, TenantStatus};
 use crate::crd::{AgentFS, Rollout, RolloutPhase};
 use crate::meta::{
     ANNOTATION_OFFBOARD_CONFIRM, ANNOTATION_RETAINED, ANNOTATION_TENANT_GATE_OPENED, LABEL_FLEET,
     LABEL_FLEET_NAMESPACE, LABEL_TENANT, ROLLOUT_NAME,
 };
 use crate::saga::Outcome;
+use crate::upstream::registrations::{Progress, Registrations};
+use crate::wire::{RecordKind, Registration};
 
 mod keys;
 mod offboard;
@@ -46,6 +48,22 @@ pub struct StepCx<'a> {
     pub name: &'a str,
     pub status: &'a TenantStatus,
     pub operator_namespace: &'a str,
+    /// The control plane's tenant registry, through the upstream
+    /// connection; `None` when the installation is unmanaged.
+    pub registrations: Option<&'a Registrations>,
+}
+
+/// What a step concluded, and what the control plane acknowledged in it
+/// (to be kept in the status with the step's outcome).
+pub struct Ran {
+    pub outcome: Outcome,
+    pub ack: Option<(RecordKind, RegistrationAck)>,
+}
+
+impl From<Outcome> for Ran {
+    fn from(outcome: Outcome) -> Self {
+        Ran { outcome, ack: None }
+    }
 }
 
 /// Why a step could not finish this time: a cluster call failed.
@@ -87,21 +105,67 @@ impl StepError {
 type StepResult = Result<Outcome, StepError>;
 
 /// Runs `step` once and says what its postcondition concluded.
-pub async fn run(cx: &StepCx<'_>, step: TenantStep) -> Outcome {
+pub async fn run(cx: &StepCx<'_>, step: TenantStep) -> Ran {
     let r = match step {
         TenantStep::Enroll => enroll(cx).await,
-        TenantStep::Provision => provision(cx).await,
-        TenantStep::MintAccess => mint_access(cx).await,
-        TenantStep::RolloutVerified => rollout_verified(cx).await,
+        TenantStep::Provision => provision(cx).await.map(Ran::from),
+        TenantStep::MintAccess => mint_access(cx).await.map(Ran::from),
+        TenantStep::RolloutVerified => rollout_verified(cx).await.map(Ran::from),
         TenantStep::RegisterSupport => Ok(register_support(cx)),
-        TenantStep::RevokeOldKeys => revoke(cx, &[RETIRING_SECRET]).await,
-        TenantStep::Project | TenantStep::UnregisterSupport => Ok(Outcome::Done),
-        TenantStep::StopRollout => stop_rollout(cx).await,
-        TenantStep::RevokeKeys => revoke(cx, &[ACCESS_SECRET, RETIRING_SECRET]).await,
-        TenantStep::Data(retention) => data(cx, retention).await,
-        TenantStep::DeleteNamespace => delete_namespace(cx).await,
+        TenantStep::UnregisterSupport => Ok(unregister_support(cx)),
+        TenantStep::RevokeOldKeys => revoke(cx, &[RETIRING_SECRET]).await.map(Ran::from),
+        TenantStep::Project => Ok(Outcome::Done.into()),
+        TenantStep::StopRollout => stop_rollout(cx).await.map(Ran::from),
+        TenantStep::RevokeKeys => revoke(cx, &[ACCESS_SECRET, RETIRING_SECRET])
+            .await
+            .map(Ran::from),
+        TenantStep::Data(retention) => data(cx, retention).await.map(Ran::from),
+        TenantStep::DeleteNamespace => delete_namespace(cx).await.map(Ran::from),
+        TenantStep::Withdraw => Ok(withdraw(cx)),
     };
-    r.unwrap_or_else(StepError::outcome)
+    r.unwrap_or_else(|e| e.outcome().into())
+}
+
+/// Asks the control plane to store `r`; `None` when the installation is
+/// unmanaged. Done once it acknowledged the record, with the ack;
+/// waiting (someone must upgrade it) when the control plane connected
+/// takes no registrations; running while it is on its way.
+fn register(cx: &StepCx<'_>, r: Registration, record: String) -> Option<Ran> {
+    let registry = cx.registrations?;
+    let (kind, id, generation) = (r.kind(), r.id().to_owned(), r.generation());
+    Some(match registry.request(r) {
+        Progress::Acked => Ran {
+            outcome: Outcome::Done,
+            ack: Some((
+                kind,
+                RegistrationAck {
+                    id,
+                    generation,
+                    record,
+                    acked_at: Time(k8s_openapi::jiff::Timestamp::now()),
+                },
+            )),
+        },
+        Progress::InFlight(m) => Outcome::Pending(format!("control plane: {m}")).into(),
+        Progress::Refused(m) => Outcome::Waiting(m).into(),
+    })
+}
+
+fn generation(cx: &StepCx<'_>) -> i64 {
+    cx.tenant.metadata.generation.unwrap_or(0)
+}
+
+/// The tenant's record in the control plane's registry: enrolled (or
+/// withdrawn), with the tier and wave of `settings`.
+fn tenant_record(cx: &StepCx<'_>, enrolled: bool) -> Registration {
+    let s = settings(cx.tenant);
+    Registration::tenant(
+        cx.name,
+        generation(cx),
+        enrolled,
+        s.tier.as_deref().unwrap_or_default(),
+        s.wave.as_deref().unwrap_or_default(),
+    )
 }
 
 /// When a pending step is worth a look before the usual backoff: the end
@@ -137,14 +201,15 @@ fn confirmed(t: &Tenant) -> bool {
 
 /// Identity and enrollment: the namespace (labels, Pod Security
 /// `restricted`, the uid range) and the tenant's ServiceAccount, read back.
-async fn enroll(cx: &StepCx<'_>) -> StepResult {
+async fn enroll(cx: &StepCx<'_>) -> Result<Ran, StepError> {
     let ns = build::namespace(cx.name, &cx.tenant.spec.settings);
     let live = cx.op.apply_cluster(Writer::Tenant, &ns).await?;
     if live.metadata.deletion_timestamp.is_some() {
         return Ok(Outcome::Pending(format!(
             "namespace {} is still being deleted; enrolling again once it is gone",
             cx.name
-        )));
+        ))
+        .into());
     }
     let want = ns.metadata.labels.unwrap_or_default();
     let has = live.labels();
@@ -152,7 +217,8 @@ async fn enroll(cx: &StepCx<'_>) -> StepResult {
         return Ok(Outcome::Failed(format!(
             "namespace {}: label {k}={v} did not stick",
             cx.name
-        )));
+        ))
+        .into());
     }
     let sa = cx
         .op
@@ -163,9 +229,12 @@ async fn enroll(cx: &StepCx<'_>) -> StepResult {
             "ServiceAccount {}/{}: token automount is not off",
             cx.name,
             build::TENANT_OBJECT
-        )));
+        ))
+        .into());
     }
-    Ok(Outcome::Done)
+    // Managed: the control plane's registry has the tenant (and said so).
+    Ok(register(cx, tenant_record(cx, true), "enrolled".into())
+        .unwrap_or_else(|| Outcome::Done.into()))
 }
 
 /// State provisioning: the namespace's uid range, the tier's quota and
@@ -351,20 +420,40 @@ async fn rollout_verified(cx: &StepCx<'_>) -> StepResult {
     })
 }
 
-/// Support lanes live in the control plane, which does not register them
-/// yet: the step waits, saying so, rather than pretending.
-fn register_support(cx: &StepCx<'_>) -> Outcome {
-    let lane = cx
-        .tenant
-        .spec
-        .settings
-        .support
-        .as_ref()
-        .map(|s| s.lane.clone())
-        .unwrap_or_default();
-    Outcome::Waiting(format!(
-        "support lane {lane:?}: no control plane here registers support lanes yet"
-    ))
+/// The support lane registered with the control plane, which stores it
+/// and acknowledges. Unmanaged there is nobody to register it with: the
+/// step waits, saying so, rather than pretending.
+fn register_support(cx: &StepCx<'_>) -> Ran {
+    let Some(support) = settings(cx.tenant).support else {
+        return unregister_support(cx);
+    };
+    let r = Registration::support(
+        cx.name,
+        generation(cx),
+        Some(&support.lane),
+        &support.contacts,
+    );
+    register(cx, r, format!("lane {}", support.lane)).unwrap_or_else(|| {
+        Outcome::Waiting(format!(
+            "support lane {:?}: this operator is not connected to a control plane (AUTONOMIC_MANAGED), where support lanes live",
+            support.lane
+        ))
+        .into()
+    })
+}
+
+/// The lane unregistered (offboarding, or a lane removed from
+/// `tenant.yaml`). Unmanaged, none was registered.
+fn unregister_support(cx: &StepCx<'_>) -> Ran {
+    let r = Registration::support(cx.name, generation(cx), None, &[]);
+    register(cx, r, "no lane".into()).unwrap_or_else(|| Outcome::Done.into())
+}
+
+/// The tenant withdrawn from the control plane's registry, last of its
+/// offboarding. Unmanaged, it was never registered.
+fn withdraw(cx: &StepCx<'_>) -> Ran {
+    register(cx, tenant_record(cx, false), "withdrawn".into())
+        .unwrap_or_else(|| Outcome::Done.into())
 }
 
 /// Tells the tenant's Fleet that its rollout gate opened: the sync applies

@@ -78,6 +78,9 @@ pub struct UpstreamConfig {
     pub fs_helper: crate::agentfs::helper::HelperOpts,
     /// Largest copy (file bytes) accepted in either direction.
     pub fs_max_bytes: u64,
+    /// The tenant registrations the tenant sagas ask for; the connection
+    /// sends them and hands back the acks (shared with the tenant engine).
+    pub registrations: super::registrations::Registrations,
 }
 
 impl std::fmt::Debug for UpstreamConfig {
@@ -132,6 +135,7 @@ impl UpstreamConfig {
                 .collect(),
             fs_helper: crate::agentfs::helper::HelperOpts::default(),
             fs_max_bytes: crate::agentfs::tarstream::Limits::default().max_bytes,
+            registrations: super::registrations::Registrations::new(),
         }
     }
 

@@ -12,7 +12,8 @@
 //! Modules: `config` (env), `tracker` (watch events -> deltas, pure),
 //! `outbox` (frame ordering and chunking, pure), `backoff` (pure), `health`,
 //! `actions` (commands and pod control through the CRDs), `monitor` (the
-//! `wedged-upstream` monitor, pure), `conn` (the loop). The bounded alert
+//! `wedged-upstream` monitor, pure), `registrations` (tenant records for
+//! the control plane and their acks), `conn` (the loop). The bounded alert
 //! buffer it drains is [`crate::alerts`], below it.
 
 pub mod actions;
@@ -23,6 +24,7 @@ pub mod conn;
 pub mod health;
 pub mod monitor;
 pub mod outbox;
+pub mod registrations;
 pub mod tracker;
 
 pub use crate::wire::{Alert, Severity};

@@ -14,11 +14,16 @@ mod alert;
 pub mod close;
 pub mod fs;
 mod parse;
+mod registry;
 mod resource;
 pub mod token;
 pub use alert::{Alert, AlertAck, AlertError, AlertState, Severity, limits as alert_limits};
 pub use fs::{FsAbort, FsChunk, FsChunkAck};
 pub use parse::FrameError;
+pub use registry::{
+    RecordKind, RegisterAck, Registration, RegistrationError, SupportLane, TenantRegister,
+    limits as registry_limits,
+};
 pub use resource::{Resource, ResourceKey, ResourceKind};
 
 /// The protocol version this build speaks.
@@ -41,9 +46,12 @@ pub enum Frame {
     CommandResult(CommandResult),
     Audit(AuditRecord),
     Alert(Alert),
+    TenantRegister(TenantRegister),
+    SupportLane(SupportLane),
     // ------------------------------------------------ server -> client
     Welcome(Welcome),
     AlertAck(AlertAck),
+    RegisterAck(RegisterAck),
     Command(CommandRequest),
     PodControl(PodControlRequest),
     AttachOpen(AttachOpen),
@@ -68,8 +76,11 @@ impl Frame {
             Frame::CommandResult(_) => "command_result",
             Frame::Audit(_) => "audit",
             Frame::Alert(_) => "alert",
+            Frame::TenantRegister(_) => "tenant_register",
+            Frame::SupportLane(_) => "support_lane",
             Frame::Welcome(_) => "welcome",
             Frame::AlertAck(_) => "alert_ack",
+            Frame::RegisterAck(_) => "register_ack",
             Frame::Command(_) => "command",
             Frame::PodControl(_) => "pod_control",
             Frame::AttachOpen(_) => "attach_open",
@@ -145,6 +156,11 @@ pub struct Welcome {
     /// sends none otherwise.
     #[serde(default)]
     pub accepts_tenants: bool,
+    /// The server takes `tenant_register` and `support_lane` frames and
+    /// answers them with `register_ack`. A client sends none otherwise;
+    /// its tenant sagas wait at the steps that need them.
+    #[serde(default)]
+    pub accepts_registrations: bool,
 }
 
 /// One chunk of a snapshot. Chunks of one snapshot share `snapshot_id`, are

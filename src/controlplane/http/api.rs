@@ -140,6 +140,18 @@ pub async fn active_alerts(State(app): State<Arc<App>>, Path(name): Path<String>
     }
 }
 
+/// A deployment's tenants as its operator registered them (enrollment and
+/// support lane), by name.
+pub async fn tenants(State(app): State<Arc<App>>, Path(name): Path<String>) -> Response {
+    if let Some(r) = unknown(&app, &name).await {
+        return r;
+    }
+    match app.store.list_tenants(&name).await {
+        Ok(rows) => Json(json!({ "count": rows.len(), "tenants": rows })).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
 pub async fn stats(State(app): State<Arc<App>>) -> Response {
     Json(app.stats.to_json()).into_response()
 }

@@ -198,6 +198,7 @@ mod tests {
             ("/api/v1/deployments/prod/audit", None),
             ("/api/v1/deployments/prod/alerts", None),
             ("/api/v1/deployments/prod/alerts/active", None),
+            ("/api/v1/deployments/prod/tenants", None),
             ("/api/v1/deployments", None),
             ("/api/v1/deployments/", None),
             ("/deployments/prod", None),

@@ -6,6 +6,7 @@ mod alerts;
 mod audit;
 mod deployment;
 mod health;
+mod tenants;
 mod tokens;
 
 pub use alerts::{
@@ -15,4 +16,5 @@ pub use alerts::{
 pub use audit::{AuditRow, NewAudit};
 pub use deployment::DeploymentView;
 pub use health::{Health, Thresholds};
+pub use tenants::{SupportRecord, TENANT_COLUMNS, TenantRecord, tenant_record};
 pub use tokens::{ADMIN_TOKEN_PREFIX, AdminTokenInfo, Authenticated, DeploymentRow, TokenInfo};

@@ -28,10 +28,10 @@ pub use error::StoreError;
 use super::bus::{Bus, Change};
 use super::model::{
     ADMIN_TOKEN_PREFIX, ActiveAlert, AdminTokenInfo, AlertRow, AlertSummary, AuditRow,
-    Authenticated, DeploymentRow, NewAudit, Origin, TokenInfo,
+    Authenticated, DeploymentRow, NewAudit, Origin, TenantRecord, TokenInfo,
 };
 use crate::wire::token::SecretToken;
-use crate::wire::{Alert, Severity, now_ms};
+use crate::wire::{Alert, Registration, Severity, now_ms};
 
 /// Where the data lives.
 #[derive(Clone)]
@@ -260,6 +260,20 @@ impl Store {
             self.bus.publish(Change::Deployment(d));
         }
         Ok(new)
+    }
+
+    /// Stores a tenant registration (`tenant_register`, `support_lane`),
+    /// unless a newer record of its kind is stored for the tenant: either
+    /// way the operator may be told it is stored.
+    pub async fn register(&self, deployment: &str, r: &Registration) -> Result<(), StoreError> {
+        on_backend!(self.register(deployment, r))?;
+        self.bus.publish(Change::Deployment(deployment.to_owned()));
+        Ok(())
+    }
+
+    /// A deployment's registered tenants, by name.
+    pub async fn list_tenants(&self, deployment: &str) -> Result<Vec<TenantRecord>, StoreError> {
+        on_backend!(self.list_tenants(deployment))
     }
 
     /// Up to `limit` alerts of a deployment received before the alert

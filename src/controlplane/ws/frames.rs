@@ -6,7 +6,7 @@ use tracing::{info, warn};
 use super::{ORD, Outcome, Session};
 use crate::controlplane::live::ToSocket;
 use crate::controlplane::model::{NewAudit, Origin, Source};
-use crate::wire::{Alert, AlertAck, Frame, close};
+use crate::wire::{Alert, AlertAck, Frame, RegisterAck, Registration, close};
 
 impl Session {
     /// Stores a valid alert and acknowledges it, also when it was stored
@@ -30,6 +30,26 @@ impl Session {
                 }
             }
             Err(e) => warn!(deployment = %dep, error = %e, "alert write failed; not acknowledged"),
+        }
+    }
+
+    /// Stores a valid tenant registration and acknowledges it (also a
+    /// resend, and one a newer record of its kind supersedes). A failed
+    /// write is not acknowledged: the operator sends it again.
+    async fn store_registration(&self, dep: &str, r: &Registration) {
+        match self.app.store.register(dep, r).await {
+            Ok(()) => {
+                info!(deployment = %dep, tenant = %r.tenant_name(), kind = ?r.kind(), generation = r.generation(), "tenant registration");
+                if let Some(out) = self.out.as_ref().and_then(|w| w.upgrade()) {
+                    let ack = Frame::RegisterAck(RegisterAck {
+                        id: r.id().to_owned(),
+                    });
+                    let _ = out.send(ToSocket::Send(Box::new(ack)));
+                }
+            }
+            Err(e) => {
+                warn!(deployment = %dep, error = %e, "tenant registration write failed; not acknowledged");
+            }
         }
     }
 
@@ -84,6 +104,23 @@ impl Session {
                     None => None,
                 },
             },
+            f @ (Frame::TenantRegister(_) | Frame::SupportLane(_)) => {
+                let r = match f {
+                    Frame::TenantRegister(t) => Registration::Tenant(t),
+                    Frame::SupportLane(l) => Registration::Support(l),
+                    _ => return Ok(()),
+                };
+                match r.validate() {
+                    Err(e) => Some(Err(e.to_string())),
+                    Ok(()) => match self.app.live.with_session(&dep, &self.session, |_| ()) {
+                        Some(()) => {
+                            self.store_registration(&dep, &r).await;
+                            Some(Ok(()))
+                        }
+                        None => None,
+                    },
+                }
+            }
             f @ (Frame::FsChunk(_) | Frame::FsChunkAck(_) | Frame::FsAbort(_)) => {
                 self.app.transfers.deliver(&dep, f);
                 self.app.live.with_session(&dep, &self.session, |_| Ok(()))
@@ -98,7 +135,8 @@ impl Session {
             | Frame::PodControl(_)
             | Frame::AttachOpen(_)
             | Frame::AttachResize(_)
-            | Frame::AlertAck(_) => {
+            | Frame::AlertAck(_)
+            | Frame::RegisterAck(_) => {
                 self.app.stats.frames_rejected.fetch_add(1, ORD);
                 return Err(Outcome::Close(
                     close::PROTOCOL_ERROR,

@@ -300,6 +300,7 @@ impl Session {
             accepts_alerts: true,
             accepts_rollouts: true,
             accepts_tenants: true,
+            accepts_registrations: true,
         });
         // With replicas, the database decides who holds the deployment; the
         // claim and the registration here happen in one order per

@@ -35,7 +35,10 @@ pub use lifecycle::{
     DEFAULT_AGENTFS_NAME, DEFAULT_OFFBOARD_GRACE, DefaultAgentFs, MAX_UID, MIN_UID, Retention,
     StorageSpec, SupportSpec, UidRange,
 };
-pub use resource::{Tenant, TenantOperation, TenantPhase, TenantResourceSpec, TenantStatus};
+pub use resource::{
+    ControlPlaneAcks, RegistrationAck, Tenant, TenantOperation, TenantPhase, TenantResourceSpec,
+    TenantStatus,
+};
 
 pub const KIND_TENANT: &str = "Tenant";
 /// The file that holds it, in the tenant's folder.

@@ -118,6 +118,37 @@ pub struct TenantStatus {
     pub offboard_started_at: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The control plane's acknowledgements of the tenant's records
+    /// (managed installations only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane: Option<ControlPlaneAcks>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// What the control plane acknowledged storing for this tenant, newest
+/// per record.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlPlaneAcks {
+    /// The tenant's enrollment (or its withdrawal, when offboarded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enrollment: Option<RegistrationAck>,
+    /// Its support lane (or that it has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub support_lane: Option<RegistrationAck>,
+}
+
+/// One acknowledged record.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistrationAck {
+    /// The record's id, as the control plane acknowledged it.
+    pub id: String,
+    /// The Tenant generation the record is for.
+    pub generation: i64,
+    /// What was registered: `enrolled`, `withdrawn`, `lane <name>` or
+    /// `no lane`.
+    pub record: String,
+    pub acked_at: Time,
 }

@@ -111,6 +111,11 @@ fn a_change_runs_the_steps_it_touches() {
             with(&|s| s.support.as_mut().unwrap().contacts.push("ops@x".into())),
             vec!["support-registered", "status-projected"],
         ),
+        (
+            "support removed",
+            with(&|s| s.support = None),
+            vec!["support-unregistered", "status-projected"],
+        ),
     ];
     for (what, new, want) in cases {
         assert_eq!(names(&change(&old, &new)), want, "{what}");
@@ -128,6 +133,7 @@ fn offboarding_revokes_keys_first_and_deletes_the_namespace_last() {
             "support-unregistered",
             "data-retained",
             "namespace-deleted",
+            "enrollment-withdrawn",
             "status-projected"
         ]
     );
@@ -146,6 +152,7 @@ fn offboarding_revokes_keys_first_and_deletes_the_namespace_last() {
             "keys-revoked",
             "data-deleted",
             "namespace-deleted",
+            "enrollment-withdrawn",
             "status-projected"
         ]
     );

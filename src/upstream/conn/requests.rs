@@ -31,6 +31,7 @@ pub(super) struct Requests {
     fs_helper: HelperOpts,
     fs_max_bytes: u64,
     alerts: AlertQueue,
+    registrations: crate::upstream::registrations::Registrations,
 }
 
 impl Requests {
@@ -49,6 +50,7 @@ impl Requests {
             fs_helper: cfg.fs_helper.clone(),
             fs_max_bytes: cfg.fs_max_bytes,
             alerts,
+            registrations: cfg.registrations.clone(),
         }
     }
 
@@ -176,6 +178,11 @@ impl Requests {
             Frame::AlertAck(a) => {
                 if !self.alerts.ack(&a.id) {
                     debug!(id = %a.id, "ack for an alert not held");
+                }
+            }
+            Frame::RegisterAck(a) => {
+                if !self.registrations.ack(&a.id) {
+                    debug!(id = %a.id, "ack for a registration not held");
                 }
             }
             other => debug!(kind = other.kind(), "ignored frame from the control plane"),

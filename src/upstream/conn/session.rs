@@ -14,7 +14,7 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::{info, warn};
 
 use super::requests::Requests;
-use super::writer::{WriteError, send, writer};
+use super::writer::{Held, WriteError, send, writer};
 use super::{End, Events, Out, classify_close, retry, silence};
 use crate::alerts::AlertQueue;
 use crate::upstream::config::UpstreamConfig;
@@ -177,6 +177,15 @@ impl Ctx {
             }
             None
         };
+        // Likewise the tenant registrations; an older control plane gets
+        // none, and the sagas waiting on them say why.
+        cfg.registrations.connected(welcome.accepts_registrations);
+        if !welcome.accepts_registrations && !cfg.registrations.is_empty() {
+            warn!(
+                registrations = cfg.registrations.len(),
+                "upstream: the control plane does not take tenant registrations; holding them"
+            );
+        }
         let writer = tokio::spawn(writer(
             sink,
             ctl_rx,
@@ -185,7 +194,10 @@ impl Ctx {
             count.clone(),
             self.health.clone(),
             outbox,
-            alerts,
+            Held {
+                alerts,
+                registrations: cfg.registrations.clone(),
+            },
         ));
         let mut link = Link {
             requests: Requests::new(
@@ -225,6 +237,7 @@ impl Ctx {
             },
         };
         link.requests.abort_all();
+        cfg.registrations.disconnected();
         let goodbye = match &end {
             End::Shutdown => Some("operator shutting down"),
             End::Redial(_) => Some("token rotated; reconnecting"),

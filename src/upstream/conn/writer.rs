@@ -16,6 +16,7 @@ use crate::alerts::AlertQueue;
 use crate::upstream::actions;
 use crate::upstream::health::HealthHandle;
 use crate::upstream::outbox::{DataItem, Outbox};
+use crate::upstream::registrations::Registrations;
 use crate::wire::{self, AuditRecord, CommandAck, CommandResult, Frame, Heartbeat, close};
 
 /// Why a frame could not go out; the session retries the connection with
@@ -95,9 +96,6 @@ where
         .map_err(WriteError::Write)
 }
 
-/// Sends control frames first, heartbeats on time, alerts once the first
-/// snapshot is out (`alerts` is `None` when the control plane takes none),
-/// and data frames from the outbox in between.
 /// Sends a close frame (best effort: the peer may be gone already).
 async fn close_with<W>(sink: &mut W, code: u16, reason: String)
 where
@@ -111,6 +109,17 @@ where
         .await;
 }
 
+/// What waits for a connection beyond the resources: alerts (`None` when
+/// the control plane takes none) and tenant registrations (the book sends
+/// none to a control plane that does not take them).
+pub(super) struct Held {
+    pub alerts: Option<AlertQueue>,
+    pub registrations: Registrations,
+}
+
+/// Sends control frames first, heartbeats on time, alerts and tenant
+/// registrations once the first snapshot is out, and data frames from the
+/// outbox in between.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn writer<W>(
     mut sink: W,
@@ -120,7 +129,7 @@ pub(super) async fn writer<W>(
     count: Arc<AtomicU64>,
     health: HealthHandle,
     mut outbox: Outbox,
-    alerts: Option<AlertQueue>,
+    held: Held,
 ) -> Result<(), WriteError>
 where
     W: futures::Sink<Message, Error = tungstenite::Error> + Unpin,
@@ -138,6 +147,10 @@ where
     // The control plane learns the cluster's state from the first snapshot;
     // alerts about it follow.
     let mut snapshot_sent = false;
+    let Held {
+        alerts,
+        registrations,
+    } = held;
     let alert_wake = async |q: &Option<AlertQueue>| match q {
         Some(q) => q.queued().await,
         None => std::future::pending().await,
@@ -160,6 +173,10 @@ where
         }
         if snapshot_sent && let Some(a) = alerts.as_ref().and_then(AlertQueue::next_to_send) {
             send(&mut sink, &Frame::Alert(a)).await?;
+            continue;
+        }
+        if snapshot_sent && let Some(r) = registrations.next_to_send() {
+            send(&mut sink, &r.frame()).await?;
             continue;
         }
         while outbox.queued() < 256 {
@@ -193,6 +210,7 @@ where
             _ = hb.tick() => send(&mut sink, &heartbeat(&count)).await?,
             // Loops back to the top, which sends it.
             _ = alert_wake(&alerts), if snapshot_sent => {}
+            () = registrations.queued(), if snapshot_sent => {}
             item = data_rx.recv() => match item {
                 Some(item) => outbox.push(item),
                 None => return Ok(()),

@@ -22,6 +22,7 @@ mod admin;
 mod alerts;
 mod audit;
 pub mod schema;
+mod tenants;
 mod tokens;
 
 use std::str::FromStr;

@@ -107,7 +107,29 @@ pub const MIGRATIONS: &[&str] = &[
     ",
     // 2: the replicas, their leases and who holds which connection.
     REPLICAS,
+    // 3: the tenant registry.
+    TENANTS,
 ];
+
+/// Version 3: the tenant registry, one row per tenant of a deployment
+/// (its enrollment and its support lane, each with the generation it is
+/// for).
+const TENANTS: &str = "
+CREATE TABLE tenants (
+    deployment TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    enrolled BOOLEAN NOT NULL DEFAULT false,
+    tier TEXT NOT NULL DEFAULT '',
+    wave TEXT NOT NULL DEFAULT '',
+    generation BIGINT NOT NULL DEFAULT -1,
+    updated_ms BIGINT NOT NULL,
+    lane TEXT,
+    contacts TEXT,
+    lane_generation BIGINT NOT NULL DEFAULT -1,
+    lane_updated_ms BIGINT,
+    PRIMARY KEY (deployment, tenant)
+);
+";
 
 /// Version 2: the replicas, their leases and who holds which connection
 /// (read and written by `crate::controlplane::replica`).

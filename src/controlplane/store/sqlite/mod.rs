@@ -16,6 +16,7 @@ mod admin;
 mod alerts;
 mod audit;
 mod schema;
+mod tenants;
 mod tokens;
 
 use std::path::Path;

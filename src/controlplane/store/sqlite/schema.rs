@@ -68,7 +68,8 @@ type Migration = fn(&rusqlite::Transaction<'_>) -> rusqlite::Result<()>;
 /// to the end, never change one that shipped.
 const MIGRATIONS: &[Migration] = &[
     // 1: alert keys and states, the active set.
-    migrate_v1,
+    migrate_v1, // 2: the tenant registry.
+    migrate_v2,
 ];
 
 /// Runs the migrations a database has not had, each in an immediate
@@ -119,6 +120,28 @@ fn migrate_v1(tx: &Transaction<'_>) -> rusqlite::Result<()> {
             message TEXT NOT NULL,
             alert_state TEXT NOT NULL DEFAULT 'firing',
             PRIMARY KEY (deployment, alert_key)
+        );",
+    )
+}
+
+/// Schema version 2: the tenant registry, one row per tenant of a
+/// deployment (its enrollment and its support lane, each with the
+/// generation it is for).
+fn migrate_v2(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS tenants (
+            deployment TEXT NOT NULL,
+            tenant TEXT NOT NULL,
+            enrolled INTEGER NOT NULL DEFAULT 0,
+            tier TEXT NOT NULL DEFAULT '',
+            wave TEXT NOT NULL DEFAULT '',
+            generation INTEGER NOT NULL DEFAULT -1,
+            updated_ms INTEGER NOT NULL,
+            lane TEXT,
+            contacts TEXT,
+            lane_generation INTEGER NOT NULL DEFAULT -1,
+            lane_updated_ms INTEGER,
+            PRIMARY KEY (deployment, tenant)
         );",
     )
 }
