@@ -295,3 +295,181 @@ async fn a_control_plane_older_than_the_kind_gets_no_tenants() {
     assert!(seen.iter().all(|(k, _)| k != "Tenant"), "{seen:?}");
     assert!(c.log().contains("does not take Tenants"), "{}", c.log());
 }
+
+/// The Tenant `name`, once `check` holds (panics with the operator's log
+/// after `secs`).
+async fn tenant_when(
+    api: &Api<Tenant>,
+    name: &str,
+    what: &str,
+    op: &support::fleet::Operator,
+    secs: u64,
+    check: impl Fn(&Tenant) -> bool,
+) -> Tenant {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Ok(Some(t)) = api.get_opt(name).await
+            && check(&t)
+        {
+            return t;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Tenant {name} {what}: {:#?}\n{}",
+            api.get_opt(name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|t| t.status),
+            support::fleet::tail(&op.log())
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Managed, an onboarding registers the tenant with the control plane
+/// (its identity step) and then its support lane, each step Done only
+/// once the control plane acknowledged storing the record, and the acks
+/// are kept in the Tenant's status; the control plane lists the tenant.
+/// Offboarding unregisters the lane and withdraws the tenant last.
+#[tokio::test]
+async fn a_managed_tenant_is_registered_with_its_lane_and_withdrawn_when_offboarded() {
+    use exo::crd::tenant::TenantPhase;
+    use support::fleet::{Fixture, Operator, example_files};
+    let mut files = example_files("ur");
+    let path = "manifests/ur-initech/tenant.yaml";
+    let text = String::from_utf8(files[path].clone()).unwrap()
+        + "  support: {lane: initech-desk, contacts: [\"ops@initech.test\"]}\n";
+    files.insert(path.into(), text.into_bytes());
+    let folder: Vec<String> = files
+        .keys()
+        .filter(|k| k.starts_with("manifests/ur-initech/"))
+        .cloned()
+        .collect();
+    let fx = Fixture::new("ur", files).await;
+    let cp = ControlPlane::start(&[]);
+    let token = cp.create_deployment("ur");
+    let op = Operator::start_env(
+        &fx.ns.name,
+        &support::env().kubeconfig,
+        "ur-a",
+        &[],
+        &[
+            ("AUTONOMIC_MANAGED", "true"),
+            ("AUTONOMIC_BASE_URL", &cp.base),
+            ("AUTONOMIC_AUTH_TOKEN", &token),
+        ],
+    );
+    let api = Api::<Tenant>::all(fx.ns.client.clone());
+    let name = "ur-initech";
+    let t = tenant_when(&api, name, "Active", &op, 150, |t| {
+        t.status
+            .as_ref()
+            .is_some_and(|s| s.phase == Some(TenantPhase::Active))
+    })
+    .await;
+    let st = t.status.unwrap();
+    let names: Vec<&str> = st.steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "identity-enrolled",
+            "state-provisioned",
+            "rollout-verified",
+            "support-registered",
+            "status-projected"
+        ]
+    );
+    let acks = st.control_plane.expect("the control plane's acks");
+    let enrolled = acks.enrollment.expect("the enrollment's ack");
+    let lane = acks.support_lane.expect("the lane's ack");
+    assert_eq!(enrolled.record, "enrolled");
+    assert_eq!(lane.record, "lane initech-desk");
+    assert_eq!(Some(enrolled.generation), t.metadata.generation);
+    assert_eq!(enrolled.id.len(), 32);
+    // What the control plane stored.
+    let (code, body) = cp.get("/api/v1/deployments/ur/tenants");
+    assert_eq!(code, 200, "{body}");
+    let row = body["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["tenant"] == name)
+        .unwrap_or_else(|| panic!("{name} is not listed: {body}"))
+        .clone();
+    assert_eq!(row["enrolled"], true, "{row}");
+    assert_eq!(row["support"]["lane"], "initech-desk", "{row}");
+    assert_eq!(
+        row["support"]["contacts"],
+        json!(["ops@initech.test"]),
+        "{row}"
+    );
+    // Every tenant of the fleet is enrolled, not only the one with a lane.
+    for other in ["ur-acme", "ur-globex", "ur-platform", "ur-umbrella"] {
+        tenant_when(&api, other, "Active", &op, 150, |t| {
+            t.status
+                .as_ref()
+                .is_some_and(|s| s.phase == Some(TenantPhase::Active))
+        })
+        .await;
+    }
+    let (_, body) = cp.get("/api/v1/deployments/ur/tenants");
+    assert_eq!(body["count"], 5, "{body}");
+    assert!(
+        body["tenants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["enrolled"] == true),
+        "{body}"
+    );
+
+    // Offboarding: the folder goes from git; the namespace is let go at
+    // once; the lane is unregistered and the tenant withdrawn.
+    let gone: Vec<(&str, Option<&[u8]>)> = folder.iter().map(|p| (p.as_str(), None)).collect();
+    fx.push(&gone, "offboard initech");
+    fx.request_sync().await;
+    tenant_when(&api, name, "offboarding", &op, 60, |t| t.spec.offboarding).await;
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"metadata": {"annotations": {exo::meta::ANNOTATION_OFFBOARD_CONFIRM: "true"}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let t = tenant_when(&api, name, "Offboarded", &op, 150, |t| {
+        t.status
+            .as_ref()
+            .is_some_and(|s| s.phase == Some(TenantPhase::Offboarded))
+    })
+    .await;
+    let st = t.status.unwrap();
+    let names: Vec<&str> = st.steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "rollout-stopped",
+            "keys-revoked",
+            "support-unregistered",
+            "data-retained",
+            "namespace-deleted",
+            "enrollment-withdrawn",
+            "status-projected"
+        ]
+    );
+    let acks = st.control_plane.unwrap();
+    assert_eq!(acks.enrollment.unwrap().record, "withdrawn");
+    assert_eq!(acks.support_lane.unwrap().record, "no lane");
+    let (_, body) = cp.get("/api/v1/deployments/ur/tenants");
+    let row = body["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["tenant"] == name)
+        .unwrap()
+        .clone();
+    assert_eq!(row["enrolled"], false, "{row}");
+    assert!(row["support"].is_null(), "{row}");
+}
