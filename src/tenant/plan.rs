@@ -162,6 +162,8 @@ pub fn onboard(spec: &TenantSpec) -> Vec<TenantStep> {
 ///   and verified (the uid range is in their security context);
 /// - models or capabilities: new keys minted, the pods that use them
 ///   rolled and verified, and only then the old keys revoked;
+/// - tier, wave: the tenant registered again first (the control plane's
+///   registry holds both; unmanaged this only applies the namespace again);
 /// - wave: the Rollout follows its new wave's release, verified;
 /// - support: the lane registered again (or unregistered, when the
 ///   tenant no longer declares one).
@@ -174,6 +176,10 @@ pub fn change(old: &TenantSpec, new: &TenantSpec) -> Vec<TenantStep> {
     let wave = old.wave != new.wave;
     let support = old.support != new.support;
     let mut out = Vec::new();
+    // The control plane's registry holds the tier and the wave.
+    if old.tier != new.tier || wave {
+        out.push(TenantStep::Enroll);
+    }
     if provision {
         out.push(TenantStep::Provision);
     }

@@ -82,6 +82,16 @@ fn a_change_runs_the_steps_it_touches() {
             ],
         ),
         (
+            "tier",
+            with(&|s| s.tier = Some("premium".into())),
+            vec![
+                "identity-enrolled",
+                "state-provisioned",
+                "rollout-verified",
+                "status-projected",
+            ],
+        ),
+        (
             "quota",
             with(&|s| {
                 s.storage = Some(StorageSpec {
@@ -104,7 +114,7 @@ fn a_change_runs_the_steps_it_touches() {
         (
             "wave",
             with(&|s| s.wave = Some("canary".into())),
-            vec!["rollout-verified", "status-projected"],
+            vec!["identity-enrolled", "rollout-verified", "status-projected"],
         ),
         (
             "support",
