@@ -76,6 +76,7 @@ async fn wedging_peer() -> (String, Arc<Mutex<Vec<String>>>) {
                 accepts_alerts: false,
                 accepts_rollouts: false,
                 accepts_tenants: false,
+                accepts_registrations: false,
             });
             ws.send(Message::Text(welcome.to_json().unwrap().into()))
                 .await

@@ -38,7 +38,7 @@ pub async fn raw_client(cp: &ControlPlane, token: &str) -> Socket {
     send(&mut ws, &hello).await;
     match next_frame(&mut ws).await {
         Frame::Welcome(w) => assert!(
-            w.accepts_alerts && w.accepts_rollouts && w.accepts_tenants,
+            w.accepts_alerts && w.accepts_rollouts && w.accepts_tenants && w.accepts_registrations,
             "{w:?}"
         ),
         other => panic!("expected welcome, got {other:?}"),
