@@ -321,7 +321,21 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, ns: &str, policy: Policy) -> Optio
             tenants,
         }));
     }
-    let changed = match apply_tenants(ctx, f, ns, &loaded, &tenants, &checkout.commit).await {
+    let fresh = Arc::new(Loaded {
+        commit: checkout.commit.clone(),
+        fleet: loaded,
+        policy,
+        tenants,
+    });
+    let key = format!("{ns}/{}", f.name_any());
+    let applied = ctx
+        .state
+        .publish_then(key, fresh.clone(), |l| async move {
+            apply_tenants(ctx, f, ns, &l.fleet, &l.tenants, &l.commit).await
+        })
+        .await;
+    let loaded = &fresh.fleet;
+    let changed = match applied {
         Ok(n) => n,
         Err(e) => {
             set_fleet_status(op, f, ns, fail(status, e.reason(), e.to_string())).await;
@@ -356,12 +370,7 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, ns: &str, policy: Policy) -> Optio
     );
     status.conditions = vec![ready(true, "Applied", message, generation)];
     set_fleet_status(op, f, ns, status).await;
-    Some(Arc::new(Loaded {
-        commit: checkout.commit,
-        fleet: loaded,
-        policy,
-        tenants,
-    }))
+    Some(fresh)
 }
 
 fn tenant_labels(tenant: &str, fleet: &str, fleet_ns: &str) -> BTreeMap<String, String> {
@@ -381,6 +390,21 @@ fn body_hash(v: &impl serde::Serialize) -> String {
 }
 
 impl State {
+    /// Makes `loaded` the Fleet `key`'s sync, then runs `apply` on it (the
+    /// writes of its Tenants, AgentFS and Rollout specs). In this order,
+    /// so a Rollout woken by the spec the apply writes finds its target
+    /// already here, instead of finding the last commit's and looking
+    /// again later. An apply that fails keeps it: the commit passed its
+    /// checks, and the next sync writes what is missing.
+    async fn publish_then<T, F, Fut>(&self, key: String, loaded: Arc<Loaded>, apply: F) -> T
+    where
+        F: FnOnce(Arc<Loaded>) -> Fut,
+        Fut: std::future::Future<Output = T>,
+    {
+        self.loaded.write().await.insert(key, loaded.clone());
+        apply(loaded).await
+    }
+
     /// Whether `body` differs from what this process last applied as `key`
     /// (and, if so, remembers it as applied once `apply` succeeds).
     fn unchanged(&self, key: &str, hash: &str) -> bool {
@@ -560,5 +584,47 @@ mod tests {
             fetch(t0 + hour, 1, Some("a")).not_due(Some(&last), hour),
             None
         );
+    }
+
+    /// The order the issue of a 1 s stall was about: a Rollout woken by
+    /// the spec the sync writes must find the new target already
+    /// published, so the publication comes first.
+    #[tokio::test]
+    async fn the_sync_is_published_before_its_specs_are_written() {
+        let fleet =
+            || crate::fleet::load(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap();
+        let loaded = |commit: &str| {
+            Arc::new(Loaded {
+                commit: commit.to_owned(),
+                fleet: fleet(),
+                policy: Policy {
+                    interval: Duration::from_secs(60),
+                    prune: true,
+                    suspend: false,
+                    reverify: Duration::from_secs(60),
+                    drift: Default::default(),
+                },
+                tenants: BTreeMap::new(),
+            })
+        };
+        let state = State::default();
+        let key = "ns/fleet".to_owned();
+        state
+            .loaded
+            .write()
+            .await
+            .insert(key.clone(), loaded("old"));
+        let seen = state
+            .publish_then(key.clone(), loaded("new"), |l| {
+                let state = &state;
+                let key = key.clone();
+                async move {
+                    // What a Rollout woken by a spec written now reads.
+                    let now = state.loaded.read().await.get(&key).cloned();
+                    (l.commit.clone(), now.map(|n| n.commit.clone()))
+                }
+            })
+            .await;
+        assert_eq!(seen, ("new".to_owned(), Some("new".to_owned())));
     }
 }
