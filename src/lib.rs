@@ -15,6 +15,8 @@ pub mod controlplane;
 pub mod crd;
 pub mod duration;
 pub mod fleet;
+/// Review on a forge: a branch's pull request on a Gitea-compatible API.
+pub mod forge;
 /// Entry points shared by the cargo-fuzz targets (`fuzz/`) and the corpus replay test.
 pub mod fuzzing;
 /// Every label, annotation, finalizer and field-manager name, in one place.

@@ -1,11 +1,13 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a test failure
-//! Tenant lifecycle sagas end to end: a real git server holds the fleet, a
-//! real `exo operator run` follows it, the real apiserver (with its quota
+//! Tenant lifecycle sagas end to end: a real git server holds the fleet (a
+//! real Gitea, for the reviews through pull requests), a real
+//! `exo operator run` follows it, the real apiserver (with its quota
 //! and namespace controllers) and kwok run the tenants, and a small
 //! LiteLLM-compatible key server, started here, records every key call.
 //!
-//! - onboarding through `exo tenant onboard` on a review branch, merged;
-//!   every step Done in order; keys only in the tenant's Secret; offboarding
+//! - onboarding through `exo tenant onboard`: a pull request on Gitea,
+//!   opened again harmlessly, merged there; every step Done in order; keys
+//!   only in the tenant's Secret; offboarding through a pull request too
 //!   revokes them before the namespace, a restore before the grace period
 //!   brings the tenant back, `--confirm` lets the namespace go;
 //! - no key actuator: the saga waits at the access step, and resumes when
@@ -110,7 +112,9 @@ async fn secret(fx: &Fixture, ns: &str, name: &str) -> Option<Secret> {
 #[tokio::test]
 async fn onboarded_from_the_cli_through_a_merge_offboarded_restored_and_confirmed() {
     let _serial = SERIAL.lock().await;
-    let fx = Fixture::new("tn", example_files("tn")).await;
+    let fx = Fixture::on_gitea("tn", example_files("tn")).await;
+    let forge = fx.gitea.as_ref().unwrap();
+    let forge_env = forge.gitea.cli_env();
     let kubeconfig = support::env().kubeconfig.clone();
     let op = Operator::start(&fx.ns.name, &kubeconfig, "tn-a");
     let client = fx.ns.client.clone();
@@ -140,8 +144,9 @@ async fn onboarded_from_the_cli_through_a_merge_offboarded_restored_and_confirme
     )
     .await;
 
-    // Onboard: a branch for review; nothing happens until it is merged.
-    let o = fx.exo(&[
+    // Onboard: a pull request on the forge; nothing happens until it is
+    // merged.
+    let onboard = [
         "tenant",
         "onboard",
         &name,
@@ -151,13 +156,45 @@ async fn onboarded_from_the_cli_through_a_merge_offboarded_restored_and_confirme
         "gpt-4o-mini",
         "--capabilities",
         "search",
-    ]);
+    ];
+    let o = fx.exo_env(&onboard, &forge_env);
     assert!(o.status.success(), "{}", out(&o));
+    let branch = format!("exo/onboard-{name}");
+    let pull = forge.open_pull_from(&branch);
+    let number = pull["number"].as_u64().unwrap();
     assert!(
-        out(&o).contains(&format!("exo/onboard-{name}")),
+        out(&o).contains(&branch)
+            && out(&o).contains(&format!(
+                "pull request #{number} opened: {}",
+                pull["html_url"].as_str().unwrap()
+            )),
         "{}",
         out(&o)
     );
+    assert_eq!(pull["base"]["ref"], "main");
+    assert!(
+        pull["title"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("Onboard tenant {name}: tier standard")),
+        "{pull:#}"
+    );
+    assert!(
+        pull["body"]
+            .as_str()
+            .unwrap()
+            .contains("Merging this is the approval"),
+        "{pull:#}"
+    );
+    // Running it again opens nothing new: it finds the pull request.
+    let o = fx.exo_env(&onboard, &forge_env);
+    assert!(o.status.success(), "{}", out(&o));
+    assert!(
+        out(&o).contains(&format!("pull request #{number} already open")),
+        "{}",
+        out(&o)
+    );
+    assert_eq!(forge.open_pulls().len(), 1);
     fx.request_sync().await;
     // The example's own tenants get theirs: the sync has run.
     wait_tenant(
@@ -175,10 +212,7 @@ async fn onboarded_from_the_cli_through_a_merge_offboarded_restored_and_confirme
     );
 
     // The merge is the approval.
-    git(
-        &fx.root(),
-        &["push", "-q", "origin", &format!("exo/onboard-{name}:main")],
-    );
+    forge.merge(number);
     fx.request_sync().await;
     let t = wait_tenant(&fx, &name, "Active", &op, Duration::from_secs(120), |t| {
         phase_is(t, TenantPhase::Active)
@@ -341,10 +375,19 @@ async fn onboarded_from_the_cli_through_a_merge_offboarded_restored_and_confirme
     ]);
     assert!(audit.status.success(), "{}", out(&audit));
 
-    // Offboard: the folder removed (directly this time).
+    // Offboard: the folder removed, through a pull request too.
     git(&fx.root(), &["pull", "-q", "--ff-only", "origin", "main"]);
-    let o = fx.exo(&["tenant", "offboard", &name, "--direct"]);
+    let o = fx.exo_env(&["tenant", "offboard", &name], &forge_env);
     assert!(o.status.success(), "{}", out(&o));
+    let pull = forge.open_pull_from(&format!("exo/offboard-{name}"));
+    let number = pull["number"].as_u64().unwrap();
+    assert!(
+        out(&o).contains(&format!("pull request #{number} opened")),
+        "{}",
+        out(&o)
+    );
+    forge.merge(number);
+    fx.request_sync().await;
     let t = wait_tenant(
         &fx,
         &name,

@@ -58,10 +58,7 @@ pub fn commit_file(
     message: &str,
     push: bool,
 ) -> Result<String, RepoError> {
-    let repo = Repository::open(root).map_err(|source| RepoError::NotARepo {
-        path: root.to_owned(),
-        source,
-    })?;
+    let repo = open(root)?;
     let path = root.join(rel);
     let status = repo.status_file(Path::new(rel))?;
     if status.intersects(
@@ -122,10 +119,7 @@ pub fn commit_changes(
     target: &Target,
     push: bool,
 ) -> Result<String, RepoError> {
-    let repo = Repository::open(root).map_err(|source| RepoError::NotARepo {
-        path: root.to_owned(),
-        source,
-    })?;
+    let repo = open(root)?;
     for (rel, _) in changes {
         let dirty = repo
             .statuses(Some(
@@ -226,6 +220,47 @@ pub fn commit_changes(
         }
     }
     Ok(id.to_string())
+}
+
+/// The checkout a review branch is made in: the branch checked out (the
+/// one the Fleet follows, which a pull request merges into) and origin's
+/// URL, if it has one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkout {
+    pub branch: String,
+    pub origin: Option<String>,
+}
+
+pub fn checkout(root: &Path) -> Result<Checkout, RepoError> {
+    let repo = open(root)?;
+    let head = repo.head()?;
+    let branch = head.shorthand().unwrap_or("main").to_owned();
+    let origin = repo
+        .find_remote("origin")
+        .ok()
+        .and_then(|r| r.url().ok().map(str::to_owned));
+    Ok(Checkout { branch, origin })
+}
+
+/// The message of the commit local `branch` points at.
+pub fn branch_message(root: &Path, branch: &str) -> Result<String, RepoError> {
+    let repo = open(root)?;
+    let b = repo.find_branch(branch, git2::BranchType::Local)?;
+    let commit = b.get().peel_to_commit()?;
+    Ok(String::from_utf8_lossy(commit.message_bytes()).into_owned())
+}
+
+/// Pushes the local `branch` as it is to `origin` (a no-op when origin
+/// has it already), e.g. a review branch an earlier run made.
+pub fn push_existing(root: &Path, branch: &str) -> Result<(), RepoError> {
+    push_branch(&open(root)?, branch)
+}
+
+fn open(root: &Path) -> Result<Repository, RepoError> {
+    Repository::open(root).map_err(|source| RepoError::NotARepo {
+        path: root.to_owned(),
+        source,
+    })
 }
 
 fn push_branch(repo: &Repository, branch: &str) -> Result<(), RepoError> {

@@ -19,7 +19,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
         &[
             &["duration", "meta", "names", "quantity", "shutdown", "yaml"],
             &["crd", "wire"],
-            &["alerts", "cluster", "fleet", "release", "saga"],
+            &["alerts", "cluster", "fleet", "forge", "release", "saga"],
             &[
                 "agentfs",
                 "audit",

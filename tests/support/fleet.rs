@@ -224,8 +224,13 @@ pub async fn key_actuator(ns: &TestNamespace, fields: &[(&str, &str)]) {
 pub struct Fixture {
     pub prefix: String,
     pub ns: TestNamespace,
+    /// The served repository. On Gitea, `url` is Gitea's and `path` a
+    /// local bare copy that [`Fixture::push`] and [`Fixture::served_file`]
+    /// bring up to date with it first.
     pub repo: super::GitRepo,
     pub work: tempfile::TempDir,
+    /// The repository on Gitea, for a fleet served there.
+    pub gitea: Option<super::gitea::Repo>,
 }
 
 impl Fixture {
@@ -239,6 +244,23 @@ impl Fixture {
         files: BTreeMap<String, Vec<u8>>,
         extra: serde_json::Value,
     ) -> Self {
+        Self::build(prefix, files, extra, false).await
+    }
+
+    /// Like [`Fixture::new`], the fleet served by the test environment's
+    /// Gitea (a public repository of its own, which the operator fetches
+    /// over HTTP), and the clone allowed to push there with the admin's
+    /// token (a credential store file): the CLI can open pull requests.
+    pub async fn on_gitea(prefix: &str, files: BTreeMap<String, Vec<u8>>) -> Self {
+        Self::build(prefix, files, serde_json::json!({}), true).await
+    }
+
+    async fn build(
+        prefix: &str,
+        files: BTreeMap<String, Vec<u8>>,
+        extra: serde_json::Value,
+        on_gitea: bool,
+    ) -> Self {
         let ns = TestNamespace::new(prefix).await;
         super::install_crds(&ns.client).await;
         // The tenant sagas' key actuator: the Kubernetes one (a test that
@@ -248,13 +270,25 @@ impl Fixture {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_slice()))
             .collect();
-        let repo = super::create_git_repo(&format!("fleet-{prefix}"), &refs);
+        let mut repo = super::create_git_repo(&format!("fleet-{prefix}"), &refs);
         let work = super::scratch();
+        let store = work.path().join("git-credentials");
+        let gitea = on_gitea.then(|| {
+            let g = super::gitea::Gitea::get();
+            let served = g.create_repo(&format!("fleet-{prefix}-{}", super::unique_suffix()));
+            g.grant_push(&repo.path, &store);
+            served.push_main(&repo.path);
+            repo.url = served.clone_url.clone();
+            served
+        });
         let clone =
             git2::Repository::clone(&repo.url, work.path().join("fleet")).expect("clone the fleet");
         let mut cfg = clone.config().unwrap();
         cfg.set_str("user.name", "exo-test").unwrap();
         cfg.set_str("user.email", "test@exo.invalid").unwrap();
+        if let Some(g) = &gitea {
+            g.gitea.grant_push(&work.path().join("fleet"), &store);
+        }
         let mut spec =
             serde_json::json!({"url": repo.url, "allowInsecure": true, "interval": "2s"});
         if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
@@ -275,6 +309,7 @@ impl Fixture {
             ns,
             repo,
             work,
+            gitea,
         }
     }
 
@@ -283,10 +318,16 @@ impl Fixture {
     }
 
     pub fn exo(&self, args: &[&str]) -> Output {
+        self.exo_env(args, &[])
+    }
+
+    /// [`Fixture::exo`] with more environment, e.g. a forge's.
+    pub fn exo_env(&self, args: &[&str], envs: &[(&str, String)]) -> Output {
         Command::new(EXO)
             .args(args)
             .current_dir(self.root())
             .env("KUBECONFIG", &super::env().kubeconfig)
+            .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
             .output()
             .expect("run exo")
     }
@@ -368,6 +409,9 @@ impl Fixture {
     /// Commits the served repository's `main` with `changes` applied
     /// (path -> new content, or `None` to delete) and returns the commit.
     pub fn push(&self, changes: &[(&str, Option<&[u8]>)], message: &str) -> String {
+        if let Some(g) = &self.gitea {
+            g.fetch_main(&self.repo.path);
+        }
         let repo = git2::Repository::open_bare(&self.repo.path).unwrap();
         let head = repo
             .find_reference("refs/heads/main")
@@ -402,11 +446,18 @@ impl Fixture {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_slice()))
             .collect();
-        super::commit_files(&repo, &refs, message, Some(&head)).to_string()
+        let id = super::commit_files(&repo, &refs, message, Some(&head)).to_string();
+        if let Some(g) = &self.gitea {
+            g.push_main(&self.repo.path);
+        }
+        id
     }
 
     /// A file of the served repository's `main`.
     pub fn served_file(&self, path: &str) -> Vec<u8> {
+        if let Some(g) = &self.gitea {
+            g.fetch_main(&self.repo.path);
+        }
         let repo = git2::Repository::open_bare(&self.repo.path).unwrap();
         let commit = repo
             .find_reference("refs/heads/main")

@@ -13,6 +13,7 @@ pub mod canary;
 mod crds;
 pub mod fleet;
 pub mod fs;
+pub mod gitea;
 pub mod image;
 pub mod keyserver;
 pub mod operator;
@@ -86,6 +87,20 @@ fn from_vars(state: &Path, get: impl Fn(&str) -> Option<String>) -> TestEnv {
         git_root: get("EXO_TEST_GIT_ROOT").into(),
         exec_dir: get("EXO_TEST_EXEC_DIR").into(),
     }
+}
+
+/// One `scripts/testenv env` variable: from the process environment, or
+/// else from the `env` file in the state folder.
+pub fn testenv_var(key: &str) -> Option<String> {
+    std::env::var(key)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .or_else(|| {
+            let state = std::env::var_os("EXO_TESTENV_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| repo_root().join(".testenv"));
+            env_file(&state).remove(key)
+        })
 }
 
 /// Reads the environment from the process environment, or else from the

@@ -7,6 +7,7 @@ use clap::Subcommand;
 pub mod list;
 pub mod offboard;
 pub mod onboard;
+pub mod review;
 pub mod show;
 pub mod view;
 

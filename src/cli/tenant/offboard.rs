@@ -1,6 +1,7 @@
 //! `exo tenant offboard NAME [--direct]`: removes `manifests/NAME/` with a
-//! commit (on `exo/offboard-NAME` for review by default); the operator
-//! then runs the offboarding saga. The namespace goes only after the
+//! commit (on `exo/offboard-NAME` for review by default, a pull request
+//! when a forge is configured, see [`super::review`]); the operator then
+//! runs the offboarding saga once it is merged. The namespace goes only after the
 //! tenant's grace period, or at once after `exo tenant offboard NAME
 //! --confirm`, which annotates the Tenant and changes nothing in git.
 
@@ -10,8 +11,8 @@ use kube::api::{Api, Patch, PatchParams};
 use crate::cli::exit;
 use crate::cli::release::cluster::{repo_root, with_client_for};
 use crate::cli::release::common::{RootArg, load_fleet};
+use crate::cli::tenant::review::{self, Change, ReviewArgs};
 use crate::crd::tenant::Tenant;
-use crate::fleet::repo::{Target, commit_changes};
 use crate::meta::ANNOTATION_OFFBOARD_CONFIRM;
 
 const WHO: &str = "exo tenant offboard";
@@ -24,12 +25,8 @@ pub struct OffboardArgs {
     pub name: String,
     #[command(flatten)]
     pub root: RootArg,
-    /// Commit on the checked-out branch instead of a review branch.
-    #[arg(long)]
-    pub direct: bool,
-    /// Commit only; do not push to origin.
-    #[arg(long)]
-    pub no_push: bool,
+    #[command(flatten)]
+    pub review: ReviewArgs,
     /// Let the namespace of a tenant being offboarded go now, before its
     /// grace period ends (its keys are revoked first either way).
     #[arg(long)]
@@ -52,37 +49,22 @@ pub fn run(args: &OffboardArgs) -> u8 {
         return exit::UNUSABLE;
     }
     let rel = format!("manifests/{}", args.name);
-    let target = if args.direct {
-        Target::Current
-    } else {
-        Target::Branch(format!("exo/offboard-{}", args.name))
-    };
     let message = format!(
         "Offboard tenant {}\n\nMerging this is the approval: the operator stops its Rollout, revokes its keys, keeps or deletes its data per storage.retention, and deletes its namespace after offboardGracePeriod (or `exo tenant offboard {} --confirm`). Restoring the folder before then brings the tenant back.",
         args.name, args.name
     );
-    match commit_changes(
-        &repo_root(&fleet),
-        &[(rel.clone(), None)],
-        &message,
-        &target,
-        !args.no_push,
-    ) {
-        Ok(id) => {
-            let short = &id[..id.len().min(12)];
-            match target {
-                Target::Current => println!("{rel}/ removed ({short})"),
-                Target::Branch(b) => println!(
-                    "{rel}/ removed ({short}) on branch {b}: open a pull request from it; merging it is the approval"
-                ),
-            }
-            exit::OK
-        }
-        Err(e) => {
-            eprintln!("{WHO}: {e}");
-            exit::UNUSABLE
-        }
-    }
+    let done = format!("{rel}/ removed");
+    review::commit(
+        &Change {
+            who: WHO,
+            root: &repo_root(&fleet),
+            changes: &[(rel, None)],
+            message: &message,
+            branch: format!("exo/offboard-{}", args.name),
+            done: &done,
+        },
+        &args.review,
+    )
 }
 
 fn confirm(args: &OffboardArgs) -> u8 {

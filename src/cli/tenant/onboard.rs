@@ -1,8 +1,9 @@
 //! `exo tenant onboard NAME --tier T --wave W [--models a,b]
 //! [--capabilities c] [--workspace SIZE] [--direct]`: writes `manifests/NAME/tenant.yaml`
 //! (with a free uid range) and commits it. By default on the branch
-//! `exo/onboard-NAME`, pushed for review: the merge is the approval. With
-//! `--direct`, on the checked-out branch. The fleet is linted with the new
+//! `exo/onboard-NAME`, pushed for review, and opened as a pull request when
+//! a forge is configured (`--forge`, see [`super::review`]): the merge is
+//! the approval. With `--direct`, on the checked-out branch. The fleet is linted with the new
 //! file first; a finding refuses the commit and nothing is written.
 
 use std::path::Path;
@@ -11,8 +12,8 @@ use clap::Args;
 
 use crate::cli::exit;
 use crate::cli::release::common::{RootArg, load_fleet};
+use crate::cli::tenant::review::{self, Change, ReviewArgs};
 use crate::crd::tenant::TENANT_FILE;
-use crate::fleet::repo::{Target, commit_changes};
 use crate::release::WaveName;
 use crate::tenant::declare::{NewTenant, default_wave, free_uid_range, tenant_yaml};
 
@@ -43,12 +44,8 @@ pub struct OnboardArgs {
     pub workspace: Option<String>,
     #[command(flatten)]
     pub root: RootArg,
-    /// Commit on the checked-out branch instead of a review branch.
-    #[arg(long)]
-    pub direct: bool,
-    /// Commit only; do not push to origin.
-    #[arg(long)]
-    pub no_push: bool,
+    #[command(flatten)]
+    pub review: ReviewArgs,
 }
 
 fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
@@ -135,12 +132,6 @@ pub fn run(args: &OnboardArgs) -> u8 {
             return exit::UNUSABLE;
         }
     }
-    let branch = format!("exo/onboard-{}", args.name);
-    let target = if args.direct {
-        Target::Current
-    } else {
-        Target::Branch(branch.clone())
-    };
     let message = format!(
         "Onboard tenant {}: tier {}, wave {}, uids {}-{}\n\nModels: {}\nCapabilities: {}\n\nMerging this is the approval: the operator then runs the onboarding saga.",
         args.name,
@@ -159,30 +150,16 @@ pub fn run(args: &OnboardArgs) -> u8 {
             new.capabilities.join(", ")
         },
     );
-    match commit_changes(
-        &root,
-        &[(rel.clone(), Some(content))],
-        &message,
-        &target,
-        !args.no_push,
-    ) {
-        Ok(id) => {
-            let short = &id[..id.len().min(12)];
-            match target {
-                Target::Current => println!(
-                    "{rel} committed ({short}){}",
-                    if args.no_push { "" } else { " and pushed" }
-                ),
-                Target::Branch(b) => println!(
-                    "{rel} committed ({short}) on branch {b}{}: open a pull request from it; merging it is the approval",
-                    if args.no_push { "" } else { ", pushed" }
-                ),
-            }
-            exit::OK
-        }
-        Err(e) => {
-            eprintln!("{WHO}: {e}");
-            exit::UNUSABLE
-        }
-    }
+    let done = format!("{rel} committed");
+    review::commit(
+        &Change {
+            who: WHO,
+            root: &root,
+            changes: &[(rel, Some(content))],
+            message: &message,
+            branch: format!("exo/onboard-{}", args.name),
+            done: &done,
+        },
+        &args.review,
+    )
 }

@@ -1,0 +1,203 @@
+//! The forge's HTTP edge: Gitea's API (`/api/v1`, which Forgejo and
+//! Codeberg serve too), authenticated with `Authorization: token …`.
+//! Every call has a deadline; an answer in an error is cut short and never
+//! carries the token.
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Method, Request, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use super::{ForgeError, NewPull, Opened, PullRequest, RepoName, Settings, Token, open_from};
+
+/// How long one call may take.
+const DEADLINE: std::time::Duration = std::time::Duration::from_secs(20);
+/// Pages of open pull requests searched for a branch's (50 each).
+const MAX_PAGES: u32 = 20;
+
+/// A Gitea-compatible forge.
+pub struct Gitea {
+    url: String,
+    token: Token,
+    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+}
+
+impl Gitea {
+    pub fn new(settings: &Settings) -> Result<Self, ForgeError> {
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_native_roots()
+            .map_err(|e| ForgeError::Tls {
+                forge: settings.url.clone(),
+                reason: e.to_string(),
+            })?
+            .https_or_http()
+            .enable_http1()
+            .build();
+        Ok(Gitea {
+            url: settings.url.clone(),
+            token: settings.token.clone(),
+            client: Client::builder(TokioExecutor::new()).build(https),
+        })
+    }
+
+    /// One API call: the status and the answer's bytes.
+    async fn call(
+        &self,
+        repo: &RepoName,
+        what: &'static str,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<(StatusCode, Bytes), ForgeError> {
+        let fail = |reason: String| ForgeError::Unreachable {
+            forge: self.url.clone(),
+            repo: repo.clone(),
+            what,
+            reason,
+        };
+        let req = Request::builder()
+            .method(method)
+            .uri(format!("{}/api/v1{path}", self.url))
+            .header("authorization", format!("token {}", self.token.expose()))
+            .header("accept", "application/json")
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|e| fail(format!("bad request: {e}")))?;
+        let resp = tokio::time::timeout(DEADLINE, self.client.request(req))
+            .await
+            .map_err(|_| fail(format!("no answer in {}s", DEADLINE.as_secs())))?
+            .map_err(|e| fail(format!("unreachable: {}", chain(&e))))?;
+        let status = resp.status();
+        let bytes = tokio::time::timeout(DEADLINE, resp.into_body().collect())
+            .await
+            .map_err(|_| fail(format!("no answer in {}s", DEADLINE.as_secs())))?
+            .map_err(|e| fail(format!("the answer broke off: {}", chain(&e))))?
+            .to_bytes();
+        Ok((status, bytes))
+    }
+
+    /// The start of an answer, for a message, with the token (should a
+    /// server echo it) masked.
+    fn shown(&self, bytes: &[u8]) -> String {
+        let text = String::from_utf8_lossy(&bytes[..bytes.len().min(300)]).into_owned();
+        let token = self.token.expose();
+        let text = if token.is_empty() {
+            text
+        } else {
+            text.replace(token, "[redacted]")
+        };
+        text.trim().to_owned()
+    }
+
+    fn parse<T: serde::de::DeserializeOwned>(
+        &self,
+        repo: &RepoName,
+        what: &'static str,
+        bytes: &[u8],
+    ) -> Result<T, ForgeError> {
+        serde_json::from_slice(bytes).map_err(|source| ForgeError::Answer {
+            forge: self.url.clone(),
+            repo: repo.clone(),
+            what,
+            source,
+        })
+    }
+
+    /// Whether the token may read `repo`: asked before anything is
+    /// committed, so that a wrong token, repository or forge URL stops a
+    /// verb with nothing written.
+    pub async fn check_repo(&self, repo: &RepoName) -> Result<(), ForgeError> {
+        const WHAT: &str = "read the repository";
+        let path = format!("/repos/{}/{}", repo.owner, repo.name);
+        let (status, bytes) = self.call(repo, WHAT, Method::GET, &path, None).await?;
+        if status.is_success() {
+            return Ok(());
+        }
+        Err(self.refused(repo, WHAT, status, &bytes))
+    }
+
+    fn refused(
+        &self,
+        repo: &RepoName,
+        what: &'static str,
+        status: StatusCode,
+        bytes: &[u8],
+    ) -> ForgeError {
+        ForgeError::Status {
+            forge: self.url.clone(),
+            repo: repo.clone(),
+            what,
+            status: status.as_u16(),
+            body: self.shown(bytes),
+        }
+    }
+
+    /// Opens a pull request; when the forge refuses it because the branch
+    /// has one open already (Gitea answers 409, older versions 422), that
+    /// one is found and returned as [`Opened::Existing`].
+    pub async fn open_pull(&self, repo: &RepoName, new: &NewPull) -> Result<Opened, ForgeError> {
+        const WHAT: &str = "open a pull request";
+        let body = serde_json::to_vec(new).unwrap_or_default();
+        let path = format!("/repos/{}/{}/pulls", repo.owner, repo.name);
+        let (status, bytes) = self
+            .call(repo, WHAT, Method::POST, &path, Some(body))
+            .await?;
+        if status.is_success() {
+            return Ok(Opened::New(self.parse(repo, WHAT, &bytes)?));
+        }
+        if status == StatusCode::CONFLICT || status == StatusCode::UNPROCESSABLE_ENTITY {
+            return match self.find_open(repo, &new.head).await? {
+                Some(p) => Ok(Opened::Existing(p)),
+                None => Err(ForgeError::NoOpenPull {
+                    forge: self.url.clone(),
+                    repo: repo.clone(),
+                    head: new.head.clone(),
+                    status: status.as_u16(),
+                    body: self.shown(&bytes),
+                }),
+            };
+        }
+        Err(self.refused(repo, WHAT, status, &bytes))
+    }
+
+    /// The open pull request from `head`, if there is one.
+    pub async fn find_open(
+        &self,
+        repo: &RepoName,
+        head: &str,
+    ) -> Result<Option<PullRequest>, ForgeError> {
+        const WHAT: &str = "list open pull requests";
+        for page in 1..=MAX_PAGES {
+            let path = format!(
+                "/repos/{}/{}/pulls?state=open&limit=50&page={page}",
+                repo.owner, repo.name
+            );
+            let (status, bytes) = self.call(repo, WHAT, Method::GET, &path, None).await?;
+            if !status.is_success() {
+                return Err(self.refused(repo, WHAT, status, &bytes));
+            }
+            let pulls: Vec<PullRequest> = self.parse(repo, WHAT, &bytes)?;
+            if let Some(p) = open_from(&pulls, head) {
+                return Ok(Some(p.clone()));
+            }
+            if pulls.is_empty() {
+                break;
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// An error with its sources (hyper's own says only "client error (Connect)").
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
