@@ -53,6 +53,23 @@ impl Session {
         }
     }
 
+    /// A frame the server stores and acknowledges (`alert`, the tenant
+    /// registry's): refused when `valid` is an error, stored by `store`
+    /// while the session is current, nothing when it was evicted meanwhile.
+    async fn stored<E: std::fmt::Display>(
+        &self,
+        dep: &str,
+        valid: Result<(), E>,
+        store: impl std::future::Future<Output = ()>,
+    ) -> Option<Result<(), String>> {
+        if let Err(e) = valid {
+            return Some(Err(e.to_string()));
+        }
+        self.app.live.with_session(dep, &self.session, |_| ())?;
+        store.await;
+        Some(Ok(()))
+    }
+
     pub(super) async fn on_frame(&mut self, frame: Frame) -> Result<(), Outcome> {
         let dep = self.auth.deployment.clone();
         let kind = frame.kind();
@@ -94,32 +111,19 @@ impl Session {
                 }
                 self.app.live.with_session(&dep, &self.session, |_| Ok(()))
             }
-            Frame::Alert(a) => match a.validate() {
-                Err(e) => Some(Err(e.to_string())),
-                Ok(()) => match self.app.live.with_session(&dep, &self.session, |_| ()) {
-                    Some(()) => {
-                        self.store_alert(&dep, &a).await;
-                        Some(Ok(()))
-                    }
-                    None => None,
-                },
-            },
-            f @ (Frame::TenantRegister(_) | Frame::SupportLane(_)) => {
-                let r = match f {
-                    Frame::TenantRegister(t) => Registration::Tenant(t),
-                    Frame::SupportLane(l) => Registration::Support(l),
-                    _ => return Ok(()),
-                };
-                match r.validate() {
-                    Err(e) => Some(Err(e.to_string())),
-                    Ok(()) => match self.app.live.with_session(&dep, &self.session, |_| ()) {
-                        Some(()) => {
-                            self.store_registration(&dep, &r).await;
-                            Some(Ok(()))
-                        }
-                        None => None,
-                    },
-                }
+            Frame::Alert(a) => {
+                self.stored(&dep, a.validate(), self.store_alert(&dep, &a))
+                    .await
+            }
+            Frame::TenantRegister(t) => {
+                let r = Registration::Tenant(t);
+                self.stored(&dep, r.validate(), self.store_registration(&dep, &r))
+                    .await
+            }
+            Frame::SupportLane(l) => {
+                let r = Registration::Support(l);
+                self.stored(&dep, r.validate(), self.store_registration(&dep, &r))
+                    .await
             }
             f @ (Frame::FsChunk(_) | Frame::FsChunkAck(_) | Frame::FsAbort(_)) => {
                 self.app.transfers.deliver(&dep, f);
