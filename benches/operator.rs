@@ -203,12 +203,22 @@ impl Op {
         Op { child, addr }
     }
 
-    fn metric(&self, name: &str) -> Option<u64> {
+    /// The operator's `/metrics` page.
+    fn page(&self) -> Option<String> {
         let mut s = std::net::TcpStream::connect(&self.addr).ok()?;
         write!(s, "GET /metrics HTTP/1.0\r\n\r\n").ok()?;
         let mut text = String::new();
         s.read_to_string(&mut text).ok()?;
-        Some(exo::cluster::metrics::sum_samples(&text, name))
+        Some(text)
+    }
+
+    fn metric(&self, name: &str) -> Option<u64> {
+        Some(exo::cluster::metrics::sum_samples(&self.page()?, name))
+    }
+
+    /// What the reconcilers wrote (not the Lease renewals).
+    fn object_writes(&self) -> Option<u64> {
+        Some(exo::cluster::metrics::object_writes(&self.page()?))
     }
 
     /// (current, peak) resident set size in MiB.
@@ -411,7 +421,7 @@ async fn main() {
         seen.stop();
         let children = children_at.unwrap_or(active);
         let (_, peak) = op.rss();
-        let writes = op.metric("exo_operator_api_writes_total").unwrap_or(0);
+        let writes = op.object_writes().unwrap_or(0);
         op.stop();
         s.add("op_children_s", children.as_secs_f64());
         s.add("op_active_s", active.as_secs_f64());
@@ -425,9 +435,7 @@ async fn main() {
             async move { r >= n as u64 }
         })
         .await;
-        let resync_writes = op
-            .metric("exo_operator_api_writes_total")
-            .unwrap_or(u64::MAX);
+        let resync_writes = op.object_writes().unwrap_or(u64::MAX);
         let (rss_now, _) = op.rss();
         op.stop();
         s.add("resync_writes", resync_writes as f64);
@@ -574,7 +582,7 @@ async fn main() {
         "every tool's status written",
         Duration::from_secs(900),
         || {
-            let w = op.metric("exo_operator_api_writes_total").unwrap_or(0);
+            let w = op.object_writes().unwrap_or(0);
             async move { w >= watched as u64 }
         },
     )

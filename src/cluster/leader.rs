@@ -34,6 +34,7 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::CAPABILITIES;
+use super::metrics::{Controller, Metrics, Verb};
 use crate::meta::{ANNOTATION_CAPABILITIES, LABEL_MANAGED_BY, MANAGED_BY};
 
 #[derive(Debug, Clone)]
@@ -129,9 +130,13 @@ pub async fn run(
     cfg: LeaderConfig,
     tx: watch::Sender<bool>,
     fence: std::sync::Arc<Fence>,
+    metrics: std::sync::Arc<Metrics>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let api: Api<Lease> = Api::namespaced(client, &cfg.lease_namespace);
+    // Every Lease write sent is counted with the others
+    // (`exo_operator_api_writes_total{controller="Leader",kind="Lease"}`).
+    let wrote = |verb| metrics.wrote(Controller::Leader, "Lease", verb);
     let mut observed: Option<Observed> = None;
     let mut last_renew = Instant::now();
     loop {
@@ -139,7 +144,7 @@ pub async fn run(
         // The renewal counts from before it was sent: the apiserver may
         // have stamped it any time after this.
         let sent = Instant::now();
-        match try_acquire_or_renew(&api, &cfg, &mut observed).await {
+        match try_acquire_or_renew(&api, &cfg, &mut observed, &wrote).await {
             Ok(Outcome::Leading) => {
                 last_renew = sent;
                 fence.extend(sent + cfg.renew_deadline);
@@ -172,7 +177,7 @@ pub async fn run(
     if *tx.borrow() {
         fence.revoke();
         tx.send_replace(false);
-        if let Err(e) = release(&api, &cfg).await {
+        if let Err(e) = release(&api, &cfg, &wrote).await {
             warn!(error = %e, "could not release the lease");
         } else {
             info!(identity = %cfg.identity, "released the lease");
@@ -204,6 +209,7 @@ async fn try_acquire_or_renew(
     api: &Api<Lease>,
     cfg: &LeaderConfig,
     observed: &mut Option<Observed>,
+    wrote: &impl Fn(Verb),
 ) -> Result<Outcome, LeaderError> {
     let err = |e| LeaderError::Api(cfg.lease_name.clone(), e);
     let now = Timestamp::now();
@@ -219,6 +225,7 @@ async fn try_acquire_or_renew(
                 ..LeaseSpec::default()
             }),
         };
+        wrote(Verb::Create);
         return match api.create(&PostParams::default(), &lease).await {
             Ok(_) => Ok(Outcome::Leading),
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(Outcome::Following),
@@ -271,6 +278,7 @@ async fn try_acquire_or_renew(
         .get_or_insert_with(BTreeMap::new)
         .extend(meta.labels.unwrap_or_default());
     // `replace` sends the resourceVersion we read: a concurrent writer makes it conflict.
+    wrote(Verb::Replace);
     match api
         .replace(&cfg.lease_name, &PostParams::default(), &lease)
         .await
@@ -286,7 +294,11 @@ async fn try_acquire_or_renew(
     }
 }
 
-async fn release(api: &Api<Lease>, cfg: &LeaderConfig) -> Result<(), LeaderError> {
+async fn release(
+    api: &Api<Lease>,
+    cfg: &LeaderConfig,
+    wrote: &impl Fn(Verb),
+) -> Result<(), LeaderError> {
     let err = |e| LeaderError::Api(cfg.lease_name.clone(), e);
     let Some(mut lease) = api.get_opt(&cfg.lease_name).await.map_err(err)? else {
         return Ok(());
@@ -300,6 +312,7 @@ async fn release(api: &Api<Lease>, cfg: &LeaderConfig) -> Result<(), LeaderError
     spec.holder_identity = None;
     spec.lease_duration_seconds = Some(1);
     spec.renew_time = Some(MicroTime(Timestamp::now()));
+    wrote(Verb::Replace);
     api.replace(&cfg.lease_name, &PostParams::default(), &lease)
         .await
         .map_err(err)?;

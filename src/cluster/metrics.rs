@@ -21,6 +21,8 @@ pub enum Controller {
     /// The tenant lifecycle sagas (enrollment, provisioning, keys,
     /// offboarding).
     Tenant,
+    /// The Lease election (acquiring, renewing, releasing).
+    Leader,
 }
 
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
@@ -30,6 +32,8 @@ pub enum Verb {
     Delete,
     Patch,
     Status,
+    /// A whole object sent with the resourceVersion read (the Lease).
+    Replace,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -329,9 +333,38 @@ pub fn sum_samples(text: &str, metric: &str) -> u64 {
         .sum()
 }
 
+/// The writes a `/metrics` page counts, but for the Lease election's:
+/// what the reconcilers and engines wrote (a standby, or a restart over an
+/// unchanged fleet, writes none of these while it renews its Lease).
+pub fn object_writes(text: &str) -> u64 {
+    const WRITES: &str = "exo_operator_api_writes_total{";
+    text.lines()
+        .filter(|l| l.starts_with(WRITES) && !l.contains("controller=\"Leader\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lease_writes_are_counted_apart_from_object_writes() {
+        let m = Metrics::new();
+        m.wrote(Controller::Agent, "Pod", Verb::Create);
+        m.wrote(Controller::Leader, "Lease", Verb::Replace);
+        m.wrote(Controller::Leader, "Lease", Verb::Replace);
+        let text = m.encode();
+        assert!(
+            text.contains(
+                "exo_operator_api_writes_total{controller=\"Leader\",kind=\"Lease\",verb=\"Replace\"} 2"
+            ),
+            "{text}"
+        );
+        assert_eq!(sum_samples(&text, "exo_operator_api_writes_total"), 3);
+        assert_eq!(object_writes(&text), 1);
+    }
 
     #[test]
     fn writes_are_counted_and_encoded() {

@@ -70,7 +70,7 @@ fn span<K: Resource>(c: Controller, obj: &K) -> Span {
         Controller::Agent => info_span!("reconcile_inner", namespace = ns, agent = name),
         Controller::Tool => info_span!("reconcile_inner", namespace = ns, tool = name),
         Controller::Agentfs => info_span!("reconcile_inner", namespace = ns, agentfs = name),
-        Controller::Rollout | Controller::Tenant => {
+        Controller::Rollout | Controller::Tenant | Controller::Leader => {
             info_span!("reconcile_inner", namespace = ns, name = name)
         }
     }
@@ -91,6 +91,9 @@ fn warn_failed(c: Controller, name: &str, cat: ErrorCategory, err: &Error) {
         }
         Controller::Tenant => {
             warn!(tenant = %name, category, error = %err, "tenant reconcile failed");
+        }
+        Controller::Leader => {
+            warn!(lease = %name, category, error = %err, "lease round failed");
         }
     }
 }

@@ -219,6 +219,7 @@ pub async fn run(
         cfg.leader.clone(),
         leader_tx,
         fence.clone(),
+        metrics.clone(),
         election_stop,
     ));
 

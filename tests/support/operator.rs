@@ -360,10 +360,11 @@ impl OperatorProcess {
         Some(exo::cluster::metrics::sum_samples(&body, name))
     }
 
-    /// Writes this replica made to the API (all kinds, all verbs).
+    /// Writes this replica made to the API (all kinds, all verbs), but
+    /// for its Lease's.
     pub fn writes(&self) -> u64 {
-        self.metric("exo_operator_api_writes_total")
-            .expect("metrics endpoint")
+        let (_, body) = self.get("/metrics").expect("metrics endpoint");
+        exo::cluster::metrics::object_writes(&body)
     }
 
     /// SIGKILL: no chance to release the Lease.
