@@ -55,6 +55,10 @@ pub const ANNOTATION_UID_RANGE: &str = "autonomic.sh/uid-range";
 /// Hash of the desired object; a child whose annotation matches is not
 /// written again, a pod whose annotation differs is rolled.
 pub const ANNOTATION_SPEC_HASH: &str = "autonomic.sh/spec-hash";
+/// On an object the fleet sync applies whole (an AgentFS): the hash of the
+/// body it applied, so a restarted operator sees in its cache that the
+/// object is as git has it and does not apply it again.
+pub const ANNOTATION_APPLIED_HASH: &str = "autonomic.sh/applied-hash";
 /// Set on an Agent (by `exo` pod control or by hand) to roll its pod: the
 /// value is carried into the pod template, so each new value restarts it.
 pub const ANNOTATION_RESTART_REQUESTED: &str = "autonomic.sh/restart-requested-at";

@@ -20,6 +20,7 @@ use exo::crd::{
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use support::eventually;
 use support::fleet::{Fixture, Operator, example_files};
@@ -622,6 +623,23 @@ async fn a_killed_operator_finishes_a_prune_without_deleting_twice() {
     assert_eq!(
         agents.get("assistant").await.unwrap().metadata.uid,
         kept_uid
+    );
+    // The successor applied no AgentFS again (globex has one): its cache
+    // shows each as applied, by the hash on it.
+    let fs = Api::<exo::crd::AgentFS>::namespaced(fx.ns.client.clone(), "gk-globex")
+        .get("shared-workspace")
+        .await
+        .unwrap();
+    assert!(
+        fs.annotations()
+            .contains_key(exo::meta::ANNOTATION_APPLIED_HASH),
+        "{:?}",
+        fs.metadata.annotations
+    );
+    let (_, page) = support::operator::http_get(&op.addr, "/metrics").unwrap();
+    assert!(
+        !page.contains(r#"controller="Rollout",kind="AgentFS""#),
+        "the successor applied an AgentFS again:\n{page}"
     );
     op.kill9();
 }

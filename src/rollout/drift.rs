@@ -22,7 +22,7 @@ use super::desired::TenantDesired;
 use super::diff::diff_paths;
 use super::isolation::differs;
 use super::saga::Workload;
-use super::workload::{apply_workload, owned_meta};
+use super::workload::{agentfs_body, apply_workload};
 use crate::cluster::apply::Ctx;
 use crate::cluster::events::Reason;
 use crate::cluster::metrics::{Controller, KindLabels};
@@ -171,8 +171,7 @@ pub async fn revert(op: &Ctx, ns: &str, desired: &TenantDesired, fleet: &Fleet) 
         let Some(fields) = drifted(live.as_ref()) else {
             continue;
         };
-        let mut obj = AgentFS::new(&name, fs.spec.clone());
-        obj.metadata = owned_meta(&fs.metadata, ns);
+        let (obj, _) = agentfs_body(fs, ns);
         match op.apply(Controller::Rollout, &obj).await {
             Ok(applied) => {
                 let n = note(&format!("AgentFS {ns}/{name}"), &fields);

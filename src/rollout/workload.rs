@@ -10,15 +10,17 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use sha2::{Digest, Sha256};
 
 use super::saga::{Outcome, Workload, digest_of_image_id};
 use crate::cluster::apply::Ctx;
 use crate::cluster::build::{agent_labels, tool_labels};
 use crate::cluster::metrics::Controller;
 use crate::cluster::{Error as OpError, ErrorCategory};
-use crate::crd::{Agent, Tool};
+use crate::crd::{Agent, AgentFS, Tool};
 use crate::fleet::Fleet;
-use crate::meta::{LABEL_MANAGED_BY, LABEL_TENANT};
+use crate::meta::{ANNOTATION_APPLIED_HASH, LABEL_MANAGED_BY, LABEL_TENANT};
 use crate::release::{ImageRef, Release};
 
 /// What a step runs with: the tenant, what it should run, and the
@@ -88,6 +90,21 @@ pub fn owned_meta(meta: &kube::api::ObjectMeta, namespace: &str) -> kube::api::O
         annotations: Some(meta.annotations.clone().unwrap_or_default()),
         ..kube::api::ObjectMeta::default()
     }
+}
+
+/// The AgentFS the sync, and the drift revert, apply for git's `fs` in
+/// `namespace`: its spec, owned metadata, and the sha256 of that body in
+/// `autonomic.sh/applied-hash` (so a restarted operator's cache tells it is
+/// applied). Returned with the hash.
+pub fn agentfs_body(fs: &AgentFS, namespace: &str) -> (AgentFS, String) {
+    let mut obj = AgentFS::new(&fs.name_any(), fs.spec.clone());
+    obj.metadata = owned_meta(&fs.metadata, namespace);
+    let hash = hex::encode(Sha256::digest(serde_json::to_vec(&obj).unwrap_or_default()));
+    obj.metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(ANNOTATION_APPLIED_HASH.to_owned(), hash.clone());
+    (obj, hash)
 }
 
 /// Applies `w` as git wants it (server-side, the one field manager,
@@ -219,4 +236,31 @@ pub fn pod_rolled(w: &Workload, pod: &Pod) -> Outcome {
         }
     }
     Outcome::Done
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_agentfs_body_carries_the_hash_of_itself_without_it() {
+        let fs: AgentFS = serde_json::from_value(serde_json::json!({
+            "apiVersion": "autonomic.sh/v1alpha1", "kind": "AgentFS",
+            "metadata": {"name": "ws", "labels": {"team": "a"}},
+            "spec": {"size": "1Gi", "maxSize": "5Gi"}
+        }))
+        .unwrap();
+        let (obj, hash) = agentfs_body(&fs, "t1");
+        assert_eq!(obj.annotations().get(ANNOTATION_APPLIED_HASH), Some(&hash));
+        assert_eq!(
+            obj.labels().get(LABEL_TENANT).map(String::as_str),
+            Some("t1")
+        );
+        // Stable, and another spec is another hash.
+        assert_eq!(agentfs_body(&fs, "t1").1, hash);
+        let mut bigger = fs.clone();
+        bigger.spec.size = k8s_openapi::apimachinery::pkg::api::resource::Quantity("2Gi".into());
+        assert_ne!(agentfs_body(&bigger, "t1").1, hash);
+        assert_ne!(agentfs_body(&fs, "t2").1, hash);
+    }
 }

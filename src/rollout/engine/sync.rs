@@ -22,7 +22,6 @@ use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
-use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
 use super::{
@@ -32,13 +31,15 @@ use crate::cluster::apply::Ctx;
 use crate::cluster::conditions::keep_transitions;
 use crate::cluster::metrics::Controller as Writer;
 use crate::crd::tenant::{Tenant, TenantResourceSpec};
-use crate::crd::{AgentFS, Fleet as FleetCr, FleetStatus, Rollout, RolloutSpec};
+use crate::crd::{Fleet as FleetCr, FleetStatus, Rollout, RolloutSpec};
 use crate::fleet::{self, gitsync};
-use crate::meta::{LABEL_FLEET, LABEL_FLEET_NAMESPACE, LABEL_TENANT, ROLLOUT_NAME};
+use crate::meta::{
+    ANNOTATION_APPLIED_HASH, LABEL_FLEET, LABEL_FLEET_NAMESPACE, LABEL_TENANT, ROLLOUT_NAME,
+};
 use crate::release::{WaveName, lint};
 use crate::rollout::actuate::follows_fleet;
 use crate::rollout::desired::{TenantDesired, TenantTarget};
-use crate::rollout::workload::owned_meta;
+use crate::rollout::workload::agentfs_body;
 
 struct SyncCtx {
     op: Arc<Ctx>,
@@ -385,10 +386,6 @@ fn tenant_labels(tenant: &str, fleet: &str, fleet_ns: &str) -> BTreeMap<String, 
     ])
 }
 
-fn body_hash(v: &impl serde::Serialize) -> String {
-    hex::encode(Sha256::digest(serde_json::to_vec(v).unwrap_or_default()))
-}
-
 impl State {
     /// Makes `loaded` the Fleet `key`'s sync, then runs `apply` on it (the
     /// writes of its Tenants, AgentFS and Rollout specs). In this order,
@@ -498,10 +495,16 @@ async fn apply_tenants(
         }
         for fs in &target.desired.filesystems {
             let name = fs.name_any();
-            let mut obj = AgentFS::new(&name, fs.spec.clone());
-            obj.metadata = owned_meta(&fs.metadata, tenant);
+            let (obj, hash) = agentfs_body(fs, tenant);
             let key = format!("AgentFS/{tenant}/{name}");
-            let hash = body_hash(&obj);
+            // After a restart the cache tells the object is applied already.
+            let cached = op
+                .filesystems
+                .get(&ObjectRef::new(&name).within(tenant))
+                .is_some_and(|live| live.annotations().get(ANNOTATION_APPLIED_HASH) == Some(&hash));
+            if cached {
+                ctx.state.remember(key.clone(), hash.clone());
+            }
             if !ctx.state.unchanged(&key, &hash) {
                 op.apply(Writer::Rollout, &obj)
                     .await
