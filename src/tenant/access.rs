@@ -310,32 +310,46 @@ pub fn model_keys(s: &Secret) -> Vec<String> {
         .collect()
 }
 
+/// What is wrong with a live access Secret ([`check_access`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AccessMismatch {
+    #[error("Secret {ACCESS_SECRET} holds keys {has:?}, not exactly {want:?}")]
+    Keys { has: Vec<String>, want: Vec<String> },
+    #[error("Secret {ACCESS_SECRET}: key {0} is empty")]
+    Empty(String),
+    #[error(
+        "Secret {ACCESS_SECRET} is for other scopes than models {models:?}, capabilities {capabilities:?}"
+    )]
+    Scopes {
+        models: Vec<String>,
+        capabilities: Vec<String>,
+    },
+    #[error("Secret {ACCESS_SECRET}: not yet acknowledged by the actuator")]
+    NotMinted,
+}
+
 /// What is wrong with the live access Secret, for the step's
 /// postcondition: it holds exactly [`KEYS`], none empty, for `scopes`, and
 /// minted.
-pub fn check_access(live: &Secret, scopes: &Scopes) -> Result<(), String> {
+pub fn check_access(live: &Secret, scopes: &Scopes) -> Result<(), AccessMismatch> {
     let data = live.data.clone().unwrap_or_default();
-    let names: Vec<&str> = data.keys().map(String::as_str).collect();
-    let mut want = KEYS.to_vec();
+    let has: Vec<String> = data.keys().cloned().collect();
+    let mut want: Vec<String> = KEYS.iter().map(|k| (*k).to_owned()).collect();
     want.sort_unstable();
-    if names != want {
-        return Err(format!(
-            "Secret {ACCESS_SECRET} holds keys {names:?}, not exactly {want:?}"
-        ));
+    if has != want {
+        return Err(AccessMismatch::Keys { has, want });
     }
     if let Some((k, _)) = data.iter().find(|(_, v)| v.0.is_empty()) {
-        return Err(format!("Secret {ACCESS_SECRET}: key {k} is empty"));
+        return Err(AccessMismatch::Empty(k.clone()));
     }
     if annotation(live, ANNOTATION_SCOPES) != Some(scopes.hash().as_str()) {
-        return Err(format!(
-            "Secret {ACCESS_SECRET} is for other scopes than models {:?}, capabilities {:?}",
-            scopes.models, scopes.capabilities
-        ));
+        return Err(AccessMismatch::Scopes {
+            models: scopes.models.clone(),
+            capabilities: scopes.capabilities.clone(),
+        });
     }
     if annotation(live, ANNOTATION_STATE) != Some(STATE_MINTED) {
-        return Err(format!(
-            "Secret {ACCESS_SECRET}: not yet acknowledged by the actuator"
-        ));
+        return Err(AccessMismatch::NotMinted);
     }
     Ok(())
 }

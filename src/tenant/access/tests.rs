@@ -138,31 +138,27 @@ fn the_access_secret_holds_exactly_its_keys_for_its_scopes() {
         "kubernetes",
         STATE_PENDING,
     ));
-    assert!(
-        check_access(&pending, &scopes)
-            .unwrap_err()
-            .contains("acknowledged")
+    assert_eq!(
+        check_access(&pending, &scopes),
+        Err(AccessMismatch::NotMinted)
     );
     let other = Scopes {
         models: vec!["n".into()],
         capabilities: vec![],
     };
-    assert!(
-        check_access(&minted, &other)
-            .unwrap_err()
-            .contains("other scopes")
-    );
+    assert!(matches!(
+        check_access(&minted, &other),
+        Err(AccessMismatch::Scopes { .. })
+    ));
     let mut extra = minted.clone();
     extra
         .data
         .as_mut()
         .unwrap()
         .insert("OTHER_TENANT_KEY".into(), ByteString(b"x".to_vec()));
-    assert!(
-        check_access(&extra, &scopes)
-            .unwrap_err()
-            .contains("not exactly")
-    );
+    let e = check_access(&extra, &scopes).unwrap_err();
+    assert!(matches!(e, AccessMismatch::Keys { .. }), "{e}");
+    assert!(e.to_string().contains("not exactly"), "{e}");
     // Retiring keeps every generation until revoked.
     let r1 = retiring_secret("t", &minted, None);
     let r2 = retiring_secret(

@@ -120,7 +120,7 @@ pub(super) async fn mint_access(cx: &StepCx<'_>) -> StepResult {
     };
     Ok(match access::check_access(&back, &scopes) {
         Ok(()) => Outcome::Done,
-        Err(why) => Outcome::Pending(why),
+        Err(why) => Outcome::Pending(why.to_string()),
     })
 }
 
