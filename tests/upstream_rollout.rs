@@ -9,14 +9,14 @@ mod upstream_support;
 
 use std::time::Duration;
 
-use exo::crd::{AgentFS, Rollout, RolloutSpec};
+use exo::crd::{Rollout, RolloutSpec};
 
 use exo::meta::ROLLOUT_NAME;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{TestNamespace, eventually};
 use upstream_support::{
-    Connector, ControlPlane, agentfs, install_crds, older_peer, streams_the_rest_without,
+    Connector, ControlPlane, an_older_peer_gets_no, install_crds, streams_the_rest_without,
 };
 
 /// A tenant's Rollout as the engine writes it, with a status for
@@ -201,29 +201,7 @@ async fn a_control_plane_older_than_the_kind_gets_no_rollouts() {
     let ns = TestNamespace::new("up-ro-old").await;
     install_crds(&ns.client).await;
     create_rollout(&ns).await;
-    let fs = ns.api::<AgentFS>();
-    fs.create(&PostParams::default(), &agentfs("before", "1Gi"))
-        .await
-        .unwrap();
-    let (base, peer) = older_peer("after").await;
-    let c = Connector::start(&base, "exo_dt_not_checked_by_this_peer", &ns.name, &[]);
-    eventually("the connection", Duration::from_secs(30), || async {
-        (c.health()["state"] == "connected").then_some(())
-    })
-    .await;
-    // A Rollout change, then an AgentFS one: the peer reads until the latter.
-    set_status(&ns.api::<Rollout>(), json!({ "phase": "Verified" })).await;
-    fs.create(&PostParams::default(), &agentfs("after", "1Gi"))
-        .await
-        .unwrap();
-    let seen = tokio::time::timeout(Duration::from_secs(40), peer)
-        .await
-        .expect("the AgentFS delta")
-        .unwrap();
-    assert!(
-        seen.contains(&("AgentFS".into(), "before".into())),
-        "{seen:?}"
-    );
-    assert!(seen.iter().all(|(k, _)| k != "Rollout"), "{seen:?}");
-    assert!(c.log().contains("does not take Rollouts"), "{}", c.log());
+    let rollouts = ns.api::<Rollout>();
+    let change = set_status(&rollouts, json!({ "phase": "Verified" }));
+    an_older_peer_gets_no(&ns, "Rollout", "Rollouts", change).await;
 }

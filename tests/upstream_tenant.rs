@@ -10,14 +10,13 @@ mod upstream_support;
 
 use std::time::Duration;
 
-use exo::crd::AgentFS;
 use exo::crd::tenant::{Tenant, TenantResourceSpec};
 use exo::meta::LABEL_FLEET_NAMESPACE;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::{TestNamespace, eventually};
 use upstream_support::{
-    Connector, ControlPlane, agentfs, install_crds, older_peer, streams_the_rest_without,
+    Connector, ControlPlane, an_older_peer_gets_no, install_crds, streams_the_rest_without,
 };
 
 /// A Tenant's spec as the sync writes it, with settings the wire form
@@ -269,31 +268,8 @@ async fn a_control_plane_older_than_the_kind_gets_no_tenants() {
     let api = Api::<Tenant>::all(ns.client.clone());
     let mut cleanup = Tenants { names: Vec::new() };
     create_tenant(&api, &mut cleanup, &ns.name, &ns.name, onboarding()).await;
-    let fs = ns.api::<AgentFS>();
-    fs.create(&PostParams::default(), &agentfs("before", "1Gi"))
-        .await
-        .unwrap();
-    let (base, peer) = older_peer("after").await;
-    let c = Connector::start(&base, "exo_dt_not_checked_by_this_peer", &ns.name, &[]);
-    eventually("the connection", Duration::from_secs(30), || async {
-        (c.health()["state"] == "connected").then_some(())
-    })
-    .await;
-    // A Tenant change, then an AgentFS one: the peer reads until the latter.
-    set_status(&api, &ns.name, json!({ "phase": "Active" })).await;
-    fs.create(&PostParams::default(), &agentfs("after", "1Gi"))
-        .await
-        .unwrap();
-    let seen = tokio::time::timeout(Duration::from_secs(40), peer)
-        .await
-        .expect("the AgentFS delta")
-        .unwrap();
-    assert!(
-        seen.contains(&("AgentFS".into(), "before".into())),
-        "{seen:?}"
-    );
-    assert!(seen.iter().all(|(k, _)| k != "Tenant"), "{seen:?}");
-    assert!(c.log().contains("does not take Tenants"), "{}", c.log());
+    let change = set_status(&api, &ns.name, json!({ "phase": "Active" }));
+    an_older_peer_gets_no(&ns, "Tenant", "Tenants", change).await;
 }
 
 /// The Tenant `name`, once `check` holds (panics with the operator's log

@@ -573,3 +573,46 @@ pub async fn streams_the_rest_without(
         c.log()
     );
 }
+
+/// Towards a control plane older than `kind` (an [`older_peer`]), `exo
+/// operator connect` in `ns` streams the other kinds and none of `kind`:
+/// an AgentFS made before the connection and one made after `change` (a
+/// change to the `kind` object the test made) arrive, the `kind` object
+/// never does, and the connector says it holds `plural_kind` back.
+pub async fn an_older_peer_gets_no<T>(
+    ns: &crate::support::TestNamespace,
+    kind: &str,
+    plural_kind: &str,
+    change: impl std::future::Future<Output = T>,
+) {
+    use kube::api::PostParams;
+    let fs = ns.api::<exo::crd::AgentFS>();
+    fs.create(&PostParams::default(), &agentfs("before", "1Gi"))
+        .await
+        .unwrap();
+    let (base, peer) = older_peer("after").await;
+    let c = Connector::start(&base, "exo_dt_not_checked_by_this_peer", &ns.name, &[]);
+    crate::support::eventually("the connection", Duration::from_secs(30), || async {
+        (c.health()["state"] == "connected").then_some(())
+    })
+    .await;
+    // A change of the kind, then an AgentFS one: the peer reads until the latter.
+    let _ = change.await;
+    fs.create(&PostParams::default(), &agentfs("after", "1Gi"))
+        .await
+        .unwrap();
+    let seen = tokio::time::timeout(Duration::from_secs(40), peer)
+        .await
+        .expect("the AgentFS delta")
+        .unwrap();
+    assert!(
+        seen.contains(&("AgentFS".into(), "before".into())),
+        "{seen:?}"
+    );
+    assert!(seen.iter().all(|(k, _)| k != kind), "{seen:?}");
+    assert!(
+        c.log().contains(&format!("does not take {plural_kind}")),
+        "{}",
+        c.log()
+    );
+}
