@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::cli::table;
 use crate::crd::StepState;
-use crate::crd::tenant::Tenant;
+use crate::crd::tenant::{ControlPlaneAcks, RegistrationAck, Tenant};
 use crate::saga::Step;
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -26,6 +26,9 @@ pub struct TenantView {
     pub offboarding: bool,
     pub message: Option<String>,
     pub steps: Vec<StepView>,
+    /// What the control plane acknowledged storing (managed installations),
+    /// each record with the generation it is for.
+    pub control_plane: Option<ControlPlaneAcks>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -98,6 +101,7 @@ impl TenantView {
             offboarding: t.spec.offboarding,
             message: status.filter(|_| current).and_then(|s| s.message.clone()),
             steps,
+            control_plane: status.and_then(|s| s.control_plane.clone()),
         }
     }
 }
@@ -163,6 +167,20 @@ pub fn show_text(v: &TenantView) -> String {
             &rows,
         ));
     }
+    let acked = |what: &str, a: &RegistrationAck| {
+        format!(
+            "control plane: {what} {} (generation {}, acknowledged {}, record {})\n",
+            a.record, a.generation, a.acked_at.0, a.id
+        )
+    };
+    if let Some(cp) = &v.control_plane {
+        if let Some(a) = &cp.enrollment {
+            out.push_str(&acked("tenant", a));
+        }
+        if let Some(a) = &cp.support_lane {
+            out.push_str(&acked("support", a));
+        }
+    }
     out
 }
 
@@ -203,6 +221,22 @@ mod tests {
         assert_eq!(v.steps[0].owner, steps[0].owner());
         assert!(list_table(std::slice::from_ref(&v)).contains("identity-enrolled"));
         assert!(show_text(&v).contains("exo-operator/tenant-enrollment"));
+        assert!(!show_text(&v).contains("control plane:"), "unmanaged");
+        let mut acked = t.clone();
+        acked.status.as_mut().unwrap().control_plane = Some(ControlPlaneAcks {
+            enrollment: Some(RegistrationAck {
+                id: "9f2c".into(),
+                generation: 2,
+                record: "enrolled".into(),
+                acked_at: crate::rollout::now(),
+            }),
+            support_lane: None,
+        });
+        let text = show_text(&TenantView::of(&acked));
+        assert!(
+            text.contains("control plane: tenant enrolled (generation 2"),
+            "{text}"
+        );
         // A newer generation: the old status is not about it.
         t.metadata.generation = Some(3);
         let v = TenantView::of(&t);
