@@ -132,6 +132,9 @@ pub async fn run(cx: &StepCx<'_>, step: TenantStep) -> Ran {
 /// takes no registrations; running while it is on its way.
 fn register(cx: &StepCx<'_>, r: Registration, record: String) -> Option<Ran> {
     let registry = cx.registrations?;
+    // For this Tenant resource: one made again after a delete counts its
+    // generations anew, and the control plane tells them apart by uid.
+    let r = r.with_uid(cx.tenant.metadata.uid.as_deref().unwrap_or_default());
     let (kind, id, generation) = (r.kind(), r.id().to_owned(), r.generation());
     Some(match registry.request(r) {
         Progress::Acked => Ran {

@@ -23,6 +23,8 @@ pub mod limits {
     pub const LANE: usize = 63;
     pub const CONTACT: usize = 254;
     pub const CONTACTS: usize = 32;
+    /// A Kubernetes uid is 36 bytes.
+    pub const UID: usize = 64;
 }
 
 /// Operator -> control plane: a tenant of this deployment, enrolled (its
@@ -33,8 +35,13 @@ pub struct TenantRegister {
     /// same id ([`Registration::id_of`]).
     pub id: String,
     pub tenant: String,
+    /// The `Tenant` resource's uid: a record of another uid (the resource
+    /// deleted and made again, its generation counting from 1 anew)
+    /// replaces the stored one whatever its generation.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
     /// The `Tenant` resource's generation the record is for; the control
-    /// plane keeps the newest.
+    /// plane keeps the newest of one uid.
     pub generation: i64,
     /// `false`: offboarded.
     pub enrolled: bool,
@@ -50,6 +57,8 @@ pub struct TenantRegister {
 pub struct SupportLane {
     pub id: String,
     pub tenant: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
     pub generation: i64,
     pub lane: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -112,6 +121,7 @@ impl Registration {
         let mut r = TenantRegister {
             id: String::new(),
             tenant: tenant.to_owned(),
+            uid: String::new(),
             generation,
             enrolled,
             tier: tier.to_owned(),
@@ -126,6 +136,7 @@ impl Registration {
         let mut r = SupportLane {
             id: String::new(),
             tenant: tenant.to_owned(),
+            uid: String::new(),
             generation,
             lane: lane.map(str::to_owned),
             contacts: if lane.is_some() {
@@ -136,6 +147,24 @@ impl Registration {
         };
         r.id = Self::id_of(&serde_json::to_vec(&r).unwrap_or_default());
         Registration::Support(r)
+    }
+
+    /// The record for the `Tenant` resource of `uid` (its id anew).
+    #[must_use]
+    pub fn with_uid(mut self, uid: &str) -> Self {
+        match &mut self {
+            Registration::Tenant(r) => {
+                r.uid = uid.to_owned();
+                r.id = String::new();
+                r.id = Self::id_of(&serde_json::to_vec(r).unwrap_or_default());
+            }
+            Registration::Support(r) => {
+                r.uid = uid.to_owned();
+                r.id = String::new();
+                r.id = Self::id_of(&serde_json::to_vec(r).unwrap_or_default());
+            }
+        }
+        self
     }
 
     /// The id of a record: a hash of its content (with an empty id), so
@@ -194,6 +223,11 @@ impl Registration {
         if generation < 0 {
             return Err(RegistrationError::BadGeneration(generation));
         }
+        let uid = match self {
+            Registration::Tenant(r) => &r.uid,
+            Registration::Support(r) => &r.uid,
+        };
+        bounded("uid", uid, limits::UID)?;
         match self {
             Registration::Tenant(r) => {
                 bounded("tier", &r.tier, limits::TIER)?;
@@ -237,6 +271,11 @@ mod tests {
         // No lane, no contacts.
         assert!(matches!(none, Registration::Support(ref s) if s.contacts.is_empty()));
         assert!(a.validate().is_ok() && lane.validate().is_ok() && none.validate().is_ok());
+        // Another resource of the same name: another record.
+        let other = a.clone().with_uid("2f0c-uid");
+        assert_ne!(other.id(), a.id());
+        assert_eq!(other.id(), a.clone().with_uid("2f0c-uid").id());
+        assert!(matches!(other, Registration::Tenant(ref t) if t.uid == "2f0c-uid"));
     }
 
     #[test]

@@ -127,6 +127,8 @@ CREATE TABLE tenants (
     contacts TEXT,
     lane_generation BIGINT NOT NULL DEFAULT -1,
     lane_updated_ms BIGINT,
+    uid TEXT NOT NULL DEFAULT '',
+    lane_uid TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (deployment, tenant)
 );
 ";

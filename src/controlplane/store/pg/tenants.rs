@@ -35,11 +35,13 @@ impl Pg {
             Registration::Tenant(t) => {
                 c.execute(
                     "INSERT INTO tenants (deployment, tenant, enrolled, tier, wave, generation,
-                     updated_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)
+                     updated_ms, uid) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
                      ON CONFLICT (deployment, tenant) DO UPDATE SET
                        enrolled = excluded.enrolled, tier = excluded.tier, wave = excluded.wave,
-                       generation = excluded.generation, updated_ms = excluded.updated_ms
-                     WHERE excluded.generation >= tenants.generation",
+                       generation = excluded.generation, updated_ms = excluded.updated_ms,
+                       uid = excluded.uid
+                     WHERE excluded.uid <> tenants.uid
+                        OR excluded.generation >= tenants.generation",
                     &[
                         &deployment,
                         &t.tenant,
@@ -48,6 +50,7 @@ impl Pg {
                         &t.wave,
                         &t.generation,
                         &now,
+                        &t.uid,
                     ],
                 )
                 .await?
@@ -55,12 +58,14 @@ impl Pg {
             Registration::Support(s) => {
                 c.execute(
                     "INSERT INTO tenants (deployment, tenant, updated_ms, lane, contacts,
-                     lane_generation, lane_updated_ms) VALUES ($1, $2, $3, $4, $5, $6, $3)
+                     lane_generation, lane_updated_ms, lane_uid)
+                     VALUES ($1, $2, $3, $4, $5, $6, $3, $7)
                      ON CONFLICT (deployment, tenant) DO UPDATE SET
                        lane = excluded.lane, contacts = excluded.contacts,
                        lane_generation = excluded.lane_generation,
-                       lane_updated_ms = excluded.lane_updated_ms
-                     WHERE excluded.lane_generation >= tenants.lane_generation",
+                       lane_updated_ms = excluded.lane_updated_ms, lane_uid = excluded.lane_uid
+                     WHERE excluded.lane_uid <> tenants.lane_uid
+                        OR excluded.lane_generation >= tenants.lane_generation",
                     &[
                         &deployment,
                         &s.tenant,
@@ -68,6 +73,7 @@ impl Pg {
                         &s.lane,
                         &serde_json::to_string(&s.contacts).unwrap_or_default(),
                         &s.generation,
+                        &s.uid,
                     ],
                 )
                 .await?

@@ -141,6 +141,8 @@ fn migrate_v2(tx: &Transaction<'_>) -> rusqlite::Result<()> {
             contacts TEXT,
             lane_generation INTEGER NOT NULL DEFAULT -1,
             lane_updated_ms INTEGER,
+            uid TEXT NOT NULL DEFAULT '',
+            lane_uid TEXT NOT NULL DEFAULT '',
             PRIMARY KEY (deployment, tenant)
         );",
     )

@@ -61,6 +61,31 @@ async fn the_newest_generation_of_each_record_wins_and_a_resend_changes_nothing(
         let r = &s.list_tenants("a").await.unwrap()[0];
         assert!(!r.enrolled && r.support.is_none(), "{b}: {r:?}");
 
+        // The Tenant deleted and made again: a new uid, its generations
+        // from 1 anew, replaces the record of the old one.
+        s.register(
+            "a",
+            &Registration::tenant("acme", 1, true, "gpu", "canary").with_uid("new-uid"),
+        )
+        .await
+        .unwrap();
+        s.register(
+            "a",
+            &Registration::support("acme", 1, Some("desk"), &[]).with_uid("new-uid"),
+        )
+        .await
+        .unwrap();
+        let r = &s.list_tenants("a").await.unwrap()[0];
+        assert!(
+            r.enrolled && r.generation == 1 && r.tier == "gpu",
+            "{b}: {r:?}"
+        );
+        assert_eq!(
+            r.support.as_ref().map(|s| s.lane.as_str()),
+            Some("desk"),
+            "{b}"
+        );
+
         // Per deployment; a lane before any enrollment makes a row that is
         // not enrolled.
         s.register("b", &Registration::support("acme", 1, Some("x"), &[]))
