@@ -28,9 +28,8 @@
 # operator's default, 500), PHASES ("push steady"), EXO_BIN (a built binary
 # instead of `cargo build --release`; for trying the script only).
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/.." && pwd)
-cd "$repo"
-set -a; eval "$(scripts/testenv env)"; set +a
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 TENANTS=${TENANTS:-10}; AGENTS=${AGENTS:-100}; RUNS=${RUNS:-5}
 STEADY_SECS=${STEADY_SECS:-600}; FLOOR_SECS=${FLOOR_SECS:-300}; SETTLE_SECS=${SETTLE_SECS:-90}
 SLICE_SECS=${SLICE_SECS:-30}
@@ -40,21 +39,8 @@ PHASES=${PHASES:-push steady}
 P=g$(date +%s | tail -c 6)
 OPS=$P-exo          # the Fleet, its hook Secret and the Lease
 KNS=$P-kubectl      # Agents applied by hand, outside git
-OUT=${OUT:-${CARGO_TARGET_DIR:-$repo/target}/bench}; mkdir -p "$OUT"
-work=$(mktemp -d)
-if [ -z "${EXO_BIN:-}" ]; then
-  cargo build --release --quiet
-  EXO_BIN=${CARGO_TARGET_DIR:-$repo/target}/release/exo
-fi
-# A private copy: the target dir may be shared, and another build must not
-# swap the binary under a running bench.
-cp "$EXO_BIN" "$work/exo"
-EXO=$work/exo
 tenants=$(seq -f "$P-%02g" 0 $((TENANTS - 1)))
 op_pid=; bg_pids=()
-log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-now() { date +%s.%N; }
-since() { echo "$(now) - $1" | bc; }
 
 cleanup() {
   set +e

@@ -23,22 +23,12 @@
 # Needs the test environment (`scripts/testenv up`). Knobs: TENANTS (100),
 # RUNS (3), EXO_BIN (a built binary instead of `cargo build --release`).
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/.." && pwd)
-cd "$repo"
-set -a; eval "$(scripts/testenv env)"; set +a
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 TENANTS=${TENANTS:-100}; RUNS=${RUNS:-3}
 P=t$(date +%s | tail -c 6)
 OPS=$P-exo
-OUT=${OUT:-${CARGO_TARGET_DIR:-$repo/target}/bench}; mkdir -p "$OUT"
-work=$(mktemp -d)
-if [ -z "${EXO_BIN:-}" ]; then
-  cargo build --release --quiet
-  EXO_BIN=${CARGO_TARGET_DIR:-$repo/target}/release/exo
-fi
-cp "$EXO_BIN" "$work/exo"
-EXO=$work/exo
 op_pid=
-log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 cleanup() {
   set +e
