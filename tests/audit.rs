@@ -286,10 +286,28 @@ async fn isolation_is_built_enforced_and_audited() {
                 {"name": "baseline", "configMap": {"name": baseline}},
                 {"name": "data", "persistentVolumeClaim": {"claimName": "borrowed"}}]}}),
     ];
+    // Pod Security admission reads namespaces from the apiserver's own
+    // cache, which may not hold the lowered label yet: a refusal is tried
+    // again for a while.
     for p in &planted {
-        pods.create(&PostParams::default(), &from::<Pod>(p.clone()))
-            .await
-            .unwrap();
+        let pod = from::<Pod>(p.clone());
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            match pods.create(&PostParams::default(), &pod).await {
+                Ok(_) => break,
+                Err(kube::Error::Api(e))
+                    if e.code == 403
+                        && e.message.contains("PodSecurity")
+                        && std::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!(
+                    "plant {}: {e}",
+                    pod.metadata.name.clone().unwrap_or_default()
+                ),
+            }
+        }
     }
 
     // `exo audit` finds each one, by rule and object, and prints no value.
@@ -415,6 +433,11 @@ async fn isolation_is_built_enforced_and_audited() {
 /// name the one at fault.
 #[test]
 fn kubeconfig_and_context_flags_choose_the_cluster() {
+    // The audit lists exo's kinds: on a fresh environment this may run
+    // before another test installed their CRDs.
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        support::install_crds(&support::client().await).await;
+    });
     let kc = support::env().kubeconfig.display().to_string();
     let run = |args: &[&str]| {
         let out = Command::new(EXO)
