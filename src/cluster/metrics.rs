@@ -126,6 +126,8 @@ pub struct Metrics {
     pub content_drift: Counter,
     /// Execs into pods made by live re-checks.
     pub live_check_execs: Counter,
+    /// Execs into pods made by the rollout saga's `verified/*` steps.
+    pub verify_execs: Counter,
     pub reconciles: Family<ReconcileLabels, Counter>,
     pub reconcile_seconds: Family<ControllerLabels, Histogram>,
     pub writes: Family<WriteLabels, Counter>,
@@ -157,6 +159,7 @@ impl Metrics {
         let pruned = Family::<KindLabels, Counter>::default();
         let content_drift = Counter::default();
         let live_check_execs = Counter::default();
+        let verify_execs = Counter::default();
         let upstream_connected = Gauge::default();
         let upstream_wedged = Gauge::default();
         let upstream_disconnects = Family::<DisconnectLabels, Counter>::default();
@@ -202,6 +205,11 @@ impl Metrics {
             "live_check_execs",
             "Execs into pods made by the periodic live re-checks",
             live_check_execs.clone(),
+        );
+        registry.register(
+            "verify_execs",
+            "Execs into pods made by the rollout saga's verified steps (one per changed pod)",
+            verify_execs.clone(),
         );
         registry.register(
             "reconciles",
@@ -261,6 +269,7 @@ impl Metrics {
             pruned,
             content_drift,
             live_check_execs,
+            verify_execs,
             reconciles,
             reconcile_seconds,
             writes,

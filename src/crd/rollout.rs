@@ -259,6 +259,34 @@ pub struct RolloutStatus {
     /// The last live re-check of the verified pods, and what it found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_live_check: Option<LiveCheck>,
+    /// What this saga run changed, recorded when it starts and before any
+    /// step acts: `repointed`, `pods-rolled`, `verified` and
+    /// `status-projected` act on these workloads only. Absent (a status
+    /// written before this field) means every workload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed: Option<ChangedSet>,
+    /// When every pod of the tenant was last checked live: by the last
+    /// re-check, or by a saga run whose changed set was the whole tenant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_full_check: Option<Time>,
+}
+
+/// The workloads (and baseline ConfigMap versions) a saga run changes.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangedSet {
+    /// Every workload of the tenant (the lists below are then empty).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all: bool,
+    /// Names of the Agents that change.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<String>,
+    /// Names of the Tools that change.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// Baseline ConfigMap versions the changed Agents move to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config_maps: Vec<String>,
 }
 
 /// One object in a tenant's inventory.

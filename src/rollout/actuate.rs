@@ -6,8 +6,11 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
+use std::sync::Arc;
+
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
+use kube::runtime::reflector::ObjectRef;
 
 use futures::StreamExt;
 
@@ -183,13 +186,11 @@ async fn publish_configmaps(ctx: &StepCtx<'_>) -> Outcome {
 }
 
 async fn repoint(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
-    // One list per kind per look, not one read per workload: the step is
-    // looked at every poll while the reconciler catches up, and a wave can
-    // hold hundreds of workloads per tenant.
-    let live = match Live::list(ctx, workloads).await {
-        Ok(l) => l,
-        Err(o) => return o,
-    };
+    // From the operator's caches, not the apiserver: the step is looked at
+    // each time one of its workloads changes while the reconciler catches
+    // up, and a wave can hold hundreds of workloads per tenant. A cache a
+    // moment behind only costs an apply that changes nothing.
+    let live = Live::cached(ctx, workloads);
     let live = &live;
     each(
         workloads
@@ -200,7 +201,7 @@ async fn repoint(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
     .await
 }
 
-/// The tenant's live Agents and Tools, by name.
+/// The live Agents and Tools of `workloads`, by name, from the caches.
 #[derive(Default)]
 struct Live {
     agents: BTreeMap<String, Agent>,
@@ -208,25 +209,25 @@ struct Live {
 }
 
 impl Live {
-    async fn list(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Result<Self, Outcome> {
+    fn cached(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Self {
         let mut live = Live::default();
-        if workloads.iter().any(|w| matches!(w, Workload::Agent(_))) {
-            let api: Api<Agent> = ctx.op.api(ctx.namespace);
-            let list = api
-                .list(&ListParams::default())
-                .await
-                .map_err(|e| blocked("list Agents", &e))?;
-            live.agents = list.items.into_iter().map(|a| (a.name_any(), a)).collect();
+        for w in workloads {
+            match w {
+                Workload::Agent(_) => {
+                    let at = ObjectRef::new(w.name()).within(ctx.namespace);
+                    if let Some(a) = ctx.op.agents.get(&at) {
+                        live.agents.insert(w.name().to_owned(), Agent::clone(&a));
+                    }
+                }
+                Workload::Tool(_) => {
+                    let at = ObjectRef::new(w.name()).within(ctx.namespace);
+                    if let Some(t) = ctx.op.tools.get(&at) {
+                        live.tools.insert(w.name().to_owned(), Tool::clone(&t));
+                    }
+                }
+            }
         }
-        if workloads.iter().any(|w| matches!(w, Workload::Tool(_))) {
-            let api: Api<Tool> = ctx.op.api(ctx.namespace);
-            let list = api
-                .list(&ListParams::default())
-                .await
-                .map_err(|e| blocked("list Tools", &e))?;
-            live.tools = list.items.into_iter().map(|t| (t.name_any(), t)).collect();
-        }
-        Ok(live)
+        live
     }
 }
 
@@ -276,22 +277,22 @@ async fn repoint_one(ctx: &StepCtx<'_>, w: &Workload, live: &Live) -> Outcome {
     }
 }
 
-/// Lists the operator's pods in the tenant namespace once.
-async fn managed_pods(ctx: &StepCtx<'_>) -> Result<Vec<Pod>, Outcome> {
-    let api: Api<Pod> = ctx.op.api(ctx.namespace);
-    api.list(&ListParams::default().labels(&format!("{LABEL_MANAGED_BY}=exo")))
-        .await
-        .map(|l| l.items)
-        .map_err(|e| blocked("list pods", &e))
+/// The operator's pods in the tenant namespace, from the pod cache: the
+/// steps that wait on pods are woken by its changes.
+fn managed_pods(ctx: &StepCtx<'_>) -> Vec<Arc<Pod>> {
+    ctx.op
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(ctx.namespace))
+        .collect()
 }
 
 async fn pods_rolled(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
-    // One list per look, not one read per pod: a saga polls this step while
-    // pods roll, and a tenant can have hundreds of them.
-    let pods = match managed_pods(ctx).await {
-        Ok(p) => p,
-        Err(o) => return o,
-    };
+    if !workloads.iter().any(expects_pod) {
+        return Outcome::Done;
+    }
+    let pods = managed_pods(ctx);
     combine(
         workloads
             .iter()
@@ -303,11 +304,13 @@ async fn pods_rolled(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
     )
 }
 
+/// Execs into the pod of each workload of the step (the run's changed
+/// set) and compares its mounted content with the release's.
 async fn verify_live(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
-    let pods = match managed_pods(ctx).await {
-        Ok(p) => p,
-        Err(o) => return o,
-    };
+    if !workloads.iter().any(expects_pod) {
+        return Outcome::Done;
+    }
+    let pods = managed_pods(ctx);
     let pods = &pods;
     each(
         workloads
@@ -318,6 +321,9 @@ async fn verify_live(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
                     Ok(p) => p,
                     Err(o) => return o,
                 };
+                if matches!(w, Workload::Agent(a) if a.spec.baseline.is_some()) {
+                    ctx.op.metrics.verify_execs.inc();
+                }
                 match check_content(ctx.op, ctx.namespace, ctx.release, ctx.baselines, w, pod).await
                 {
                     Ok(()) => Outcome::Done,
@@ -355,7 +361,9 @@ async fn project(ctx: &StepCtx<'_>) -> Outcome {
     outcome
 }
 
-/// Stamps the release and the verification time on one workload.
+/// Stamps the release and the verification time on one workload of the
+/// run's changed set (the others keep the stamp of the run that last
+/// changed them).
 async fn project_one(ctx: &StepCtx<'_>, w: &Workload, now: &str) -> Outcome {
     let release = &ctx.release.metadata.name;
     let meta = serde_json::json!({"annotations": {

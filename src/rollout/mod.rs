@@ -1,6 +1,6 @@
 //! GitOps wave rollout, in four layers; each imports only the ones below
 //! it (`tests/layers` checks this):
-//! - pure: the saga's core (`saga`), what a tenant should run (`desired`,
+//! - pure: the saga's core (`saga`, with its changed set in `changed`), what a tenant should run (`desired`,
 //!   with the engine's `TenantTarget`), its NetworkPolicies (`isolation`),
 //!   field diffs (`diff`), promotion gates and summaries;
 //! - `workload`: what every step shares (its context, error outcomes, the
@@ -11,6 +11,7 @@
 //!   each tenant's saga.
 
 pub mod actuate;
+pub mod changed;
 pub mod desired;
 pub mod diff;
 pub mod drift;

@@ -45,15 +45,23 @@ pub fn jitter(key: &str) -> f64 {
 }
 
 /// How long until `status`'s tenant is due for a re-check: `interval`
-/// (plus up to a tenth, by tenant) after the last check, or after it was
-/// verified. Zero when due. Pure.
+/// (plus up to a tenth, by tenant) after the last check of every pod (a
+/// re-check, or a saga run over the whole tenant). A run over a changed
+/// set checked only its pods, so it does not postpone the re-check of the
+/// others. Zero when due. Pure.
 pub fn due_in(status: &RolloutStatus, key: &str, interval: Duration, now: Time) -> Duration {
+    // A status from before the changed set: its run covered every pod.
+    let legacy_verified = status
+        .verified_at
+        .as_ref()
+        .filter(|_| status.changed.is_none());
     let base = status
         .last_live_check
         .as_ref()
         .and_then(|c| c.at.as_ref())
         .into_iter()
-        .chain(status.verified_at.as_ref())
+        .chain(status.last_full_check.as_ref())
+        .chain(legacy_verified)
         .map(|t| t.0.as_millisecond())
         .max();
     let Some(base) = base else {
@@ -201,8 +209,13 @@ pub async fn record(
             .collect::<Vec<_>>()
             .join("; ")
     };
+    let at = super::now();
+    if result.skipped.is_empty() {
+        // Every pod of the tenant was looked at.
+        status.last_full_check = Some(at.clone());
+    }
     status.last_live_check = Some(LiveCheck {
-        at: Some(super::now()),
+        at: Some(at),
         pods: result.pods,
         ok,
         message: Some(message.clone()),
@@ -323,6 +336,24 @@ mod tests {
             due_in(&s, "acme", ten, at(1_661)) > Duration::ZERO,
             "from the last check"
         );
+        // A run over a changed set checked only its pods: the others are
+        // due from the last full check, not from that run's `verifiedAt`.
+        let mut partial = RolloutStatus {
+            verified_at: Some(at(5_000)),
+            last_full_check: Some(at(1_000)),
+            changed: Some(crate::crd::ChangedSet {
+                agents: vec!["a1".into()],
+                ..Default::default()
+            }),
+            ..RolloutStatus::default()
+        };
+        assert_eq!(due_in(&partial, "acme", ten, at(1_661)), Duration::ZERO);
+        partial.changed = Some(crate::crd::ChangedSet {
+            all: true,
+            ..Default::default()
+        });
+        partial.last_full_check = Some(at(5_000));
+        assert!(due_in(&partial, "acme", ten, at(1_661)) > Duration::ZERO);
         let a = jitter("acme");
         assert!((0.0..1.0).contains(&a));
         assert_eq!(a, jitter("acme"));

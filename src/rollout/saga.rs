@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::crd::{
-    Agent, InventoryEntry, InventoryKind, RolloutPhase, RolloutStatus, StepState, Tool,
+    Agent, ChangedSet, InventoryEntry, InventoryKind, RolloutPhase, RolloutStatus, StepState, Tool,
 };
 use crate::fleet::Tenant;
 use crate::release::plan::apply_order;
@@ -271,6 +271,9 @@ pub fn fresh_status(
         conditions: previous.map(|p| p.conditions.clone()).unwrap_or_default(),
         last_drift: previous.and_then(|p| p.last_drift.clone()),
         last_live_check: previous.and_then(|p| p.last_live_check.clone()),
+        last_full_check: previous.and_then(|p| p.last_full_check.clone()),
+        // Each run records its own (see `super::changed`).
+        changed: None,
     }
 }
 
@@ -285,9 +288,10 @@ pub struct StartedFor<'a> {
 }
 
 /// A fresh saga for the current spec (see [`fresh_status`]), stamped with
-/// what it is for. The objects git wants join the inventory before
-/// anything is applied, so one applied and then dropped from git before
-/// the saga ends is still pruned.
+/// what it is for and with what it changes (`changed`, stored with this
+/// first write, before any step acts). The objects git wants join the
+/// inventory before anything is applied, so one applied and then dropped
+/// from git before the saga ends is still pruned.
 pub fn start(
     previous: Option<&RolloutStatus>,
     release: &str,
@@ -295,8 +299,10 @@ pub fn start(
     now: Time,
     for_: StartedFor<'_>,
     desired: &BTreeSet<(InventoryKind, String)>,
+    changed: ChangedSet,
 ) -> RolloutStatus {
     let mut s = fresh_status(previous, release, kinds, now);
+    s.changed = Some(changed);
     s.desired_hash = Some(for_.desired_hash.to_owned());
     s.applied_commit = Some(for_.commit.to_owned());
     s.observed_generation = for_.generation;
@@ -319,8 +325,8 @@ pub fn start(
 }
 
 /// Runs the saga again for the same spec (after a drift revert or a
-/// healed pod): every step Pending, the stamp and the record kept, and
-/// `why` as the message until the first step reports.
+/// healed pod): every step Pending over every workload, the stamp and the
+/// record kept, and `why` as the message until the first step reports.
 pub fn restart(
     status: &RolloutStatus,
     kinds: &[StepKind],
@@ -333,6 +339,10 @@ pub fn restart(
     s.applied_commit.clone_from(&status.applied_commit);
     s.observed_generation = status.observed_generation;
     s.message = Some(why);
+    s.changed = Some(ChangedSet {
+        all: true,
+        ..ChangedSet::default()
+    });
     s
 }
 
@@ -361,6 +371,10 @@ pub fn record(status: &mut RolloutStatus, i: usize, outcome: &Outcome, now: &Tim
         status.phase = Some(RolloutPhase::Verified);
         status.current_step = None;
         status.verified_at = Some(now.clone());
+        if status.changed.as_ref().is_none_or(|c| c.all) {
+            // Every pod of the tenant was verified by this run.
+            status.last_full_check = Some(now.clone());
+        }
         if let Some(r) = status.release.clone() {
             status.verified_releases.retain(|v| *v != r);
             status.verified_releases.insert(0, r);

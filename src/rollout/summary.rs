@@ -209,6 +209,10 @@ pub struct TenantSummary {
     pub pending_prunes: Vec<PendingPrune>,
     pub last_drift: Option<LastDrift>,
     pub last_live_check: Option<LastLiveCheck>,
+    /// Seconds since every pod of the tenant was last checked live (by a
+    /// re-check, or a saga run over the whole tenant); a run over a changed
+    /// set checks only its pods.
+    pub last_full_check_age_seconds: Option<i64>,
 }
 
 impl TenantSummary {
@@ -315,6 +319,7 @@ pub fn summarize(r: &Rollout, now: i64) -> TenantSummary {
                 message: c.message.clone(),
                 age_seconds: age(now, c.at.as_ref()),
             }),
+        last_full_check_age_seconds: current.and_then(|s| age(now, s.last_full_check.as_ref())),
         state,
     }
 }

@@ -139,11 +139,15 @@ pub fn pod_labels(w: &Workload) -> BTreeMap<String, String> {
 /// The one pod `w` runs now. Pod names change with the template, so the
 /// pod is found by its labels; while an older pod is still there the roll
 /// is not over.
-pub fn current_pod<'a>(w: &Workload, pods: &'a [Pod]) -> Result<&'a Pod, Outcome> {
+pub fn current_pod<'a, P: std::borrow::Borrow<Pod>>(
+    w: &Workload,
+    pods: &'a [P],
+) -> Result<&'a Pod, Outcome> {
     let want = pod_labels(w);
     let mine: Vec<&Pod> = pods
         .iter()
-        .filter(|p| {
+        .map(std::borrow::Borrow::borrow)
+        .filter(|p: &&Pod| {
             let labels = p.metadata.labels.as_ref();
             want.iter()
                 .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))

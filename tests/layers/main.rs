@@ -35,7 +35,15 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
     (
         "crate::rollout",
         &[
-            &["saga", "desired", "gates", "summary", "isolation", "diff"],
+            &[
+                "saga",
+                "changed",
+                "desired",
+                "gates",
+                "summary",
+                "isolation",
+                "diff",
+            ],
             &["workload"],
             &["actuate", "verify", "drift", "prune", "reverify"],
             &["engine"],

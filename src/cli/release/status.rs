@@ -104,13 +104,17 @@ fn sync_cell(t: &TenantSummary) -> String {
 }
 
 fn live_cell(t: &TenantSummary) -> String {
-    match &t.last_live_check {
-        None => "-".into(),
+    let last = match &t.last_live_check {
+        None => "-".to_owned(),
         Some(c) => format!(
             "{} {}",
             if c.ok { "ok" } else { "mismatch" },
             age(c.age_seconds)
         ),
+    };
+    match t.last_full_check_age_seconds {
+        None => last,
+        full => format!("{last}, all pods {}", age(full)),
     }
 }
 

@@ -6,6 +6,7 @@
 //! live re-check. A drift revert or a healed pod runs the saga again for
 //! the same spec, so `Verified` always means verified after the last change.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use tracing::{Instrument, info, warn};
 
 use super::{EngineConfig, Error, Loaded, State, namespace_of, now};
@@ -23,9 +24,9 @@ use crate::cluster::metrics::Controller as Writer;
 use crate::crd::{Rollout, RolloutPhase, RolloutStatus, StepState};
 use crate::rollout::actuate::execute;
 use crate::rollout::desired::TenantTarget;
-use crate::rollout::saga::{self, Outcome, StartedFor, Step, StepKind};
+use crate::rollout::saga::{self, Outcome, StartedFor, Step, StepKind, Workload};
 use crate::rollout::workload::StepCtx;
-use crate::rollout::{drift, prune, reverify};
+use crate::rollout::{changed, drift, prune, reverify};
 
 pub(super) struct DriveCtx {
     pub op: Arc<Ctx>,
@@ -77,9 +78,95 @@ pub(super) fn controller(op: &Ctx, rollouts: Store<Rollout>) -> Controller<Rollo
     let relisted = hub
         .touches()
         .filter_map(|t| futures::future::ready(matches!(t, Touch::Relisted).then_some(())));
+    let waiting = waits_woken(op, rollouts.clone());
     Controller::for_stream(futures::stream::pending(), rollouts)
         .reconcile_on(changed)
+        .reconcile_on(waiting)
         .reconcile_all_on(futures::stream::once(futures::future::ready(())).chain(relisted))
+}
+
+/// The Rollouts to look at again when a workload, or a workload's pod,
+/// changes: those whose run is in progress and has that workload in its
+/// changed set. A step that waits on the cluster (`repointed/*` for an
+/// Agent's `observedGeneration`, `pods-rolled/*` for its pod) so runs on
+/// the watch event of what it waits for; `--rollout-poll-ms` is only the
+/// backstop.
+fn waits_woken(
+    op: &Ctx,
+    rollouts: Store<Rollout>,
+) -> impl futures::Stream<Item = ObjectRef<Rollout>> + Send + 'static {
+    use crate::meta::{LABEL_AGENT, LABEL_TOOL};
+    let agents = op.hubs.agents.touches().filter_map(|t| {
+        futures::future::ready(match t {
+            Touch::Applied(r) => r.namespace.map(|ns| (ns, WorkloadKind::Agent, r.name)),
+            Touch::Deleted(_) | Touch::Relisted => None,
+        })
+    });
+    let tools = op.hubs.tools.touches().filter_map(|t| {
+        futures::future::ready(match t {
+            Touch::Applied(r) => r.namespace.map(|ns| (ns, WorkloadKind::Tool, r.name)),
+            Touch::Deleted(_) | Touch::Relisted => None,
+        })
+    });
+    let pod_cache = op.pods.clone();
+    let pods = op.hubs.pods.touches().filter_map(move |t| {
+        let pod = match t {
+            Touch::Applied(r) => pod_cache.get(&r),
+            Touch::Deleted(p) => Some(p),
+            Touch::Relisted => None,
+        };
+        futures::future::ready(pod.and_then(|p| {
+            let labels = p.metadata.labels.as_ref()?;
+            let ns = p.metadata.namespace.clone()?;
+            if let Some(a) = labels.get(LABEL_AGENT) {
+                Some((ns, WorkloadKind::Agent, a.clone()))
+            } else {
+                labels
+                    .get(LABEL_TOOL)
+                    .map(|t| (ns, WorkloadKind::Tool, t.clone()))
+            }
+        }))
+    });
+    futures::stream::select(agents, futures::stream::select(tools, pods)).flat_map(
+        move |(ns, kind, name)| {
+            let woken: Vec<ObjectRef<Rollout>> = rollouts
+                .state()
+                .iter()
+                .filter(|ro| ro.metadata.namespace.as_deref() == Some(ns.as_str()))
+                .filter(|ro| waits_on(ro, kind, &name))
+                .map(|ro| ObjectRef::from_obj(ro.as_ref()))
+                .collect();
+            futures::stream::iter(woken)
+        },
+    )
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WorkloadKind {
+    Agent,
+    Tool,
+}
+
+/// Whether `ro`'s run is in progress with the workload `kind`/`name` in
+/// its changed set. Pure.
+fn waits_on(ro: &Rollout, kind: WorkloadKind, name: &str) -> bool {
+    let Some(status) = ro.status.as_ref() else {
+        return false;
+    };
+    if status.phase != Some(RolloutPhase::Progressing) {
+        return false;
+    }
+    match &status.changed {
+        None => true,
+        Some(set) if set.all => true,
+        Some(set) => {
+            let names = match kind {
+                WorkloadKind::Agent => &set.agents,
+                WorkloadKind::Tool => &set.tools,
+            };
+            names.binary_search_by(|n| n.as_str().cmp(name)).is_ok()
+        }
+    }
 }
 
 pub(super) async fn run(
@@ -148,7 +235,15 @@ async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, E
         || status.steps.is_empty()
         || unknown_step
     {
-        info!(tenant = %ro.spec.tenant, wave = %ro.spec.wave, release = %target.release.metadata.name, "saga started");
+        // What this run changes, from the caches, stored with the run's
+        // first write before any step acts.
+        let set = changed::compute(
+            &target.desired.workloads,
+            |w| holds_desired(&ctx.op, &ns, w),
+            ro.status.as_ref(),
+        );
+        let scope = changed::describe(Some(&set), target.desired.workloads.len());
+        info!(tenant = %ro.spec.tenant, wave = %ro.spec.wave, release = %target.release.metadata.name, %scope, "saga started");
         status = saga::start(
             ro.status.as_ref(),
             &target.release.metadata.name,
@@ -160,6 +255,7 @@ async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, E
                 generation: ro.metadata.generation,
             },
             &target.desired.keys(),
+            set,
         );
         write_status(&ctx.op, &ro, &status).await?;
     } else if status.observed_generation != ro.metadata.generation {
@@ -189,6 +285,17 @@ async fn run_steps(
     target: &TenantTarget,
 ) -> Result<Action, Error> {
     let ns = namespace_of(ro)?;
+    // The steps that act per workload act on the run's changed set only.
+    let workloads: Cow<'_, [Workload]> = if changed::is_full(status.changed.as_ref()) {
+        Cow::Borrowed(&target.desired.workloads)
+    } else {
+        Cow::Owned(changed::select(
+            status.changed.as_ref(),
+            &target.desired.workloads,
+        ))
+    };
+    // Steps done in one pass are written together (see `durable_now`).
+    let mut unwritten = false;
     while let Some(i) = saga::next_step(&status) {
         let started = status.steps[i].started_at.as_ref().map(|t| t.0.as_second());
         let step_age = started
@@ -221,7 +328,7 @@ async fn run_steps(
                 namespace: &ns,
                 release: &target.release,
                 fleet: &loaded.fleet,
-                workloads: &target.desired.workloads,
+                workloads: &workloads,
                 policies: &target.desired.policies,
                 baselines: &target.desired.baselines,
                 step_age,
@@ -235,9 +342,14 @@ async fn run_steps(
             // Verified after a heal: the drift it healed is over.
             changed |= reverify::clear_healed(&mut status, ro.metadata.generation);
         }
-        let progress_only = was_running && matches!(outcome, Outcome::Pending(_));
-        if changed && (!progress_only || ctx.progress_due(&format!("{ns}/{}", ro.name_any()))) {
+        let progress_only = !unwritten && was_running && matches!(outcome, Outcome::Pending(_));
+        unwritten |= changed;
+        if unwritten
+            && durable_now(&kind, &outcome, &pruned, &status)
+            && (!progress_only || ctx.progress_due(&format!("{ns}/{}", ro.name_any())))
+        {
             write_status(&ctx.op, ro, &status).await?;
+            unwritten = false;
         }
         // Once the inventory without them is written (a Done step always is).
         prune::announce(&ctx.op, ro, &pruned).await;
@@ -259,10 +371,34 @@ async fn run_steps(
             }
         }
     }
+    if unwritten {
+        write_status(&ctx.op, ro, &status).await?;
+    }
     info!(tenant = %ro.spec.tenant, release = %target.release.metadata.name, "tenant verified");
     Ok(Action::requeue(
         loaded.policy.interval.min(Duration::from_secs(60)),
     ))
+}
+
+/// Whether the status must be written now, after `kind` ended with
+/// `outcome`: when the saga stops to wait (or fails), when the step removed
+/// objects (their Events follow the written inventory), and when the saga
+/// is over. Steps done in between are written with the next of these:
+/// every step is idempotent (server-side apply of the same body, create
+/// if absent, deletes preconditioned on the uid, checks), so a crash
+/// before that write repeats only what changes nothing. Pure.
+fn durable_now(
+    kind: &StepKind,
+    outcome: &Outcome,
+    pruned: &[crate::crd::InventoryEntry],
+    status: &RolloutStatus,
+) -> bool {
+    match outcome {
+        Outcome::Done => {
+            (*kind == StepKind::Prune && !pruned.is_empty()) || saga::next_step(status).is_none()
+        }
+        Outcome::Pending(_) | Outcome::Waiting(_) | Outcome::Failed(_) => true,
+    }
 }
 
 /// A verified tenant between changes: put back drift, retry blocked
@@ -342,4 +478,80 @@ async fn maintain(
     }
     prune::announce(&ctx.op, ro, &pass.pruned).await;
     Ok(Action::requeue(next.max(Duration::from_secs(1))))
+}
+
+/// Whether the operator's cache holds `w` in namespace `ns` with its
+/// desired spec (what [`changed::compute`] asks).
+fn holds_desired(op: &Ctx, ns: &str, w: &Workload) -> bool {
+    match w {
+        Workload::Agent(a) => op
+            .agents
+            .get(&ObjectRef::new(w.name()).within(ns))
+            .is_some_and(|l| l.spec == a.spec),
+        Workload::Tool(t) => op
+            .tools
+            .get(&ObjectRef::new(w.name()).within(ns))
+            .is_some_and(|l| l.spec == t.spec),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{ChangedSet, RolloutSpec};
+
+    fn rollout(phase: RolloutPhase, changed: Option<ChangedSet>) -> Rollout {
+        let mut ro = Rollout::new("tenant", RolloutSpec::default());
+        ro.status = Some(RolloutStatus {
+            phase: Some(phase),
+            changed,
+            ..RolloutStatus::default()
+        });
+        ro
+    }
+
+    #[test]
+    fn a_run_in_progress_is_woken_by_its_changed_workloads_only() {
+        let set = ChangedSet {
+            agents: vec!["a1".into(), "a3".into()],
+            tools: vec!["t1".into()],
+            ..ChangedSet::default()
+        };
+        let ro = rollout(RolloutPhase::Progressing, Some(set.clone()));
+        assert!(waits_on(&ro, WorkloadKind::Agent, "a1"));
+        assert!(waits_on(&ro, WorkloadKind::Agent, "a3"));
+        assert!(!waits_on(&ro, WorkloadKind::Agent, "a2"));
+        assert!(
+            !waits_on(&ro, WorkloadKind::Agent, "t1"),
+            "kinds do not mix"
+        );
+        assert!(waits_on(&ro, WorkloadKind::Tool, "t1"));
+        // Every workload, when the set is all or unknown.
+        for changed in [
+            None,
+            Some(ChangedSet {
+                all: true,
+                ..ChangedSet::default()
+            }),
+        ] {
+            let ro = rollout(RolloutPhase::Progressing, changed);
+            assert!(waits_on(&ro, WorkloadKind::Agent, "anything"));
+        }
+        // Nothing to wake once the run is over or parked.
+        for phase in [
+            RolloutPhase::Verified,
+            RolloutPhase::Failed,
+            RolloutPhase::Waiting,
+            RolloutPhase::Pending,
+        ] {
+            assert!(!waits_on(
+                &rollout(phase, Some(set.clone())),
+                WorkloadKind::Agent,
+                "a1"
+            ));
+        }
+        let mut bare = rollout(RolloutPhase::Progressing, None);
+        bare.status = None;
+        assert!(!waits_on(&bare, WorkloadKind::Agent, "a1"));
+    }
 }

@@ -13,10 +13,17 @@
 //! Guarantees:
 //! - a fetch, checkout or lint failure is reported on the Fleet's `Ready`
 //!   condition and changes nothing in the cluster: the last good state stays;
-//! - the saga's state lives in the Rollout's status and is written after
-//!   every step, stamped with the spec it is for (`observedGeneration`,
-//!   `desiredHash`), so a restarted operator resumes at the step it was on
-//!   and a reader never mistakes an old status for the current one;
+//! - the saga's state lives in the Rollout's status, stamped with the spec
+//!   it is for (`observedGeneration`, `desiredHash`), so a restarted
+//!   operator resumes at the step it was on and a reader never mistakes an
+//!   old status for the current one. A run's first write records its
+//!   changed set (`super::changed`) before any step acts; after that the
+//!   status is written whenever the saga waits, fails, prunes or ends, and
+//!   steps done in one pass go out in one write (every step is idempotent,
+//!   so a crash in between repeats only what changes nothing);
+//! - a step that waits on the cluster is woken by the watch event of what
+//!   it waits for (a workload of the changed set, or its pod); the poll is
+//!   a backstop;
 //! - every write goes through the operator's counted write path
 //!   ([`crate::cluster::apply::Ctx`]) and every read of managed objects
 //!   outside a running step comes from the operator's watch caches, the
@@ -100,6 +107,9 @@ pub struct Loaded {
     pub fleet: Fleet,
     pub policy: Policy,
     pub tenants: BTreeMap<String, Arc<TenantTarget>>,
+    /// The git ids of the commit's entries (see `sync::incremental`): what
+    /// the next sync compares to reuse what did not change.
+    pub ids: BTreeMap<String, git2::Oid>,
 }
 
 #[derive(Default)]
