@@ -13,6 +13,7 @@
 //! - credentials go only to git2's credential callback; they are never
 //!   logged or put in errors.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
@@ -149,6 +150,32 @@ pub fn check_url(url: &str, allow_insecure: bool) -> Result<(), GitSyncError> {
 pub struct Checkout {
     pub commit: String,
     pub path: PathBuf,
+    /// The git object id of each entry one level under the folders a load
+    /// can reuse (`manifests/<tenant>`, `configmaps/<baseline>`,
+    /// `releases/<file>`): the same id is the same content, so a sync
+    /// reuses what it loaded and rendered from an unchanged entry.
+    pub ids: BTreeMap<String, git2::Oid>,
+}
+
+/// The ids of `tree`'s entries one level under each folder [`Checkout::ids`]
+/// names.
+fn entry_ids(repo: &Repository, tree: &git2::Tree<'_>) -> BTreeMap<String, git2::Oid> {
+    let mut ids = BTreeMap::new();
+    for folder in ["manifests", "configmaps", "releases"] {
+        let Some(sub) = tree
+            .get_name(folder)
+            .filter(|e| e.kind() == Some(ObjectType::Tree))
+            .and_then(|e| repo.find_tree(e.id()).ok())
+        else {
+            continue;
+        };
+        for e in sub.iter() {
+            if let Ok(name) = e.name() {
+                ids.insert(format!("{folder}/{name}"), e.id());
+            }
+        }
+    }
+    ids
 }
 
 /// Fetches `source.branch` into a bare mirror under `cache` and
@@ -198,8 +225,13 @@ pub fn sync(source: &Source, cache: &Path) -> Result<Checkout, GitSyncError> {
     let commit = reference.peel_to_commit()?;
     let id = commit.id().to_string();
     let path = cache.join("checkouts").join(&id);
+    let ids = entry_ids(&repo, &commit.tree()?);
     if path.join(".exo-complete").exists() {
-        return Ok(Checkout { commit: id, path });
+        return Ok(Checkout {
+            commit: id,
+            path,
+            ids,
+        });
     }
     let staging = cache.join("checkouts").join(format!(".{id}.partial"));
     let _ = std::fs::remove_dir_all(&staging);
@@ -225,7 +257,11 @@ pub fn sync(source: &Source, cache: &Path) -> Result<Checkout, GitSyncError> {
     let _ = std::fs::remove_dir_all(&path);
     std::fs::rename(&staging, &path).map_err(io)?;
     prune_checkouts(cache, &id);
-    Ok(Checkout { commit: id, path })
+    Ok(Checkout {
+        commit: id,
+        path,
+        ids,
+    })
 }
 
 /// Keeps only the newest checkout.

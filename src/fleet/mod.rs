@@ -155,7 +155,11 @@ fn load_releases(
     (releases, waves)
 }
 
-fn load_tenants(root: &Path, problems: &mut Vec<String>) -> BTreeMap<String, Tenant> {
+fn load_tenants(
+    root: &Path,
+    reuse: &Reuse<'_>,
+    problems: &mut Vec<String>,
+) -> BTreeMap<String, Tenant> {
     let mut tenants = BTreeMap::new();
     let dir = root.join("manifests");
     let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -176,6 +180,10 @@ fn load_tenants(root: &Path, problems: &mut Vec<String>) -> BTreeMap<String, Ten
                 "{}: the folder names the tenant and its namespace, and {name:?} is not a DNS label (lowercase letters, digits and '-', at most 63)",
                 tdir.display()
             ));
+            continue;
+        }
+        if let Some(t) = reuse.tenant(&name, root) {
+            tenants.insert(name, t);
             continue;
         }
         let mut tenant = Tenant {
@@ -252,7 +260,11 @@ fn load_tenants(root: &Path, problems: &mut Vec<String>) -> BTreeMap<String, Ten
     tenants
 }
 
-fn load_baselines(root: &Path, problems: &mut Vec<String>) -> Vec<Sourced<Baseline>> {
+fn load_baselines(
+    root: &Path,
+    reuse: &Reuse<'_>,
+    problems: &mut Vec<String>,
+) -> Vec<Sourced<Baseline>> {
     let dir = root.join("configmaps");
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return Vec::new();
@@ -268,9 +280,12 @@ fn load_baselines(root: &Path, problems: &mut Vec<String>) -> Vec<Sourced<Baseli
                     path.display()
                 ));
             }
-            Ok(m) if m.is_dir() => match configmap::read_source(&path) {
-                Ok(value) => out.push(Sourced { path, value }),
-                Err(e) => problems.push(e.to_string()),
+            Ok(m) if m.is_dir() => match reuse.baseline(&path, root) {
+                Some(b) => out.push(b),
+                None => match configmap::read_source(&path) {
+                    Ok(value) => out.push(Sourced { path, value }),
+                    Err(e) => problems.push(e.to_string()),
+                },
             },
             _ => {}
         }
@@ -306,6 +321,78 @@ fn load_tiers(root: &Path, problems: &mut Vec<String>) -> Option<Sourced<tenant:
 
 /// Loads the fleet repository at `root`.
 pub fn load(root: &Path) -> Result<Fleet, FleetError> {
+    load_reusing(root, &Reuse::nothing())
+}
+
+/// What a load may take from an earlier load of another checkout instead
+/// of reading it again: a tenant folder or a baseline folder that
+/// `unchanged` says is the same (by its git tree id, say) in both.
+pub struct Reuse<'a> {
+    previous: Option<&'a Fleet>,
+    unchanged: &'a dyn Fn(&str) -> bool,
+}
+
+impl<'a> Reuse<'a> {
+    pub fn nothing() -> Reuse<'static> {
+        Reuse {
+            previous: None,
+            unchanged: &|_| false,
+        }
+    }
+
+    /// Reuse from `previous` what `unchanged` (given a path relative to the
+    /// repository, `manifests/acme`, `configmaps/agent-baseline@1`) says is
+    /// the same.
+    pub fn from(previous: &'a Fleet, unchanged: &'a dyn Fn(&str) -> bool) -> Self {
+        Reuse {
+            previous: Some(previous),
+            unchanged,
+        }
+    }
+
+    /// `name`'s folder as loaded before, its paths moved under `root`.
+    fn tenant(&self, name: &str, root: &Path) -> Option<Tenant> {
+        let previous = self.previous?;
+        if !(self.unchanged)(&format!("manifests/{name}")) {
+            return None;
+        }
+        let t = previous.tenants.get(name)?;
+        let from = previous.root.as_path();
+        let moved = |p: &Path| root.join(p.strip_prefix(from).unwrap_or(p));
+        let mut t = t.clone();
+        for a in &mut t.agents {
+            a.path = moved(&a.path);
+        }
+        for x in &mut t.tools {
+            x.path = moved(&x.path);
+        }
+        for f in &mut t.filesystems {
+            f.path = moved(&f.path);
+        }
+        Some(t)
+    }
+
+    /// The baseline folder at `path` as loaded before.
+    fn baseline(&self, path: &Path, root: &Path) -> Option<Sourced<Baseline>> {
+        let previous = self.previous?;
+        let rel = path.strip_prefix(root).ok()?;
+        if !(self.unchanged)(&rel.to_string_lossy()) {
+            return None;
+        }
+        let old = previous.root.join(rel);
+        previous
+            .baselines
+            .iter()
+            .find(|b| b.path == old)
+            .map(|b| Sourced {
+                path: path.to_owned(),
+                value: b.value.clone(),
+            })
+    }
+}
+
+/// [`load`], taking what `reuse` allows from an earlier load.
+pub fn load_reusing(root: &Path, reuse: &Reuse<'_>) -> Result<Fleet, FleetError> {
     // Messages name `releases/x.yaml`, not `./releases/x.yaml`.
     let root = if root == Path::new(".") {
         Path::new("")
@@ -326,8 +413,8 @@ pub fn load(root: &Path) -> Result<Fleet, FleetError> {
         return Err(FleetError::Unusable(problems));
     }
     let (releases, waves) = load_releases(root, &mut problems);
-    let tenants = load_tenants(root, &mut problems);
-    let baselines = load_baselines(root, &mut problems);
+    let tenants = load_tenants(root, reuse, &mut problems);
+    let baselines = load_baselines(root, reuse, &mut problems);
     let tiers = load_tiers(root, &mut problems);
     if !problems.is_empty() {
         return Err(FleetError::Unusable(problems));

@@ -128,7 +128,8 @@ async fn reconcile(f: Arc<FleetCr>, ctx: Arc<SyncCtx>) -> Result<Action, Error> 
     if let Ok(mut m) = ctx.state.fetches.lock() {
         m.insert(key.clone(), this);
     }
-    if let Some(loaded) = sync_one(&ctx, &f, &ns, policy).await {
+    let prev = ctx.state.loaded.read().await.get(&key).cloned();
+    if let Some(loaded) = sync_one(&ctx, &f, &ns, policy, prev).await {
         ctx.state.loaded.write().await.insert(key, loaded);
     } else if let Some(prev) = ctx.state.loaded.read().await.get(&key).cloned() {
         // A refused commit keeps the last good one, with today's knobs
@@ -139,6 +140,7 @@ async fn reconcile(f: Arc<FleetCr>, ctx: Arc<SyncCtx>) -> Result<Action, Error> 
                 fleet: prev.fleet.clone(),
                 policy,
                 tenants: prev.tenants.clone(),
+                ids: prev.ids.clone(),
             };
             ctx.state.loaded.write().await.insert(key, Arc::new(kept));
         }
@@ -225,7 +227,14 @@ async fn set_fleet_status(op: &Ctx, f: &FleetCr, ns: &str, mut status: FleetStat
 
 /// Fetches, checks and applies one Fleet. Returns the loaded fleet when it
 /// was good; on any failure the Fleet's status says why and nothing changes.
-async fn sync_one(ctx: &SyncCtx, f: &FleetCr, ns: &str, policy: Policy) -> Option<Arc<Loaded>> {
+async fn sync_one(
+    ctx: &SyncCtx,
+    f: &FleetCr,
+    ns: &str,
+    policy: Policy,
+    prev: Option<Arc<Loaded>>,
+) -> Option<Arc<Loaded>> {
+    let prev = prev.as_deref();
     let op = &ctx.op;
     let mut status = f.status.clone().unwrap_or_default();
     let generation = f.metadata.generation;
@@ -242,6 +251,7 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, ns: &str, policy: Policy) -> Optio
         }
     };
     let cache = ctx.cfg.cache_dir.join(format!("{ns}-{}", f.name_any()));
+    let mut clock = incremental::Phases::start();
     let checkout = match tokio::task::spawn_blocking(move || gitsync::sync(&source, &cache)).await {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
@@ -259,7 +269,8 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, ns: &str, policy: Policy) -> Optio
         }
     };
     status.fetched_commit = Some(checkout.commit.clone());
-    let loaded = match fleet::load(&checkout.path) {
+    clock.mark("fetch");
+    let loaded = match incremental::load(&checkout, prev) {
         Ok(fl) => fl,
         Err(e) => {
             let m = format!(
@@ -271,7 +282,9 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, ns: &str, policy: Policy) -> Optio
             return None;
         }
     };
+    clock.mark("load");
     let findings = lint::lint_fleet(&loaded);
+    clock.mark("lint");
     if !findings.is_empty() {
         let m = format!(
             "commit {}: {} lint finding(s): {}",
@@ -299,15 +312,16 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, ns: &str, policy: Policy) -> Optio
         let (Some(t), Some(r)) = (loaded.tenants.get(tenant), loaded.release(release)) else {
             continue;
         };
-        tenants.insert(
-            tenant.clone(),
+        let target = incremental::target(prev, &checkout, tenant, *wave, r).unwrap_or_else(|| {
             Arc::new(TenantTarget {
                 wave: *wave,
                 release: r.value.clone(),
                 desired: TenantDesired::new(t, &r.value),
-            }),
-        );
+            })
+        });
+        tenants.insert(tenant.clone(), target);
     }
+    clock.mark("render");
     if policy.suspend {
         let message = format!(
             "suspended: commit {} fetched, nothing applied, pruned or healed until resumed",
@@ -320,6 +334,7 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, ns: &str, policy: Policy) -> Optio
             fleet: loaded,
             policy,
             tenants,
+            ids: checkout.ids,
         }));
     }
     let fresh = Arc::new(Loaded {
@@ -327,6 +342,7 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, ns: &str, policy: Policy) -> Optio
         fleet: loaded,
         policy,
         tenants,
+        ids: checkout.ids.clone(),
     });
     let key = format!("{ns}/{}", f.name_any());
     let applied = ctx
@@ -335,6 +351,7 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, ns: &str, policy: Policy) -> Optio
             apply_tenants(ctx, f, ns, &l.fleet, &l.tenants, &l.commit).await
         })
         .await;
+    clock.mark("apply");
     let loaded = &fresh.fleet;
     let changed = match applied {
         Ok(n) => n,
@@ -344,7 +361,7 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, ns: &str, policy: Policy) -> Optio
         }
     };
     if status.applied_commit.as_deref() != Some(checkout.commit.as_str()) {
-        info!(fleet = %f.name_any(), commit = %short(&checkout.commit), tenants_changed = changed, "applied fleet commit");
+        info!(fleet = %f.name_any(), commit = %short(&checkout.commit), tenants_changed = changed, ms = %clock, "applied fleet commit");
     }
     status.applied_commit = Some(checkout.commit.clone());
     status.pinned_baselines = loaded
@@ -372,6 +389,35 @@ async fn sync_one(ctx: &SyncCtx, f: &FleetCr, ns: &str, policy: Policy) -> Optio
     status.conditions = vec![ready(true, "Applied", message, generation)];
     set_fleet_status(op, f, ns, status).await;
     Some(fresh)
+}
+
+/// The Tenants the Fleet `fleet` in `fleet_ns` owns, by name: from the
+/// operator's Tenant cache (no LIST per sync), or listed when the operator
+/// runs without one. A cache a moment behind the sync's own last write
+/// costs at most a Tenant applied again unchanged.
+async fn fleet_tenants(
+    op: &Ctx,
+    fleet: &str,
+    fleet_ns: &str,
+) -> Result<BTreeMap<String, Tenant>, Error> {
+    let owned = |t: &Tenant| follows_fleet(t.labels(), fleet, fleet_ns);
+    if let Some(cache) = &op.tenants {
+        return Ok(cache
+            .state()
+            .iter()
+            .filter(|t| owned(t))
+            .map(|t| (t.name_any(), Tenant::clone(t)))
+            .collect());
+    }
+    let selector = format!("{LABEL_FLEET}={fleet},{LABEL_FLEET_NAMESPACE}={fleet_ns}");
+    Ok(Api::<Tenant>::all(op.client.clone())
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| Error::Tenants { source })?
+        .items
+        .into_iter()
+        .map(|t| (t.name_any(), t))
+        .collect())
 }
 
 fn tenant_labels(tenant: &str, fleet: &str, fleet_ns: &str) -> BTreeMap<String, String> {
@@ -437,15 +483,7 @@ async fn apply_tenants(
     let op = &ctx.op;
     let fleet = f.name_any();
     let apply_failed = |object: String| move |source| Error::Apply { object, source };
-    let selector = format!("{LABEL_FLEET}={fleet},{LABEL_FLEET_NAMESPACE}={fleet_ns}");
-    let live: BTreeMap<String, Tenant> = Api::<Tenant>::all(op.client.clone())
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(|source| Error::Tenants { source })?
-        .items
-        .into_iter()
-        .map(|t| (t.name_any(), t))
-        .collect();
+    let live = fleet_tenants(op, &fleet, fleet_ns).await?;
     let mut changed = 0;
     for (name, t) in &live {
         if tenants.contains_key(name) || t.spec.offboarding {
@@ -554,5 +592,6 @@ async fn apply_tenants(
     Ok(changed)
 }
 
+mod incremental;
 #[cfg(test)]
 mod tests;

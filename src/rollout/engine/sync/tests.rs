@@ -51,6 +51,7 @@ async fn the_sync_is_published_before_its_specs_are_written() {
                 drift: Default::default(),
             },
             tenants: BTreeMap::new(),
+            ids: BTreeMap::new(),
         })
     };
     let state = State::default();
@@ -72,4 +73,114 @@ async fn the_sync_is_published_before_its_specs_are_written() {
         })
         .await;
     assert_eq!(seen, ("new".to_owned(), Some("new".to_owned())));
+}
+
+/// The example fleet at two commits that differ in one Agent of `acme`:
+/// the second load reuses every other folder and every other tenant's
+/// rendered target, and what it loads equals a load from scratch.
+#[test]
+fn an_unchanged_folder_is_neither_parsed_nor_rendered_again() {
+    use crate::fleet::gitsync::Checkout;
+    use crate::release::WaveName;
+    use crate::rollout::desired::{TenantDesired, TenantTarget};
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let ids = |edited: Option<&str>| {
+        let mut ids = BTreeMap::new();
+        for (i, t) in ["acme", "globex", "initech", "platform", "umbrella"]
+            .iter()
+            .enumerate()
+        {
+            let mut raw = [0u8; 20];
+            raw[0] = u8::try_from(i).unwrap() + 1;
+            if edited == Some(*t) {
+                raw[1] = 1;
+            }
+            ids.insert(
+                format!("manifests/{t}"),
+                git2::Oid::from_bytes(&raw).unwrap(),
+            );
+        }
+        ids.insert(
+            "releases/2026.11.0.yaml".to_owned(),
+            git2::Oid::from_bytes(&[9; 20]).unwrap(),
+        );
+        ids
+    };
+    let first = Checkout {
+        commit: "c1".into(),
+        path: root.to_owned(),
+        ids: ids(None),
+    };
+    let fleet = incremental::load(&first, None).unwrap();
+    let release = fleet.release("2026.11.0").unwrap().clone();
+    let targets: BTreeMap<String, Arc<TenantTarget>> = fleet
+        .tenants
+        .iter()
+        .map(|(n, t)| {
+            let target = TenantTarget {
+                wave: WaveName::Fleet,
+                release: release.value.clone(),
+                desired: TenantDesired::new(t, &release.value),
+            };
+            (n.clone(), Arc::new(target))
+        })
+        .collect();
+    let prev = Loaded {
+        commit: "c1".into(),
+        fleet,
+        policy: Policy {
+            interval: Duration::from_secs(60),
+            prune: true,
+            suspend: false,
+            reverify: Duration::from_secs(60),
+            drift: Default::default(),
+        },
+        tenants: targets,
+        ids: ids(None),
+    };
+    let second = Checkout {
+        commit: "c2".into(),
+        path: root.to_owned(),
+        ids: ids(Some("acme")),
+    };
+    assert!(incremental::unchanged(
+        Some(&prev),
+        &second.ids,
+        "manifests/globex"
+    ));
+    assert!(!incremental::unchanged(
+        Some(&prev),
+        &second.ids,
+        "manifests/acme"
+    ));
+    assert!(!incremental::unchanged(
+        None,
+        &second.ids,
+        "manifests/globex"
+    ));
+    assert!(!incremental::unchanged(
+        Some(&prev),
+        &second.ids,
+        "manifests/nope"
+    ));
+    let again = incremental::load(&second, Some(&prev)).unwrap();
+    let scratch = crate::fleet::load(root).unwrap();
+    for (name, t) in &scratch.tenants {
+        let a = &again.tenants[name];
+        assert_eq!(a.agents.len(), t.agents.len(), "{name}");
+        for (x, y) in a.agents.iter().zip(&t.agents) {
+            assert_eq!(x.path, y.path, "{name}");
+            assert_eq!(x.value, y.value, "{name}");
+        }
+        assert_eq!(a.settings, t.settings, "{name}");
+    }
+    // Targets: the same Arc where nothing changed, none for the edited
+    // tenant, another wave or another release.
+    let r = again.release("2026.11.0").unwrap();
+    let kept = incremental::target(Some(&prev), &second, "globex", WaveName::Fleet, r).unwrap();
+    assert!(Arc::ptr_eq(&kept, &prev.tenants["globex"]));
+    assert!(incremental::target(Some(&prev), &second, "acme", WaveName::Fleet, r).is_none());
+    assert!(incremental::target(Some(&prev), &second, "globex", WaveName::Canary, r).is_none());
+    let other = again.release("2026.11.1").unwrap();
+    assert!(incremental::target(Some(&prev), &second, "globex", WaveName::Fleet, other).is_none());
 }
