@@ -10,6 +10,11 @@
 //!   nothing of that commit is used;
 //! - a commit is materialised once, into a folder named after it; a refused
 //!   commit leaves the previous one in place;
+//! - a folder whose git tree id is the one the previous checkout wrote is
+//!   moved over from it instead of written again (the same id is the same
+//!   names, modes and bytes, checked when it was written), so a one-file
+//!   change writes one file and its parent folders; the previous checkout
+//!   loses its completion mark first, so it is never trusted half-moved;
 //! - credentials go only to git2's credential callback; they are never
 //!   logged or put in errors.
 
@@ -223,9 +228,20 @@ pub fn sync(source: &Source, cache: &Path) -> Result<Checkout, GitSyncError> {
             branch: source.branch.clone(),
         })?;
     let commit = reference.peel_to_commit()?;
+    materialise(&repo, &commit, cache, source.max_file_bytes)
+}
+
+/// Writes `commit` under `cache/checkouts/<commit>` (once), keeping only
+/// that checkout.
+fn materialise(
+    repo: &Repository,
+    commit: &git2::Commit<'_>,
+    cache: &Path,
+    max_file: u64,
+) -> Result<Checkout, GitSyncError> {
     let id = commit.id().to_string();
     let path = cache.join("checkouts").join(&id);
-    let ids = entry_ids(&repo, &commit.tree()?);
+    let ids = entry_ids(repo, &commit.tree()?);
     if path.join(".exo-complete").exists() {
         return Ok(Checkout {
             commit: id,
@@ -235,15 +251,18 @@ pub fn sync(source: &Source, cache: &Path) -> Result<Checkout, GitSyncError> {
     }
     let staging = cache.join("checkouts").join(format!(".{id}.partial"));
     let _ = std::fs::remove_dir_all(&staging);
-    let mut total = 0u64;
-    let result = write_tree(
-        &repo,
+    let previous = previous_checkout(repo, cache, &id);
+    let mut write = Write {
+        repo,
+        commit: &id,
+        max_file,
+        total: 0,
+    };
+    let result = write.tree(
         &commit.tree()?,
+        previous.as_ref().map(|(t, p)| (t, p.as_path())),
         &staging,
         "",
-        &id,
-        source.max_file_bytes,
-        &mut total,
     );
     if let Err(e) = result {
         let _ = std::fs::remove_dir_all(&staging);
@@ -275,77 +294,157 @@ fn prune_checkouts(cache: &Path, keep: &str) {
     }
 }
 
-fn write_tree(
-    repo: &Repository,
-    tree: &git2::Tree<'_>,
-    dir: &Path,
-    prefix: &str,
-    commit: &str,
-    max_file: u64,
-    total: &mut u64,
-) -> Result<(), GitSyncError> {
-    let io = |path: &Path, source| GitSyncError::Io {
-        path: path.to_owned(),
-        source,
-    };
-    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
-    for entry in tree.iter() {
-        let raw = String::from_utf8_lossy(entry.name_bytes()).into_owned();
-        let shown = format!("{prefix}{raw}");
-        let refuse = |reason: &str| GitSyncError::Refused {
-            commit: commit.to_owned(),
-            path: shown.clone(),
-            reason: reason.to_owned(),
+/// The newest complete checkout other than `keep`, with its tree, made
+/// ready to give up its folders: its completion mark is removed first.
+fn previous_checkout<'r>(
+    repo: &'r Repository,
+    cache: &Path,
+    keep: &str,
+) -> Option<(git2::Tree<'r>, PathBuf)> {
+    let entries = std::fs::read_dir(cache.join("checkouts")).ok()?;
+    for e in entries.flatten() {
+        let path = e.path();
+        let name = e.file_name();
+        let Some(name) = name.to_str().filter(|n| *n != keep) else {
+            continue;
         };
-        if raw.is_empty()
-            || raw == "."
-            || raw == ".."
-            || raw.eq_ignore_ascii_case(".git")
-            || raw.contains('/')
-            || raw.contains('\\')
-            || raw.contains('\0')
-        {
-            return Err(refuse("path component leaves the checkout or is reserved"));
+        if !path.join(".exo-complete").exists() {
+            continue;
         }
-        let mode = entry.filemode();
-        match (entry.kind(), mode) {
-            (_, 0o120000) => return Err(refuse("symlinks are not allowed in a fleet repository")),
-            (Some(ObjectType::Commit), _) => {
-                return Err(refuse("submodules are not allowed in a fleet repository"));
-            }
-            (Some(ObjectType::Tree), _) => {
-                let sub = repo.find_tree(entry.id())?;
-                write_tree(
-                    repo,
-                    &sub,
-                    &dir.join(&raw),
-                    &format!("{shown}/"),
-                    commit,
-                    max_file,
-                    total,
-                )?;
-            }
-            (Some(ObjectType::Blob), _) => {
-                let blob = repo.find_blob(entry.id())?;
-                let size = blob.size() as u64;
-                if size > max_file {
-                    return Err(refuse(&format!(
-                        "{size} bytes is over the {max_file} byte file limit"
-                    )));
-                }
-                *total += size;
-                if *total > MAX_TOTAL_BYTES {
-                    return Err(refuse(&format!(
-                        "the checkout exceeds {MAX_TOTAL_BYTES} bytes"
-                    )));
-                }
-                let path = dir.join(&raw);
-                std::fs::write(&path, blob.content()).map_err(|e| io(&path, e))?;
-            }
-            _ => return Err(refuse("unsupported tree entry")),
+        let Some(tree) = git2::Oid::from_str(name)
+            .ok()
+            .and_then(|oid| repo.find_commit(oid).ok())
+            .and_then(|c| c.tree().ok())
+        else {
+            continue;
+        };
+        std::fs::remove_file(path.join(".exo-complete")).ok()?;
+        return Some((tree, path));
+    }
+    None
+}
+
+/// One commit being written out: the limits and the bytes so far.
+struct Write<'r> {
+    repo: &'r Repository,
+    commit: &'r str,
+    max_file: u64,
+    total: u64,
+}
+
+impl Write<'_> {
+    fn io(path: &Path, source: std::io::Error) -> GitSyncError {
+        GitSyncError::Io {
+            path: path.to_owned(),
+            source,
         }
     }
-    Ok(())
+
+    /// Writes `tree` into `dir`; a sub-folder with the same id in `old`
+    /// (the previous checkout's tree at the same place, and its folder) is
+    /// moved from there.
+    fn tree(
+        &mut self,
+        tree: &git2::Tree<'_>,
+        old: Option<(&git2::Tree<'_>, &Path)>,
+        dir: &Path,
+        prefix: &str,
+    ) -> Result<(), GitSyncError> {
+        std::fs::create_dir_all(dir).map_err(|e| Self::io(dir, e))?;
+        for entry in tree.iter() {
+            let raw = String::from_utf8_lossy(entry.name_bytes()).into_owned();
+            let shown = format!("{prefix}{raw}");
+            let refuse = |reason: &str| GitSyncError::Refused {
+                commit: self.commit.to_owned(),
+                path: shown.clone(),
+                reason: reason.to_owned(),
+            };
+            if raw.is_empty()
+                || raw == "."
+                || raw == ".."
+                || raw.eq_ignore_ascii_case(".git")
+                || raw.contains('/')
+                || raw.contains('\\')
+                || raw.contains('\0')
+            {
+                return Err(refuse("path component leaves the checkout or is reserved"));
+            }
+            let mode = entry.filemode();
+            match (entry.kind(), mode) {
+                (_, 0o120000) => {
+                    return Err(refuse("symlinks are not allowed in a fleet repository"));
+                }
+                (Some(ObjectType::Commit), _) => {
+                    return Err(refuse("submodules are not allowed in a fleet repository"));
+                }
+                (Some(ObjectType::Tree), _) => {
+                    let sub = self.repo.find_tree(entry.id())?;
+                    let old_sub = old.and_then(|(t, p)| {
+                        let e = t.get_name_bytes(entry.name_bytes())?;
+                        let st = (e.kind() == Some(ObjectType::Tree))
+                            .then(|| self.repo.find_tree(e.id()).ok())??;
+                        Some((st, p.join(&raw)))
+                    });
+                    let target = dir.join(&raw);
+                    if let Some((st, from)) = &old_sub
+                        && st.id() == sub.id()
+                        && std::fs::rename(from, &target).is_ok()
+                    {
+                        self.count(&sub, &shown)?;
+                        continue;
+                    }
+                    let old_sub = old_sub.as_ref().map(|(t, p)| (t, p.as_path()));
+                    self.tree(&sub, old_sub, &target, &format!("{shown}/"))?;
+                }
+                (Some(ObjectType::Blob), _) => {
+                    let blob = self.repo.find_blob(entry.id())?;
+                    self.add(blob.size() as u64, &shown)?;
+                    let path = dir.join(&raw);
+                    std::fs::write(&path, blob.content()).map_err(|e| Self::io(&path, e))?;
+                }
+                _ => return Err(refuse("unsupported tree entry")),
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts the bytes of a folder moved over, against the limits.
+    fn count(&mut self, tree: &git2::Tree<'_>, shown: &str) -> Result<(), GitSyncError> {
+        let odb = self.repo.odb()?;
+        for e in tree.iter() {
+            let name = format!("{shown}/{}", String::from_utf8_lossy(e.name_bytes()));
+            match e.kind() {
+                Some(ObjectType::Tree) => self.count(&self.repo.find_tree(e.id())?, &name)?,
+                _ => {
+                    let (size, _) = odb.read_header(e.id())?;
+                    self.add(size as u64, &name)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds one file's bytes: over the per-file or the total limit refuses.
+    fn add(&mut self, size: u64, shown: &str) -> Result<(), GitSyncError> {
+        let refuse = |reason: String| GitSyncError::Refused {
+            commit: self.commit.to_owned(),
+            path: shown.to_owned(),
+            reason,
+        };
+        if size > self.max_file {
+            return Err(refuse(format!(
+                "{size} bytes is over the {} byte file limit",
+                self.max_file
+            )));
+        }
+        self.total += size;
+        if self.total > MAX_TOTAL_BYTES {
+            return Err(refuse(format!(
+                "the checkout exceeds {MAX_TOTAL_BYTES} bytes"
+            )));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -398,6 +497,128 @@ mod tests {
         assert!(!text.contains("class="), "{text}");
         let git = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<git2::Error>());
         assert!(git.is_some_and(|g| text.ends_with(g.message())), "{e:?}");
+    }
+
+    /// Commits `files` (path, content) as the whole tree of `main`.
+    fn commit_tree<'r>(repo: &'r Repository, files: &[(&str, &str)]) -> git2::Commit<'r> {
+        let dir = repo.workdir().unwrap();
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            if e.file_name() == ".git" {
+                continue;
+            }
+            if e.path().is_dir() {
+                std::fs::remove_dir_all(e.path()).unwrap();
+            } else {
+                std::fs::remove_file(e.path()).unwrap();
+            }
+        }
+        for (path, content) in files {
+            let p = dir.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, content).unwrap();
+        }
+        let mut index = repo.index().unwrap();
+        index.clear().unwrap();
+        index
+            .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+            .unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = git2::Signature::now("t", "t@exo.invalid").unwrap();
+        let parent = repo
+            .find_reference("refs/heads/main")
+            .ok()
+            .and_then(|r| r.peel_to_commit().ok());
+        let parents: Vec<_> = parent.iter().collect();
+        let id = repo
+            .commit(Some("refs/heads/main"), &sig, &sig, "c", &tree, &parents)
+            .unwrap();
+        repo.find_commit(id).unwrap()
+    }
+
+    fn read_all(dir: &Path, prefix: &str, out: &mut BTreeMap<String, String>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let name = format!("{prefix}{}", e.file_name().to_string_lossy());
+            if e.path().is_dir() {
+                read_all(&e.path(), &format!("{name}/"), out);
+            } else {
+                out.insert(name, std::fs::read_to_string(e.path()).unwrap());
+            }
+        }
+    }
+
+    /// Unchanged folders are moved over from the previous checkout, and
+    /// every checkout holds exactly its commit's files, also when git goes
+    /// back to an older commit.
+    #[test]
+    fn each_checkout_holds_its_commit_with_unchanged_folders_moved_over() {
+        let origin = tempfile::tempdir().unwrap();
+        let repo = Repository::init(origin.path()).unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let one: &[(&str, &str)] = &[
+            ("manifests/a/x.yaml", "a1"),
+            ("manifests/b/y.yaml", "b1"),
+            ("manifests/b/deep/z.yaml", "z1"),
+            ("releases/r.yaml", "r1"),
+        ];
+        let two: &[(&str, &str)] = &[
+            ("manifests/a/x.yaml", "a2"),
+            ("manifests/b/y.yaml", "b1"),
+            ("manifests/b/deep/z.yaml", "z1"),
+            ("manifests/c/new.yaml", "c1"),
+            ("releases/r.yaml", "r1"),
+        ];
+        use std::os::unix::fs::MetadataExt;
+        let inode = |c: &Checkout, f: &str| std::fs::metadata(c.path.join(f)).unwrap().ino();
+        let mut seen = Vec::new();
+        let mut inodes = Vec::new();
+        for files in [one, two, one] {
+            let c = materialise(&repo, &commit_tree(&repo, files), cache.path(), 1024).unwrap();
+            let mut got = BTreeMap::new();
+            read_all(&c.path, "", &mut got);
+            assert_eq!(
+                got.remove(".exo-complete").as_deref(),
+                Some(c.commit.as_str())
+            );
+            let want: BTreeMap<_, _> = files
+                .iter()
+                .map(|(p, c)| ((*p).to_owned(), (*c).to_owned()))
+                .collect();
+            assert_eq!(got, want, "checkout of {}", c.commit);
+            let left: Vec<_> = std::fs::read_dir(cache.path().join("checkouts"))
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name())
+                .collect();
+            assert_eq!(left, vec![std::ffi::OsString::from(&c.commit)]);
+            inodes.push((
+                inode(&c, "manifests/b/deep/z.yaml"),
+                inode(&c, "manifests/a/x.yaml"),
+            ));
+            seen.push(c.ids);
+        }
+        // manifests/b did not change: moved over, not written again.
+        assert_eq!(inodes[0].0, inodes[1].0);
+        assert_eq!(inodes[1].0, inodes[2].0);
+        assert_eq!(seen[0].get("manifests/b"), seen[1].get("manifests/b"));
+        assert_ne!(seen[0].get("manifests/a"), seen[1].get("manifests/a"));
+    }
+
+    /// A folder moved over still counts against the size limits.
+    #[test]
+    fn a_folder_moved_over_counts_against_the_limits() {
+        let origin = tempfile::tempdir().unwrap();
+        let repo = Repository::init(origin.path()).unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let one = commit_tree(&repo, &[("manifests/a/big.yaml", "0123456789"), ("x", "1")]);
+        materialise(&repo, &one, cache.path(), 1024).unwrap();
+        let two = commit_tree(&repo, &[("manifests/a/big.yaml", "0123456789"), ("x", "2")]);
+        let e = materialise(&repo, &two, cache.path(), 5)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("manifests/a/big.yaml") && e.contains("file limit"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -85,6 +85,11 @@ fn managed_policies() -> ListParams {
 /// the desired ones, as built.
 async fn isolate(ctx: &StepCtx<'_>) -> Outcome {
     let ns = ctx.namespace;
+    if isolated_in_cache(ctx) {
+        // The watch already shows exactly what git builds: nothing to
+        // write (a one-Agent edit does not touch the tenant's policies).
+        return Outcome::Done;
+    }
     for p in ctx.policies {
         if let Err(e) = ctx.op.apply(Controller::Rollout, p).await {
             return blocked_op(&format!("apply NetworkPolicy {ns}/{}", p.name_any()), &e);
@@ -117,6 +122,27 @@ async fn isolate(ctx: &StepCtx<'_>) -> Outcome {
         }
     }
     Outcome::Done
+}
+
+/// Whether the NetworkPolicy cache holds exactly the desired policies of the
+/// namespace, each as built, and no other of Exo's.
+fn isolated_in_cache(ctx: &StepCtx<'_>) -> bool {
+    let ns = ctx.namespace;
+    let cached: Vec<_> = ctx
+        .op
+        .network_policies
+        .state()
+        .into_iter()
+        .filter(|l| l.namespace().as_deref() == Some(ns))
+        .filter(|l| l.labels().get(LABEL_MANAGED_BY).map(String::as_str) == Some(MANAGED_BY))
+        .collect();
+    cached.len() == ctx.policies.len()
+        && ctx.policies.iter().all(|p| {
+            cached
+                .iter()
+                .find(|l| l.name_any() == p.name_any())
+                .is_some_and(|l| differs(l, p).is_empty())
+        })
 }
 
 /// The content hash of a live ConfigMap's data, computed like the build.
