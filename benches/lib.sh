@@ -1,7 +1,7 @@
 # Shared set-up of the bench scripts (sourced, not run): the repository and
 # the test environment's variables, OUT (the results folder), work (a
 # scratch folder), EXO (a private copy of the binary: EXO_BIN, or a release
-# build), and the log helpers.
+# build), the log helpers and wait_until (a wait with a deadline).
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 set -a; eval "$(scripts/testenv env)"; set +a
@@ -18,3 +18,15 @@ EXO=$work/exo
 log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 now() { date +%s.%N; }
 since() { echo "$(now) - $1" | bc; }
+# wait_until SECS WHAT CMD...: runs CMD every 0.2 s until it succeeds. After
+# SECS seconds it ends the bench, naming WHAT: a bench ends, it never hangs.
+# Call it from the main shell, not from $(...): the exit must end the bench.
+wait_until() {
+  local secs=$1 what=$2 deadline
+  shift 2
+  deadline=$(($(date +%s) + secs))
+  until "$@"; do
+    [ "$(date +%s)" -lt "$deadline" ] || { log "timed out after ${secs}s waiting for $what"; exit 1; }
+    sleep 0.2
+  done
+}
