@@ -317,6 +317,7 @@ def push_summary(out, runs):
         ws = [json.loads(l) for l in open(f"{out}/gitops-push-writes.jsonl") if json.loads(l)["side"] == side]
         if ws:
             typical = min(ws, key=lambda w: abs(w["total"] - median([x["total"] for x in ws])))
+            print(f"verify execs per {side} edit (the saga's sha256sum into pods): " + ", ".join(f"{w.get('verify_execs', 0):.0f}" for w in ws))
             print(f"operator writes per {side} edit (median of runs {median([w['total'] for w in ws]):.0f}; run {typical['run']}): "
                   + ", ".join(f"{k} {v:.0f}" for k, v in sorted(typical["by"].items(), key=lambda kv: -kv[1])))
     print("kubectl breakdown (median s): apply returned " + fmt(median([r["apply"] for r in k]), "", 2) + "; pod Ready after " + fmt(median([r["total"] for r in k]), "", 2))
@@ -366,7 +367,9 @@ def writes(out, side, run, before, after):
         # The Lease's renewals are counted too (by "Leader"), but they are
         # not the edit's: the total leaves them out.
         total = sum(v for k, v in diff.items() if not k.startswith("Leader "))
-        f.write(json.dumps({"side": side, "run": int(run), "total": total, "by": diff}) + "\n")
+        execs = lambda f: sum(v for _, v in samples(open(f).read(), "exo_operator_verify_execs_total"))
+        f.write(json.dumps({"side": side, "run": int(run), "total": total, "by": diff,
+                            "verify_execs": execs(after) - execs(before)}) + "\n")
 
 def steady_summary(out, floor_file, *names):
     """Per window: the operator's own figures, and the apiserver's requests
