@@ -119,13 +119,13 @@ fn differing(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> Vec<
 
 #[tokio::test]
 async fn a_change_rolls_checks_and_stamps_only_what_it_changes() {
-    let mut files = example_files("gc");
-    let t = "gc-acme";
+    let mut files = example_files("gq");
+    let t = "gq-acme";
     for (name, baseline) in [("h1", true), ("h2", true), ("h3", false)] {
         let body = extra_agent(&files, t, name, baseline);
         files.insert(format!("manifests/{t}/{name}.yaml"), body);
     }
-    let fx = Fixture::new("gc", files.clone()).await;
+    let fx = Fixture::new("gq", files.clone()).await;
     let kubeconfig = support::env().kubeconfig.clone();
     let mut op = Operator::start(&fx.ns.name, &kubeconfig, "a");
     fx.wait_all(OLD, &op).await;
