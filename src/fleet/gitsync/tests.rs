@@ -1,0 +1,182 @@
+//! The checkout's tests: URL policy, errors, and writing commits out.
+
+use super::*;
+
+#[test]
+fn url_policy() {
+    assert!(check_url("https://git.example.com/fleet.git", false).is_ok());
+    for bad in [
+        "http://git.example.com/fleet.git",
+        "git://git.example.com/fleet.git",
+        "file:///srv/fleet",
+        "https://127.0.0.1/fleet.git",
+        "https://10.1.2.3/fleet.git",
+        "https://192.168.0.10:8443/fleet.git",
+        "https://[::1]/fleet.git",
+        "https://localhost/fleet.git",
+        "https://169.254.169.254/latest",
+        "/srv/fleet",
+    ] {
+        assert!(check_url(bad, false).is_err(), "{bad}");
+    }
+    assert!(check_url("git://127.0.0.1:29418/fleet.git", true).is_ok());
+    let err = check_url("https://user:hunter2@git.example.com/f.git", true)
+        .unwrap_err()
+        .to_string();
+    assert!(!err.contains("hunter2"), "{err}");
+}
+
+/// The user reads git2's message alone; the git2 error is kept as the
+/// source.
+#[test]
+fn a_failed_fetch_keeps_the_git_error_as_its_source() {
+    let cache = tempfile::tempdir().unwrap();
+    let missing = cache.path().join("no-such-repo");
+    let source = Source {
+        url: format!("file://{}", missing.display()),
+        branch: "main".into(),
+        credentials: None,
+        allow_insecure: true,
+        max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+    };
+    let e = sync(&source, cache.path()).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.starts_with(&format!("fetch from {} failed: ", source.url)),
+        "{text}"
+    );
+    assert!(!text.contains("class="), "{text}");
+    let git = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<git2::Error>());
+    assert!(git.is_some_and(|g| text.ends_with(g.message())), "{e:?}");
+}
+
+/// Commits `files` (path, content) as the whole tree of `main`.
+fn commit_tree<'r>(repo: &'r Repository, files: &[(&str, &str)]) -> git2::Commit<'r> {
+    let dir = repo.workdir().unwrap();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.file_name() == ".git" {
+            continue;
+        }
+        if e.path().is_dir() {
+            std::fs::remove_dir_all(e.path()).unwrap();
+        } else {
+            std::fs::remove_file(e.path()).unwrap();
+        }
+    }
+    for (path, content) in files {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+    let mut index = repo.index().unwrap();
+    index.clear().unwrap();
+    index
+        .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+        .unwrap();
+    let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+    let sig = git2::Signature::now("t", "t@exo.invalid").unwrap();
+    let parent = repo
+        .find_reference("refs/heads/main")
+        .ok()
+        .and_then(|r| r.peel_to_commit().ok());
+    let parents: Vec<_> = parent.iter().collect();
+    let id = repo
+        .commit(Some("refs/heads/main"), &sig, &sig, "c", &tree, &parents)
+        .unwrap();
+    repo.find_commit(id).unwrap()
+}
+
+fn read_all(dir: &Path, prefix: &str, out: &mut BTreeMap<String, String>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = format!("{prefix}{}", e.file_name().to_string_lossy());
+        if e.path().is_dir() {
+            read_all(&e.path(), &format!("{name}/"), out);
+        } else {
+            out.insert(name, std::fs::read_to_string(e.path()).unwrap());
+        }
+    }
+}
+
+/// Unchanged folders are moved over from the previous checkout, and
+/// every checkout holds exactly its commit's files, also when git goes
+/// back to an older commit.
+#[test]
+fn each_checkout_holds_its_commit_with_unchanged_folders_moved_over() {
+    let origin = tempfile::tempdir().unwrap();
+    let repo = Repository::init(origin.path()).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let one: &[(&str, &str)] = &[
+        ("manifests/a/x.yaml", "a1"),
+        ("manifests/b/y.yaml", "b1"),
+        ("manifests/b/deep/z.yaml", "z1"),
+        ("releases/r.yaml", "r1"),
+    ];
+    let two: &[(&str, &str)] = &[
+        ("manifests/a/x.yaml", "a2"),
+        ("manifests/b/y.yaml", "b1"),
+        ("manifests/b/deep/z.yaml", "z1"),
+        ("manifests/c/new.yaml", "c1"),
+        ("releases/r.yaml", "r1"),
+    ];
+    use std::os::unix::fs::MetadataExt;
+    let inode = |c: &Checkout, f: &str| std::fs::metadata(c.path.join(f)).unwrap().ino();
+    let mut seen = Vec::new();
+    let mut inodes = Vec::new();
+    for files in [one, two, one] {
+        let c = materialise(&repo, &commit_tree(&repo, files), cache.path(), 1024).unwrap();
+        let mut got = BTreeMap::new();
+        read_all(&c.path, "", &mut got);
+        assert_eq!(
+            got.remove(".exo-complete").as_deref(),
+            Some(c.commit.as_str())
+        );
+        let want: BTreeMap<_, _> = files
+            .iter()
+            .map(|(p, c)| ((*p).to_owned(), (*c).to_owned()))
+            .collect();
+        assert_eq!(got, want, "checkout of {}", c.commit);
+        let left: Vec<_> = std::fs::read_dir(cache.path().join("checkouts"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from(&c.commit)]);
+        inodes.push((
+            inode(&c, "manifests/b/deep/z.yaml"),
+            inode(&c, "manifests/a/x.yaml"),
+        ));
+        seen.push(c.ids);
+    }
+    // manifests/b did not change: moved over, not written again.
+    assert_eq!(inodes[0].0, inodes[1].0);
+    assert_eq!(inodes[1].0, inodes[2].0);
+    assert_eq!(seen[0].get("manifests/b"), seen[1].get("manifests/b"));
+    assert_ne!(seen[0].get("manifests/a"), seen[1].get("manifests/a"));
+}
+
+/// A folder moved over still counts against the size limits.
+#[test]
+fn a_folder_moved_over_counts_against_the_limits() {
+    let origin = tempfile::tempdir().unwrap();
+    let repo = Repository::init(origin.path()).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let one = commit_tree(&repo, &[("manifests/a/big.yaml", "0123456789"), ("x", "1")]);
+    materialise(&repo, &one, cache.path(), 1024).unwrap();
+    let two = commit_tree(&repo, &[("manifests/a/big.yaml", "0123456789"), ("x", "2")]);
+    let e = materialise(&repo, &two, cache.path(), 5)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("manifests/a/big.yaml") && e.contains("file limit"),
+        "{e}"
+    );
+}
+
+#[test]
+fn credentials_debug_is_redacted() {
+    let c = Credentials {
+        username: "u".into(),
+        password: "hunter2".into(),
+    };
+    assert!(!format!("{c:?}").contains("hunter2"));
+}
