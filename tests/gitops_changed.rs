@@ -296,9 +296,11 @@ async fn a_change_rolls_checks_and_stamps_only_what_it_changes() {
 
     // 4. Restarted with nothing changed: nothing written. The operator
     // watches every namespace, and another suite's tenants may still be
-    // going away (their Agents' finalizers are any operator's to remove),
-    // so the Agent and Tool controllers' writes are checked in this
-    // tenant's namespace at the apiserver, and the engine's by its metrics.
+    // going away (their Agents' and AgentFS' finalizers are any operator's
+    // to remove), so this tenant's Agents, pods, Tenant and Rollout are
+    // checked at the apiserver, and the GitOps engine's writes (its own
+    // Fleet only) by its metrics.
+    let tenants: Api<exo::crd::tenant::Tenant> = Api::all(fx.ns.client.clone());
     let versions = || async {
         let mut v: Vec<String> = Vec::new();
         for a in agents.list(&ListParams::default()).await.unwrap() {
@@ -315,6 +317,10 @@ async fn a_change_rolls_checks_and_stamps_only_what_it_changes() {
                 p.resource_version().unwrap()
             ));
         }
+        let tenant = tenants.get(t).await.unwrap();
+        v.push(format!("Tenant/{t}@{}", tenant.resource_version().unwrap()));
+        let ro = fx.rollout(t).await.unwrap();
+        v.push(format!("Rollout/{t}@{}", ro.resource_version().unwrap()));
         v.sort();
         v
     };
@@ -334,11 +340,7 @@ async fn a_change_rolls_checks_and_stamps_only_what_it_changes() {
     let engine: Vec<&str> = page
         .lines()
         .filter(|l| l.starts_with("exo_operator_api_writes_total{"))
-        .filter(|l| {
-            !["Leader", "Agent", "Tool"]
-                .iter()
-                .any(|c| l.contains(&format!("controller=\"{c}\"")))
-        })
+        .filter(|l| l.contains("controller=\"Rollout\""))
         .collect();
     assert!(
         engine.is_empty(),
