@@ -33,6 +33,17 @@ fn a_fetch_is_due_after_the_interval_a_spec_change_or_a_sync_request_only() {
     );
 }
 
+/// The sync policy the tests' Loaded values carry.
+fn policy() -> Policy {
+    Policy {
+        interval: Duration::from_secs(60),
+        prune: true,
+        suspend: false,
+        reverify: Duration::from_secs(60),
+        drift: Default::default(),
+    }
+}
+
 /// The order the issue of a 1 s stall was about: a Rollout woken by
 /// the spec the sync writes must find the new target already
 /// published, so the publication comes first.
@@ -43,13 +54,7 @@ async fn the_sync_is_published_before_its_specs_are_written() {
         Arc::new(Loaded {
             commit: commit.to_owned(),
             fleet: fleet(),
-            policy: Policy {
-                interval: Duration::from_secs(60),
-                prune: true,
-                suspend: false,
-                reverify: Duration::from_secs(60),
-                drift: Default::default(),
-            },
+            policy: policy(),
             tenants: BTreeMap::new(),
             ids: BTreeMap::new(),
         })
@@ -128,13 +133,7 @@ fn an_unchanged_folder_is_neither_parsed_nor_rendered_again() {
     let prev = Loaded {
         commit: "c1".into(),
         fleet,
-        policy: Policy {
-            interval: Duration::from_secs(60),
-            prune: true,
-            suspend: false,
-            reverify: Duration::from_secs(60),
-            drift: Default::default(),
-        },
+        policy: policy(),
         tenants: targets,
         ids: ids(None),
     };
