@@ -24,6 +24,8 @@ pub mod meta;
 /// Kubernetes' name rules (DNS-1123 and DNS-1035 labels, subdomains, label
 /// values, ConfigMap keys), once.
 pub mod names;
+/// The one outbound HTTP client (pooled, rustls, a deadline per call).
+pub mod net;
 pub mod operator;
 /// Kubernetes quantities (`20Gi`, `500m`), parsed.
 pub mod quantity;

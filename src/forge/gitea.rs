@@ -3,12 +3,11 @@
 //! Every call has a deadline; an answer in an error is cut short and never
 //! carries the token.
 
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Method, Request, StatusCode};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+
+use crate::net;
 
 use super::{ForgeError, NewPull, Opened, PullRequest, RepoName, Settings, Token, open_from};
 
@@ -21,24 +20,19 @@ const MAX_PAGES: u32 = 20;
 pub struct Gitea {
     url: String,
     token: Token,
-    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: net::Client,
 }
 
 impl Gitea {
     pub fn new(settings: &Settings) -> Result<Self, ForgeError> {
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_native_roots()
-            .map_err(|e| ForgeError::Tls {
-                forge: settings.url.clone(),
-                reason: e.to_string(),
-            })?
-            .https_or_http()
-            .enable_http1()
-            .build();
+        let client = net::client().map_err(|e| ForgeError::Tls {
+            forge: settings.url.clone(),
+            reason: e.to_string(),
+        })?;
         Ok(Gitea {
             url: settings.url.clone(),
             token: settings.token.clone(),
-            client: Client::builder(TokioExecutor::new()).build(https),
+            client,
         })
     }
 
@@ -65,17 +59,10 @@ impl Gitea {
             .header("content-type", "application/json")
             .body(Full::new(Bytes::from(body.unwrap_or_default())))
             .map_err(|e| fail(format!("bad request: {e}")))?;
-        let resp = tokio::time::timeout(DEADLINE, self.client.request(req))
+        let answer = net::send(&self.client, req, DEADLINE)
             .await
-            .map_err(|_| fail(format!("no answer in {}s", DEADLINE.as_secs())))?
-            .map_err(|e| fail(format!("unreachable: {}", chain(&e))))?;
-        let status = resp.status();
-        let bytes = tokio::time::timeout(DEADLINE, resp.into_body().collect())
-            .await
-            .map_err(|_| fail(format!("no answer in {}s", DEADLINE.as_secs())))?
-            .map_err(|e| fail(format!("the answer broke off: {}", chain(&e))))?
-            .to_bytes();
-        Ok((status, bytes))
+            .map_err(|e| fail(e.to_string()))?;
+        Ok((answer.status, answer.body))
     }
 
     /// The start of an answer, for a message, with the token (should a
@@ -188,16 +175,4 @@ impl Gitea {
         }
         Ok(None)
     }
-}
-
-/// An error with its sources (hyper's own says only "client error (Connect)").
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }

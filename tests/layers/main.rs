@@ -17,7 +17,9 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
     (
         "crate",
         &[
-            &["duration", "meta", "names", "quantity", "shutdown", "yaml"],
+            &[
+                "duration", "meta", "names", "net", "quantity", "shutdown", "yaml",
+            ],
             &["crd", "wire"],
             &["alerts", "cluster", "fleet", "forge", "release", "saga"],
             &[

@@ -3,38 +3,35 @@
 //! authenticated. Answers are shown with anything key-shaped masked; the
 //! token is never in a message.
 
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Method, Request, StatusCode};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+
+use crate::net;
 
 use super::{AccessError, Scopes};
+
+/// How long one call may take, its answer included.
+const CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A LiteLLM-compatible key server.
 pub struct KeyServer {
     url: String,
     token: String,
-    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: net::Client,
 }
 
 impl KeyServer {
     pub fn new(url: &str, token: &str) -> Result<Self, AccessError> {
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_native_roots()
-            .map_err(|e| AccessError::Server {
-                url: url.to_owned(),
-                path: "",
-                reason: format!("no TLS roots: {e}"),
-            })?
-            .https_or_http()
-            .enable_http1()
-            .build();
+        let client = net::client().map_err(|e| AccessError::Server {
+            url: url.to_owned(),
+            path: "",
+            reason: e.to_string(),
+        })?;
         Ok(KeyServer {
             url: url.to_owned(),
             token: token.to_owned(),
-            client: Client::builder(TokioExecutor::new()).build(https),
+            client,
         })
     }
 
@@ -64,18 +61,12 @@ impl KeyServer {
             .header("content-type", "application/json")
             .body(Full::new(Bytes::from(bytes)))
             .map_err(|e| fail(format!("bad request: {e}")))?;
-        let resp =
-            tokio::time::timeout(std::time::Duration::from_secs(10), self.client.request(req))
-                .await
-                .map_err(|_| fail("no answer in 10s".into()))?
-                .map_err(|e| fail(format!("unreachable: {e}")))?;
-        let status = resp.status();
-        let body = resp
-            .into_body()
-            .collect()
+        // An answer that broke off is a failed call: the key actuator's
+        // exactly-once record asks `/key/info` before it tries again.
+        let answer = net::send(&self.client, req, CALL_DEADLINE)
             .await
-            .map(|b| b.to_bytes())
-            .unwrap_or_default();
+            .map_err(|e| fail(e.to_string()))?;
+        let (status, body) = (answer.status, answer.body);
         // Only the start of an answer, for the message; never a key.
         let text = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
         Ok((status, text))
@@ -100,7 +91,7 @@ impl KeyServer {
             .call(
                 Method::GET,
                 "/key/info",
-                Some(format!("key={}", urlencode(key))),
+                Some(format!("key={}", net::query_value(key))),
                 None,
             )
             .await?;
@@ -157,17 +148,6 @@ impl KeyServer {
             Err(self.refused("/key/delete", status, &text))
         }
     }
-}
-
-pub(super) fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                char::from(b).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// A server's answer with anything shaped like a key masked.

@@ -1,6 +1,6 @@
 //! Keys, scopes, the actuator's Secret, and what a server's answer shows.
 
-use super::keyserver::{redact_keys, urlencode};
+use super::keyserver::redact_keys;
 use super::*;
 
 fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, ByteString> {
@@ -182,5 +182,5 @@ fn a_server_answer_is_shown_without_keys() {
     let t = redact_keys("{\"error\": \"key sk-abcdef123 exists\"}");
     assert!(!t.contains("abcdef"), "{t}");
     assert!(t.contains("[redacted]"), "{t}");
-    assert_eq!(urlencode("sk-a+b/c"), "sk-a%2Bb%2Fc");
+    assert_eq!(crate::net::query_value("sk-a+b/c"), "sk-a%2Bb%2Fc");
 }
