@@ -4,7 +4,8 @@
 #
 #  1. pin: resolve 200 image refs (20 repositories x 10 tags) against the
 #     loopback registry with `exo release pin`, versus a `skopeo inspect`
-#     loop over the same refs.
+#     loop over the same refs; and the floor the registry sets: one curl
+#     process sending the 200 HEAD requests, 16 at once, kept alive.
 #  2. config build: hash and render 64 baseline folders of 1 MiB each with
 #     `exo config build`, versus `sha256sum` over the same files.
 #
@@ -60,11 +61,15 @@ while read -r ref; do skopeo inspect --tls-verify=false --no-tags --format '{{.D
 SH
 chmod +x "$work/skopeo-loop.sh"
 
-hyperfine --warmup 1 --runs 10 --export-json "$OUT/pin-exo.json" \
+hyperfine -N --warmup 1 --runs 10 --export-json "$OUT/pin-exo.json" \
   --prepare "cp $work/unpinned.yaml $work/fleet/releases/bench.yaml" \
   -n "exo release pin (200 refs)" "$EXO release pin --root $work/fleet" >&2
 hyperfine --runs 3 --export-json "$OUT/pin-skopeo.json" \
   -n "skopeo inspect loop (200 refs)" "$work/skopeo-loop.sh" >&2
+urls=$(sed 's#^\([^/]*\)/\(.*\):\([^:]*\)$#http://\1/v2/\2/manifests/\3#' "$work/refs" | tr '\n' ' ')
+hyperfine -N --warmup 1 --runs 10 --export-json "$OUT/pin-floor.json" \
+  -n "curl: 200 HEAD, 16 in flight (floor)" \
+  "curl -s -o /dev/null -I --parallel --parallel-max 16 -H 'Accept: application/vnd.oci.image.manifest.v1+json' $urls" >&2
 
 echo "== config build: 64 folders x 1 MiB" >&2
 mkdir -p "$work/cm/configmaps"
@@ -90,8 +95,9 @@ import json, sys
 out, mb = sys.argv[1], int(sys.argv[2])
 def med(name):
     return json.load(open(f"{out}/{name}.json"))["results"][0]["median"]
-exo, sko = med("pin-exo"), med("pin-skopeo")
+exo, sko, floor = med("pin-exo"), med("pin-skopeo"), med("pin-floor")
 cexo, csha = med("config-exo"), med("config-sha256sum")
 print(f"| pin 200 refs | exo release pin | {exo*1000:.0f} ms | skopeo inspect loop | {sko*1000:.0f} ms | {exo/sko:.3f} |")
+print(f"| pin floor | curl, 200 HEAD | {floor*1000:.0f} ms | (floor / skopeo {floor/sko:.3f}) | | exo / floor {exo/floor:.2f} |")
 print(f"| config build {mb} MiB | exo config build | {cexo*1000:.0f} ms ({mb/cexo:.0f} MB/s) | sha256sum | {csha*1000:.0f} ms ({mb/csha:.0f} MB/s) | {cexo/csha:.2f} |")
 PY

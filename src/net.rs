@@ -28,11 +28,30 @@ pub enum NetError {
     Broken(String),
 }
 
-/// A new client with its own connection pool.
+/// A new client with its own connection pool, trusting the system's roots.
 pub fn client() -> Result<Client, NetError> {
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_native_roots()
         .map_err(|e| NetError::Roots(e.to_string()))?
+        .https_or_http()
+        .enable_http1()
+        .build();
+    Ok(hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(https))
+}
+
+/// A client for plain `http` only: it reads no roots (reading the system's
+/// costs a short command tens of milliseconds), so any `https` server is
+/// refused as untrusted.
+pub fn plain_client() -> Result<Client, NetError> {
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| NetError::Roots(e.to_string()))?
+    .with_root_certificates(rustls::RootCertStore::empty())
+    .with_no_client_auth();
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(config)
         .https_or_http()
         .enable_http1()
         .build();

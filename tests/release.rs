@@ -338,6 +338,67 @@ async fn pin_uses_docker_config_credentials() {
     assert!(!text(&o).contains("wrong-pass-123"));
 }
 
+/// A Bearer-token registry (Gitea's, as GHCR, Docker Hub and Harbor
+/// work): the challenge sends the pin to the token service with the docker
+/// login, one token covers the repositories, the digests are the pushed
+/// ones, and neither the login nor the token shows; a wrong login is
+/// refused by name and writes nothing.
+#[tokio::test]
+async fn pin_speaks_the_bearer_token_flow() {
+    let gitea = support::gitea::Gitea::get();
+    let (user, token) = gitea.registry_login();
+    let auth = RegistryAuth::Basic(user.clone(), token.clone());
+    let mut pushed = Vec::new();
+    for (repo, tag) in [
+        ("pin-bearer-a", "1.0.0"),
+        ("pin-bearer-a", "1.1.0"),
+        ("pin-bearer-b", "2.0.0"),
+    ] {
+        let repo = format!("{user}/{repo}");
+        let payload = format!("bearer {repo} {tag} {}", std::process::id());
+        pushed.push(
+            support::push_image(gitea.registry(), &repo, tag, payload.as_bytes(), &auth).await,
+        );
+    }
+    let refs: Vec<&str> = pushed.iter().map(|p| p.reference.as_str()).collect();
+    let (_tmp, root) = release_fleet(&refs);
+    let before = std::fs::read_to_string(root.join("releases/r1.yaml")).unwrap();
+
+    // A wrong login: refused by name, nothing written, nothing shown.
+    std::fs::create_dir_all(root.join(".docker")).unwrap();
+    let config = |password: &str| {
+        format!(
+            r#"{{"auths":{{"{}":{{"username":"{user}","password":"{password}"}}}}}}"#,
+            gitea.registry()
+        )
+    };
+    std::fs::write(root.join(".docker/config.json"), config("wrong-login-456")).unwrap();
+    let o = exo(&root, &["release", "pin"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("refused the credentials"), "{}", text(&o));
+    assert!(!text(&o).contains("wrong-login-456"), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(root.join("releases/r1.yaml")).unwrap(),
+        before
+    );
+
+    std::fs::write(root.join(".docker/config.json"), config(&token)).unwrap();
+    let o = exo(&root, &["release", "pin"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!text(&o).contains(&token), "the login's token was printed");
+    let pinned = std::fs::read_to_string(root.join("releases/r1.yaml")).unwrap();
+    for p in &pushed {
+        let repo = p.reference.rsplit_once(':').unwrap().0;
+        assert!(
+            pinned.contains(&format!("{repo}@{}", p.digest)),
+            "{} not pinned:\n{pinned}",
+            p.reference
+        );
+    }
+    let o = exo(&root, &["release", "pin", "--check"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
 /// The registry going away during `exo release pin`, then coming back (a
 /// relay in front of the real registry drops every connection while
 /// down): the pin fails naming the image and writes nothing, the pinned

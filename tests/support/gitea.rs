@@ -62,6 +62,16 @@ impl Gitea {
         self.url.trim_start_matches("http://")
     }
 
+    /// Its container registry (`host:port`), a Bearer-token registry.
+    pub fn registry(&self) -> &str {
+        self.authority()
+    }
+
+    /// The user and API token its registry takes as a docker login.
+    pub fn registry_login(&self) -> (String, String) {
+        (self.user.clone(), self.token.clone())
+    }
+
     fn try_api(
         &self,
         method: &str,
