@@ -418,6 +418,17 @@ async fn project_one(ctx: &StepCtx<'_>, w: &Workload, now: &str) -> Outcome {
 /// not use and that no pod references any more.
 pub async fn collect_old_configmaps(ctx: &StepCtx<'_>) {
     let keep: Vec<String> = ctx.baselines.keys().cloned().collect();
+    // The watch cache says whether there is anything to collect at all (a
+    // run that changed no baseline leaves none behind); the fresh lists
+    // below decide what, so a one-Agent edit lists no pods.
+    if !ctx.op.configmaps.state().iter().any(|cm| {
+        cm.metadata.namespace.as_deref() == Some(ctx.namespace)
+            && cm.labels().contains_key(LABEL_BASELINE)
+            && cm.annotations().contains_key(ANNOTATION_CONTENT_SHA256)
+            && !keep.contains(&cm.name_any())
+    }) {
+        return;
+    }
     let cms: Api<ConfigMap> = ctx.op.api(ctx.namespace);
     let pods: Api<Pod> = ctx.op.api(ctx.namespace);
     let Ok(list) = cms
