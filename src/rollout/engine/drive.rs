@@ -17,6 +17,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use tracing::{Instrument, info, warn};
 
+use super::waits::{Waits, wait_id, wait_is_durable};
 use super::{EngineConfig, Error, Loaded, State, namespace_of, now};
 use crate::cluster::apply::Ctx;
 use crate::cluster::feeds::Touch;
@@ -34,6 +35,8 @@ pub(super) struct DriveCtx {
     pub state: Arc<State>,
     /// When each Rollout's status last got a progress-only write.
     progress_written: std::sync::Mutex<BTreeMap<String, Instant>>,
+    /// Per Rollout, the wait it is in that its status does not show yet.
+    waits: Waits,
 }
 
 /// How often a step still running may rewrite only its progress message:
@@ -180,6 +183,7 @@ pub(super) async fn run(
         cfg,
         state,
         progress_written: std::sync::Mutex::default(),
+        waits: Waits::default(),
     });
     controller
         .run(
@@ -297,7 +301,14 @@ async fn run_steps(
     // Steps done in one pass are written together (see `durable_now`).
     let mut unwritten = false;
     while let Some(i) = saga::next_step(&status) {
-        let started = status.steps[i].started_at.as_ref().map(|t| t.0.as_second());
+        // A wait not written yet began when it was first seen.
+        let key = format!("{ns}/{}", ro.name_any());
+        let wait_id = wait_id(&status, &status.steps[i].name);
+        let started = status.steps[i]
+            .started_at
+            .clone()
+            .or_else(|| ctx.waits.since(&key, &wait_id))
+            .map(|t| t.0.as_second());
         let step_age = started
             .map(|s| Duration::from_secs(u64::try_from(now().0.as_second() - s).unwrap_or(0)))
             .unwrap_or_default();
@@ -344,10 +355,16 @@ async fn run_steps(
         }
         let progress_only = !unwritten && was_running && matches!(outcome, Outcome::Pending(_));
         unwritten |= changed;
-        if unwritten
+        let mut write = unwritten
             && durable_now(&kind, &outcome, &pruned, &status)
-            && (!progress_only || ctx.progress_due(&format!("{ns}/{}", ro.name_any())))
-        {
+            && (!progress_only || ctx.progress_due(&key));
+        if write && !was_running && matches!(outcome, Outcome::Pending(_)) {
+            // A new wait: written once it has lasted, from when it began.
+            let (since, waited) = ctx.waits.seen(&key, &wait_id);
+            status.steps[i].started_at = Some(since);
+            write = wait_is_durable(waited);
+        }
+        if write {
             write_status(&ctx.op, ro, &status).await?;
             unwritten = false;
         }

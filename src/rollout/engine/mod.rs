@@ -33,6 +33,7 @@
 mod drive;
 mod error;
 mod sync;
+mod waits;
 
 pub use error::Error;
 use error::namespace_of;
