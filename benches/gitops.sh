@@ -313,6 +313,15 @@ def push_summary(out, runs):
         for name, secs in r["phases"]:
             phases.setdefault(name, []).append(secs)
     print("Exo breakdown (median s): " + "; ".join(f"{n} {median(v):.2f}" for n, v in phases.items()))
+    # What git's transport costs on this machine, which kubectl does not pay:
+    # the commit and push, and a git CLI fetch of the same commit from the
+    # same daemon (measured right after each run).
+    if all("git_fetch" in r for r in exo):
+        git = [r["t_push"] - r["t0"] + r["git_fetch"] for r in exo]
+        rest = [r["total"] - g for r, g in zip(exo, git)]
+        print(f"git transport floor (commit+push, and a git CLI fetch of the commit from the same daemon; median s): "
+              f"{median(git):.2f} (fetch alone {median([r['git_fetch'] for r in exo]):.2f}); "
+              f"Exo without it: {median(rest):.2f} s = {median(rest) / mk:.2f}x kubectl")
     for side in ("exo", "kubectl"):
         ws = [json.loads(l) for l in open(f"{out}/gitops-push-writes.jsonl") if json.loads(l)["side"] == side]
         if ws:
@@ -537,6 +546,12 @@ exo_run() { # run
   py edit "$work/fleet/manifests/$tenant/$agent.yaml" "$value"
   coproc HOOK { py hook "$op_addr" "$OPS" bench "$work/token"; }
   read -r res <&"${HOOK[0]}"
+  # The git transport's floor, measured after the run: the git CLI fetching
+  # the pushed commit from the same daemon into a mirror of its own.
+  if [ ! -d "$work/floor.git" ]; then
+    git init -q --bare "$work/floor.git"
+    git -C "$work/floor.git" fetch -q "$EXO_TEST_GIT_BASE/$P-fleet.git" +refs/heads/main:refs/remotes/origin/main
+  fi
   t0=$(now)
   git -C "$work/fleet" commit -qam "bench run $i: $tenant/$agent BENCH_EDIT=$value"
   git -C "$work/fleet" push -q
@@ -549,8 +564,11 @@ exo_run() { # run
   res=$(finish_watch "$work/watch-exo-$i.out" 600)
   t_done=${res%% *}
   [ "${res#* }" = "$commit" ] || { log "tenant $tenant verified ${res#* }, pushed $commit"; exit 1; }
+  t_fetch0=$(now)
+  git -C "$work/floor.git" fetch -q "$EXO_TEST_GIT_BASE/$P-fleet.git" +refs/heads/main:refs/remotes/origin/main
+  t_fetch=$(echo "$(now) - $t_fetch0" | bc)
   py record exo "$OUT" run="$i" total="$(echo "$t_done - $t0" | bc)" t0="$t0" t_push="$t_push" t_post="$t_post" t_hook="$t_hook" \
-    t_done="$t_done" events="$OUT/gitops-exo-events-$i.jsonl"
+    t_done="$t_done" git_fetch="$t_fetch" events="$OUT/gitops-exo-events-$i.jsonl"
   log "run $i: exo $tenant/$agent verified at ${commit:0:12} after $(echo "$t_done - $t0" | bc)s"
 }
 kubectl_run() { # run
