@@ -414,6 +414,22 @@ async fn a_leader_frozen_past_its_lease_writes_nothing_once_resumed() {
     // User-Agent). a wrote while it led, b after it took over, and nothing
     // of a's but its Lease rounds arrived once a was resumed.
     let agent = |id: &str| format!("exo-operator/{} ({id})", env!("CARGO_PKG_VERSION"));
+    // b can finish the rollout within a Lease round of a's resumption, so
+    // wait until the audit log holds a write of b (its Lease rounds, every
+    // 600 ms) received 2 s after a resumed: a had that long to misbehave,
+    // and the log is read past it.
+    let watched_until = resumed + Duration::from_secs(2);
+    support::eventually(
+        "a write of b 2 s after a resumed in the audit log",
+        Duration::from_secs(30),
+        || async {
+            support::audit_writes(&agent("b"))
+                .iter()
+                .any(|w| w.received >= watched_until)
+                .then_some(())
+        },
+    )
+    .await;
     let of_a = support::audit_writes(&agent("a"));
     let of_b = support::audit_writes(&agent("b"));
     // Its Lease rounds go on (that is how it learns it lost): not a write
