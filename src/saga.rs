@@ -118,6 +118,36 @@ pub fn next_look(poll: Duration, step_age: Duration) -> Duration {
     (step_age / 10).clamp(poll, MAX_LOOK_INTERVAL.max(poll))
 }
 
+/// How often a step still running may rewrite only its progress message:
+/// a saga is looked at every `poll`, and writing each new message (a
+/// different pod is the one still rolling) would cost a status write per
+/// look.
+pub const PROGRESS_WRITE_EVERY: Duration = Duration::from_secs(2);
+
+/// Per saga (keyed by its resource), when its status last got a
+/// progress-only write: such a write is due at most every
+/// [`PROGRESS_WRITE_EVERY`]. Writes that change a step's state are never
+/// held back by it.
+#[derive(Default)]
+pub struct ProgressWrites(std::sync::Mutex<std::collections::BTreeMap<String, std::time::Instant>>);
+
+impl ProgressWrites {
+    /// Whether a progress-only write for `key` is due now (and, if so,
+    /// records it).
+    pub fn due(&self, key: &str) -> bool {
+        let Ok(mut map) = self.0.lock() else {
+            return true;
+        };
+        match map.get(key) {
+            Some(at) if at.elapsed() < PROGRESS_WRITE_EVERY => false,
+            _ => {
+                map.insert(key.to_owned(), std::time::Instant::now());
+                true
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +165,14 @@ mod tests {
 
     fn at(secs: i64) -> Time {
         Time(Timestamp::from_second(secs).unwrap())
+    }
+
+    #[test]
+    fn a_progress_write_is_due_once_per_period_and_key() {
+        let w = ProgressWrites::default();
+        assert!(w.due("a"));
+        assert!(!w.due("a"), "the second within the period");
+        assert!(w.due("b"), "another key has its own period");
     }
 
     #[test]

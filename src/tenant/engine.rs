@@ -70,27 +70,7 @@ struct EngineCx {
     op: Arc<Ctx>,
     cfg: TenantConfig,
     /// When each Tenant's status last got a progress-only write.
-    progress_written: std::sync::Mutex<std::collections::BTreeMap<String, std::time::Instant>>,
-}
-
-/// How often a step still running may rewrite only its message.
-const PROGRESS_WRITE_EVERY: Duration = Duration::from_secs(2);
-
-impl EngineCx {
-    /// Whether a progress-only write for `tenant` is due now (and, if so,
-    /// records it).
-    fn progress_due(&self, tenant: &str) -> bool {
-        let Ok(mut map) = self.progress_written.lock() else {
-            return true;
-        };
-        match map.get(tenant) {
-            Some(at) if at.elapsed() < PROGRESS_WRITE_EVERY => false,
-            _ => {
-                map.insert(tenant.to_owned(), std::time::Instant::now());
-                true
-            }
-        }
-    }
+    progress: crate::saga::ProgressWrites,
 }
 
 /// Runs until aborted (the operator aborts it when the Lease is lost).
@@ -119,7 +99,7 @@ pub async fn run(op: Arc<Ctx>, cfg: TenantConfig) {
     let ctx = Arc::new(EngineCx {
         op,
         cfg,
-        progress_written: std::sync::Mutex::default(),
+        progress: crate::saga::ProgressWrites::default(),
     });
     Controller::for_stream(tenants, reader)
         .run(
@@ -224,7 +204,7 @@ async fn reconcile(t: Arc<Tenant>, ctx: Arc<EngineCx>) -> Result<Action, Error> 
         // readers act on.
         let progress_only =
             changed && matches!(outcome, Outcome::Pending(_)) && before == status.steps[i].state;
-        if changed && (!progress_only || ctx.progress_due(&name)) {
+        if changed && (!progress_only || ctx.progress.due(&name)) {
             write_status(op, &name, &status).await?;
             announce(op, &t, step, &outcome, &status).await;
         }

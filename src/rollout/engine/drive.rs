@@ -7,9 +7,8 @@
 //! the same spec, so `Verified` always means verified after the last change.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use kube::ResourceExt;
@@ -34,32 +33,9 @@ pub(super) struct DriveCtx {
     pub cfg: EngineConfig,
     pub state: Arc<State>,
     /// When each Rollout's status last got a progress-only write.
-    progress_written: std::sync::Mutex<BTreeMap<String, Instant>>,
+    progress: crate::saga::ProgressWrites,
     /// Per Rollout, the wait it is in that its status does not show yet.
     waits: Waits,
-}
-
-/// How often a step still running may rewrite only its progress message:
-/// a tenant's saga is looked at every `poll`, and writing each new message
-/// (a different pod is the one still rolling) would cost a status write per
-/// look.
-const PROGRESS_WRITE_EVERY: Duration = Duration::from_secs(2);
-
-impl DriveCtx {
-    /// Whether a progress-only write for `key` is due now (and, if so,
-    /// records it).
-    fn progress_due(&self, key: &str) -> bool {
-        let Ok(mut map) = self.progress_written.lock() else {
-            return true;
-        };
-        match map.get(key) {
-            Some(at) if at.elapsed() < PROGRESS_WRITE_EVERY => false,
-            _ => {
-                map.insert(key.to_owned(), Instant::now());
-                true
-            }
-        }
-    }
 }
 
 /// The Rollout controller of one leadership term, over the operator's one
@@ -182,7 +158,7 @@ pub(super) async fn run(
         op,
         cfg,
         state,
-        progress_written: std::sync::Mutex::default(),
+        progress: crate::saga::ProgressWrites::default(),
         waits: Waits::default(),
     });
     controller
@@ -357,7 +333,7 @@ async fn run_steps(
         unwritten |= changed;
         let mut write = unwritten
             && durable_now(&kind, &outcome, &pruned, &status)
-            && (!progress_only || ctx.progress_due(&key));
+            && (!progress_only || ctx.progress.due(&key));
         if write && !was_running && matches!(outcome, Outcome::Pending(_)) {
             // A new wait: written once it has lasted, from when it began.
             let (since, waited) = ctx.waits.seen(&key, &wait_id);
