@@ -186,6 +186,27 @@ fn entry_ids(repo: &Repository, tree: &git2::Tree<'_>) -> BTreeMap<String, git2:
 /// Fetches `source.branch` into a bare mirror under `cache` and
 /// materialises its head commit under `cache/checkouts/<commit>`.
 pub fn sync(source: &Source, cache: &Path) -> Result<Checkout, GitSyncError> {
+    let fetched = fetch(source, cache)?;
+    fetched.checkout(cache, source.max_file_bytes)
+}
+
+/// The mirror after a fetch, and the branch's head in it.
+pub struct Fetched {
+    repo: Repository,
+    head: git2::Oid,
+}
+
+impl Fetched {
+    /// Materialises the fetched head under `cache/checkouts/<commit>`.
+    pub fn checkout(&self, cache: &Path, max_file: u64) -> Result<Checkout, GitSyncError> {
+        let commit = self.repo.find_commit(self.head)?;
+        materialise(&self.repo, &commit, cache, max_file)
+    }
+}
+
+/// Fetches `source.branch` into the bare mirror under `cache` (made on
+/// first use).
+pub fn fetch(source: &Source, cache: &Path) -> Result<Fetched, GitSyncError> {
     check_url(&source.url, source.allow_insecure)?;
     let mirror = cache.join("mirror.git");
     let repo = match Repository::open_bare(&mirror) {
@@ -214,21 +235,24 @@ pub fn sync(source: &Source, cache: &Path) -> Result<Checkout, GitSyncError> {
     opts.remote_callbacks(callbacks);
     opts.depth(1);
     let refspec = format!("+refs/heads/{b}:refs/remotes/origin/{b}", b = source.branch);
-    let mut remote = repo.remote_anonymous(&source.url)?;
-    remote
-        .fetch(&[&refspec], Some(&mut opts), None)
-        .map_err(|e| GitSyncError::Fetch {
-            url: source.url.clone(),
-            source: e,
-        })?;
+    {
+        let mut remote = repo.remote_anonymous(&source.url)?;
+        remote
+            .fetch(&[&refspec], Some(&mut opts), None)
+            .map_err(|e| GitSyncError::Fetch {
+                url: source.url.clone(),
+                source: e,
+            })?;
+    }
     let reference = repo
         .find_reference(&format!("refs/remotes/origin/{}", source.branch))
         .map_err(|_| GitSyncError::NoBranch {
             url: source.url.clone(),
             branch: source.branch.clone(),
         })?;
-    let commit = reference.peel_to_commit()?;
-    materialise(&repo, &commit, cache, source.max_file_bytes)
+    let head = reference.peel_to_commit()?.id();
+    drop(reference);
+    Ok(Fetched { repo, head })
 }
 
 /// Writes `commit` under `cache/checkouts/<commit>` (once), keeping only

@@ -80,7 +80,11 @@ impl Phases {
     }
 
     pub(super) fn mark(&mut self, phase: &'static str) {
-        let now = std::time::Instant::now();
+        self.mark_at(phase, std::time::Instant::now());
+    }
+
+    /// Ends `phase` at `now` (taken elsewhere, e.g. in a blocking task).
+    pub(super) fn mark_at(&mut self, phase: &'static str, now: std::time::Instant) {
         self.done
             .push((phase, now.duration_since(self.last).as_millis()));
         self.last = now;
