@@ -487,6 +487,7 @@ sys.exit(0 if ok == n else 1)' "$P" "$TENANTS"
 }
 
 # ------------------------------------------------------------------ set-up
+pods_fit $(( TENANTS * AGENTS + AGENTS )) # the tenants' Agents and the kubectl side's
 log "generating $TENANTS tenants x $AGENTS agents (prefix $P)"
 py gen "$repo" "$work/fleet" "$TENANTS" "$AGENTS" "$EXO_TEST_REGISTRY" "$P"
 bare="$EXO_TEST_GIT_ROOT/$P-fleet.git"

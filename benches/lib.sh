@@ -30,3 +30,16 @@ wait_until() {
     sleep 0.2
   done
 }
+# pods_fit N: ends the bench unless the cluster's nodes have room for N more
+# pods (the test environment's kwok nodes hold 2000 each): a run that cannot
+# fit stalls at the nodes' capacity instead of measuring.
+pods_fit() {
+  local need=$1 room running
+  room=$(kubectl get nodes -o jsonpath='{range .items[*]}{.status.allocatable.pods}{"\n"}{end}' |
+    awk '{v = $1; if (v ~ /k$/) { sub(/k$/, "", v); v *= 1000 } s += v} END {print s + 0}')
+  running=$(kubectl get pods -A --no-headers 2>/dev/null | wc -l)
+  if [ $((room - running)) -lt "$need" ]; then
+    log "the cluster's nodes hold $room pods, $running are there, and this run needs $need more: bring the test environment up with more nodes (scripts/testenv down; EXO_TESTENV_NODES=$(( (need + running + 1999) / 2000 )) scripts/testenv up)"
+    exit 1
+  fi
+}

@@ -190,6 +190,7 @@ quiet() {
 exo_verified() { kubectl get ro -A -o json | py verified "$1" $tenants; } # release
 
 # ------------------------------------------------------------------ set-up
+pods_fit $(( 2 * TENANTS * AGENTS )) # the tenants' Agents and the kubectl side's
 log "generating $TENANTS tenants x $AGENTS agents (prefix $P), and as many outside git"
 py gen "$repo" "$work/fleet" "$TENANTS" "$AGENTS" "$EXO_TEST_REGISTRY" "$P"
 bare="$EXO_TEST_GIT_ROOT/$P-fleet.git"
