@@ -425,8 +425,8 @@ fn the_scope_keeps_what_the_rules_read_and_no_more() {
         json!({"name": "old", "configMap": {"name": "other-source-abcdef12"}}),
     ));
 
-    let all = BTreeSet::new();
-    let full = check(&snap, &all, &all);
+    let (every_ns, every_rule) = (BTreeSet::new(), BTreeSet::new());
+    let full = check(&snap, &every_ns, &every_rule);
     assert!(
         full.iter()
             .any(|f| f.rule == Rule::Immutability && f.message.contains("other-source-abcdef12")),
@@ -434,7 +434,7 @@ fn the_scope_keeps_what_the_rules_read_and_no_more() {
     );
     let mut narrowed = snap.clone();
     Scope::new(&snap.rollouts).narrow(&mut narrowed);
-    assert_eq!(check(&narrowed, &all, &all), full);
+    assert_eq!(check(&narrowed, &every_ns, &every_rule), full);
     let namespaces = |v: Vec<Option<String>>| -> Vec<String> { v.into_iter().flatten().collect() };
     assert_eq!(
         namespaces(
