@@ -17,8 +17,8 @@ use futures::Stream;
 use kube::Resource;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
+use serde::de::DeserializeOwned;
 
-use super::feeds::Watched;
 use crate::meta::ANNOTATION_LAST_APPLIED;
 
 /// Drops the managed fields and the last-applied annotation of `obj`
@@ -33,10 +33,13 @@ pub fn slim<K: Resource>(obj: &mut K) {
 
 /// The watch of what `wc` selects of `api`'s kind that a cache is fed
 /// from: retried with the default backoff, every object [`slim`]med.
-pub fn watch<K: Watched>(
+pub fn watch<K>(
     api: Api<K>,
     wc: watcher::Config,
-) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send {
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
     slimmed(watcher(api, wc).default_backoff())
 }
 
