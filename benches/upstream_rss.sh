@@ -4,6 +4,8 @@
 # no children), a real `exo control-plane serve`, and three ways to run
 # the operator over them, each RUNS (default 3) times, in the same run:
 #
+#  - `operator run`, unmanaged, over an empty namespace: the process
+#    itself, with nothing to cache (the empty floor);
 #  - `operator run`, unmanaged: the caches alone (the floor: what watching
 #    the objects costs at least);
 #  - `operator run`, managed: the upstream connection streams the
@@ -14,7 +16,8 @@
 #
 # Each is measured once it is ready and, when it streams, once the control
 # plane shows all W Tools: VmRSS then, and the peak (VmHWM). Medians.
-# Needs the test environment (`scripts/testenv up`).
+# Needs the test environment (`scripts/testenv up`). `EXO=path` measures an
+# exo binary built before (another checkout's, say) instead of building.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -24,13 +27,21 @@ W=${W:-10000}
 step() { printf '== %s (%s)\n' "$*" "$(date +%H:%M:%S)" >&2; }
 
 # PROFILE=dev measures the debug build (same heap, a bigger text mapping).
-PROFILE=${PROFILE:-release}
-step "$PROFILE build"
-cargo build --profile "$PROFILE" --quiet --bin exo
-dir=$PROFILE; [ "$PROFILE" = dev ] && dir=debug
-EXO=${CARGO_TARGET_DIR:-$repo/target}/$dir/exo
+# EXO=path measures that binary, already built, and builds nothing.
+if [ -n "${EXO:-}" ]; then
+  EXO=$(realpath "$EXO")
+  [ -x "$EXO" ] || { echo "EXO=$EXO is not an executable" >&2; exit 2; }
+  step "measuring $EXO"
+else
+  PROFILE=${PROFILE:-release}
+  step "$PROFILE build"
+  cargo build --profile "$PROFILE" --quiet --bin exo
+  dir=$PROFILE; [ "$PROFILE" = dev ] && dir=debug
+  EXO=${CARGO_TARGET_DIR:-$repo/target}/$dir/exo
+fi
 work=$(mktemp -d)
 ns=bench-rss-$$
+empty_ns=$ns-empty
 pids=()
 stop_all() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -39,7 +50,7 @@ stop_all() {
 }
 cleanup() {
   stop_all
-  kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
+  kubectl delete namespace "$ns" "$empty_ns" --wait=false >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -47,6 +58,7 @@ trap cleanup EXIT
 step "$W disabled Tools in $ns"
 "$EXO" crd | kubectl apply --server-side --force-conflicts -f - >/dev/null
 kubectl create namespace "$ns" >/dev/null
+kubectl create namespace "$empty_ns" >/dev/null
 python3 - "$ns" "$W" "$work/tools.json" <<'PY'
 import json, sys
 ns, w, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -83,12 +95,13 @@ wait_tools() { # the control plane shows all W Tools
   done
   echo "the control plane never showed $W Tools (last: $n)" >&2; return 1
 }
-start_run() { # managed? -> pid; metrics addr in $addr
+start_run() { # managed? [namespace] -> pid; metrics addr in $addr
+  local run_ns=${2:-$ns}
   addr=127.0.0.1:$(free_port)
   local env=(env -u AUTONOMIC_MANAGED)
   [ "$1" = managed ] && env=(env AUTONOMIC_MANAGED=true AUTONOMIC_BASE_URL="$base" AUTONOMIC_AUTH_TOKEN="$token")
   "${env[@]}" EXO_UPSTREAM_HEALTH_ADDR=127.0.0.1:$(free_port) RUST_LOG=warn \
-    "$EXO" operator run -n "$ns" --lease-namespace "$ns" --identity "rss-$$" \
+    "$EXO" operator run -n "$run_ns" --lease-namespace "$run_ns" --identity "rss-$$" \
     --metrics-addr "$addr" --lease-duration 3 >>"$work/op.log" 2>&1 &
   pids+=($!)
   run_pid=$!
@@ -112,6 +125,11 @@ restart_cp() {
 }
 
 for run in $(seq 1 "$RUNS"); do
+  step "run $run of $RUNS: empty (no objects)"
+  start_run unmanaged "$empty_ns"; wait_ready "$addr"; sleep 3
+  measure empty "$run_pid"
+  kill "$run_pid"; wait "$run_pid" 2>/dev/null || true; pids=("$cp_pid")
+
   step "run $run of $RUNS: unmanaged"
   start_run unmanaged; wait_ready "$addr"; sleep 3
   measure unmanaged "$run_pid"
@@ -141,7 +159,7 @@ floor=$(median "${rss[unmanaged]}")
 echo
 echo "| $W watched Tools ($RUNS runs, medians) | RSS | peak | RSS / unmanaged |"
 echo "| --- | --- | --- | --- |"
-for l in unmanaged managed "run+connect"; do
+for l in empty unmanaged managed "run+connect"; do
   r=$(median "${rss[$l]}"); h=$(median "${hwm[$l]}")
   printf '| %s | %s MiB | %s MiB | %.2f |\n' "$l" "$(mib "$r")" "$(mib "$h")" "$(bc -l <<<"$r/$floor")"
 done

@@ -66,6 +66,10 @@ pub const ANNOTATION_RESTART_REQUESTED: &str = "autonomic.sh/restart-requested-a
 /// (Kubernetes' own well-known annotation): an Agent pod's `runtime`, a
 /// Tool pod's `tool`.
 pub const ANNOTATION_DEFAULT_CONTAINER: &str = "kubectl.kubernetes.io/default-container";
+/// What a client-side `kubectl apply` leaves on an object (Kubernetes' own
+/// well-known annotation): a copy of the whole applied object, which no
+/// reader of the operator's caches needs (`cluster::slim` drops it).
+pub const ANNOTATION_LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// Set on a PVC that outlived its AgentFS because of `retain: true`.
 pub const ANNOTATION_RETAINED: &str = "autonomic.sh/retained-from";
 /// Capabilities the operator advertises (Lease annotation, `/healthz`).

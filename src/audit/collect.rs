@@ -1,12 +1,15 @@
 //! The audit's I/O edge: one paged LIST per kind, cluster-wide; nothing
-//! read object by object.
+//! read object by object. Rollouts come first: they say which namespaces
+//! are tenants', and each page of the namespaced kinds is narrowed to
+//! those ([`Scope`]) before the next is read, so what is held is what the
+//! rules read, whatever else the cluster has.
 
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::{Api, ListParams};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
-use super::Snapshot;
+use super::{Scope, Snapshot};
 
 /// Objects per page.
 const PAGE: u32 = 500;
@@ -31,7 +34,12 @@ pub struct Requests {
     pub lists: u32,
 }
 
-async fn list_all<K>(api: Api<K>, requests: &mut Requests) -> Result<Vec<K>, AuditError>
+/// Every object of `api` that `keep` keeps.
+async fn list_all<K>(
+    api: Api<K>,
+    requests: &mut Requests,
+    keep: impl Fn(&K) -> bool,
+) -> Result<Vec<K>, AuditError>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
 {
@@ -46,7 +54,7 @@ where
                 _ => AuditError::List { kind, source: e },
             }
         })?;
-        out.extend(page.items);
+        out.extend(page.items.into_iter().filter(|o| keep(o)));
         match page.metadata.continue_ {
             Some(c) if !c.is_empty() => params = params.continue_token(&c),
             _ => break,
@@ -62,19 +70,25 @@ where
     Api::all(client.clone())
 }
 
+fn every<K>(_: &K) -> bool {
+    true
+}
+
 /// Reads everything the rules look at.
 pub async fn collect(client: &Client) -> Result<(Snapshot, Requests), AuditError> {
     let mut r = Requests::default();
+    let rollouts = list_all(all(client), &mut r, every).await?;
+    let scope = Scope::new(&rollouts);
     let snap = Snapshot {
-        rollouts: list_all(all(client), &mut r).await?,
-        fleets: list_all(all(client), &mut r).await?,
-        pods: list_all(all(client), &mut r).await?,
-        nodes: list_all(Api::all(client.clone()), &mut r).await?,
-        policies: list_all(all(client), &mut r).await?,
-        secrets: list_all(all(client), &mut r).await?,
-        configmaps: list_all(all(client), &mut r).await?,
-        claims: list_all(all(client), &mut r).await?,
-        tools: list_all(all(client), &mut r).await?,
+        rollouts,
+        fleets: list_all(all(client), &mut r, every).await?,
+        pods: list_all(all(client), &mut r, |o| scope.keeps(o)).await?,
+        nodes: list_all(Api::all(client.clone()), &mut r, every).await?,
+        policies: list_all(all(client), &mut r, |o| scope.keeps(o)).await?,
+        secrets: list_all(all(client), &mut r, |o| scope.keeps(o)).await?,
+        configmaps: list_all(all(client), &mut r, |c| scope.keeps_configmap(c)).await?,
+        claims: list_all(all(client), &mut r, |o| scope.keeps(o)).await?,
+        tools: list_all(all(client), &mut r, |o| scope.keeps(o)).await?,
     };
     Ok((snap, r))
 }

@@ -10,6 +10,8 @@
 //!
 //! The tenants are the namespaces that hold a Rollout (`release`): its
 //! spec carries the tenant's settings (node tier, allowed egress) from git.
+//! The collection lists the Rollouts first and keeps of the other kinds
+//! only what the rules can read ([`Scope`]): the tenants' namespaces.
 
 pub mod collect;
 pub mod credentials;
@@ -144,6 +146,59 @@ pub struct Snapshot {
     pub tools: Vec<Tool>,
 }
 
+/// The tenant a Rollout makes of its namespace: a Rollout named `release`
+/// ([`crate::meta::ROLLOUT_NAME`]) is one tenant's.
+fn tenant_of(r: &Rollout) -> Option<String> {
+    (r.name_any() == crate::meta::ROLLOUT_NAME)
+        .then(|| r.namespace())
+        .flatten()
+}
+
+/// What the collection keeps of each page of the namespaced kinds, so a
+/// cluster's other objects (10,000 Tools of a namespace that is no
+/// tenant's, say) are never held: the rules read Pods, Tools, Secrets,
+/// PersistentVolumeClaims and NetworkPolicies only in tenant namespaces
+/// (by namespace, or through a tenant pod's own namespace), and ConfigMaps
+/// there or wherever one is a baseline version (any namespace's name the
+/// baseline sources the immutability rule knows). Pure.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    tenants: BTreeSet<String>,
+}
+
+impl Scope {
+    /// The scope of a cluster holding `rollouts`.
+    pub fn new(rollouts: &[Rollout]) -> Self {
+        Scope {
+            tenants: rollouts.iter().filter_map(tenant_of).collect(),
+        }
+    }
+
+    /// Whether a namespaced object other than a ConfigMap is kept.
+    pub fn keeps<K: kube::Resource>(&self, obj: &K) -> bool {
+        obj.meta()
+            .namespace
+            .as_deref()
+            .is_some_and(|ns| self.tenants.contains(ns))
+    }
+
+    /// Whether a ConfigMap is kept.
+    pub fn keeps_configmap(&self, cm: &ConfigMap) -> bool {
+        self.keeps(cm) || cm.labels().contains_key(crate::meta::LABEL_BASELINE)
+    }
+
+    /// `snap` less what the scope does not keep (what [`collect`] does
+    /// page by page).
+    pub fn narrow(&self, snap: &mut Snapshot) {
+        snap.pods.retain(|o| self.keeps(o));
+        snap.tools.retain(|o| self.keeps(o));
+        snap.secrets.retain(|o| self.keeps(o));
+        snap.claims.retain(|o| self.keeps(o));
+        snap.policies.retain(|o| self.keeps(o));
+        snap.configmaps.retain(|o| self.keeps_configmap(o));
+    }
+}
+
 /// Lookups the rules share, built once per check.
 pub(crate) struct Index<'a> {
     pub snap: &'a Snapshot,
@@ -161,8 +216,7 @@ impl<'a> Index<'a> {
         let tenants = snap
             .rollouts
             .iter()
-            .filter(|r| r.name_any() == crate::meta::ROLLOUT_NAME)
-            .filter_map(|r| Some((r.namespace()?, r)))
+            .filter_map(|r| Some((tenant_of(r)?, r)))
             .filter(|(ns, _)| only.is_empty() || only.contains(ns))
             .collect();
         let pinned = (!snap.fleets.is_empty()).then(|| {

@@ -10,7 +10,7 @@ use super::*;
 use crate::crd::tenant::TenantSpec;
 use crate::crd::{FleetSpec, FleetStatus, RolloutSpec};
 
-use crate::meta::{LABEL_CONTROL_PLANE, LABEL_NODE_TIER};
+use crate::meta::{LABEL_BASELINE, LABEL_CONTROL_PLANE, LABEL_NODE_TIER};
 use crate::rollout::isolation::{Platform, policies};
 
 const OPENAI: &str = "sk-proj-AAAAbbbbCCCCddddEEEEffff0000";
@@ -385,4 +385,91 @@ fn a_tenant_pod_outside_its_uid_range_is_a_finding() {
     runtime(&mut snap).security_context = Some(from(json!({"runAsUser": 65532})));
     let found = check(&snap, &BTreeSet::new(), &BTreeSet::new());
     assert!(found[0].message.contains("runs as uid 65532"), "{found:?}");
+}
+
+#[test]
+fn the_scope_keeps_what_the_rules_read_and_no_more() {
+    // Another namespace (no Rollout): the same shapes, bad ones included.
+    let mut snap = clean();
+    let mut stray = pod();
+    stray.metadata.namespace = Some("elsewhere".into());
+    stray.spec.as_mut().unwrap().containers[0].env =
+        Some(vec![from(json!({"name": "LLM", "value": OPENAI}))]);
+    snap.pods.push(stray);
+    let tool = |ns: &str| -> Tool {
+        from(
+            json!({"apiVersion": "autonomic.sh/v1alpha1", "kind": "Tool",
+            "metadata": {"name": "t", "namespace": ns},
+            "spec": {"container": {"image": "x"}, "enabled": false}}),
+        )
+    };
+    snap.tools.extend([tool("t1"), tool("elsewhere")]);
+    snap.secrets
+        .push(secret("elsewhere", "copy", json!({}), "token", TOKEN_T2));
+    snap.policies.push(from(json!({
+        "metadata": {"name": "allow-all", "namespace": "elsewhere"},
+        "spec": {"podSelector": {}, "egress": [{}]}})));
+    snap.claims.push(from(
+        json!({"metadata": {"name": "c", "namespace": "elsewhere"}}),
+    ));
+    // A baseline version elsewhere names a source the tenant pod mounts a
+    // version of: that ConfigMap is read, so kept; a plain one is not.
+    let mut source = baseline("other-source-0123456789", true);
+    source.metadata.namespace = Some("elsewhere".into());
+    source.metadata.labels = Some([(LABEL_BASELINE.to_owned(), "other-source".to_owned())].into());
+    let mut plain = baseline("settings", false);
+    plain.metadata.namespace = Some("elsewhere".into());
+    plain.metadata.labels = None;
+    snap.configmaps.extend([source, plain]);
+    spec_of(&mut snap).volumes.as_mut().unwrap().push(from(
+        json!({"name": "old", "configMap": {"name": "other-source-abcdef12"}}),
+    ));
+
+    let (every_ns, every_rule) = (BTreeSet::new(), BTreeSet::new());
+    let full = check(&snap, &every_ns, &every_rule);
+    assert!(
+        full.iter()
+            .any(|f| f.rule == Rule::Immutability && f.message.contains("other-source-abcdef12")),
+        "{full:?}"
+    );
+    let mut narrowed = snap.clone();
+    Scope::new(&snap.rollouts).narrow(&mut narrowed);
+    assert_eq!(check(&narrowed, &every_ns, &every_rule), full);
+    let namespaces = |v: Vec<Option<String>>| -> Vec<String> { v.into_iter().flatten().collect() };
+    assert_eq!(
+        namespaces(
+            narrowed
+                .pods
+                .iter()
+                .map(|p| p.metadata.namespace.clone())
+                .collect()
+        ),
+        ["t1"]
+    );
+    assert_eq!(
+        namespaces(
+            narrowed
+                .tools
+                .iter()
+                .map(|t| t.metadata.namespace.clone())
+                .collect()
+        ),
+        ["t1"]
+    );
+    assert_eq!(narrowed.secrets.len(), 1);
+    assert!(narrowed.claims.is_empty());
+    assert_eq!(narrowed.policies.len(), snap.policies.len() - 1);
+    let cms: Vec<String> = narrowed
+        .configmaps
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    assert_eq!(
+        cms,
+        ["agent-baseline-0457a0bebb", "other-source-0123456789"]
+    );
+    // A cluster with no tenant keeps none of them.
+    let mut none = snap.clone();
+    Scope::new(&[]).narrow(&mut none);
+    assert!(none.pods.is_empty() && none.tools.is_empty() && none.secrets.is_empty());
 }

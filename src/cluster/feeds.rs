@@ -4,6 +4,8 @@
 //! GitOps engine's Rollout controller read the same caches, told of each
 //! change through a [`Hub`]. (The tenant engine still runs a Tenant watch
 //! of its own, beside the shared one the upstream connection reads.)
+//! Every cache holds its objects slimmed (`slim`): no managed fields, no
+//! last-applied annotation.
 
 use std::sync::Arc;
 
@@ -20,6 +22,7 @@ use tokio::sync::broadcast;
 use tracing::warn;
 
 use super::relist::Relist;
+use super::slim;
 
 use crate::crd::tenant::Tenant;
 use crate::crd::{Agent, AgentFS, Rollout, Tool};
@@ -160,8 +163,7 @@ pub async fn selected_feed<K>(
 ) where
     K: Watched,
 {
-    watcher(api, wc)
-        .default_backoff()
+    slim::watch(api, wc)
         .reflect(writer)
         .for_each(|event| {
             match &event {
@@ -226,8 +228,7 @@ pub async fn child_feed<C>(
     };
     let mut relist: Relist<ObjectRef<C>, Owner> = Relist::default();
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
-    watcher(api, managed)
-        .default_backoff()
+    slim::watch(api, managed)
         .reflect(writer)
         .for_each(|event| {
             if let (Some(hub), Ok(e)) = (&hub, &event) {
@@ -279,8 +280,7 @@ pub async fn agent_feed(
     agents: UnboundedSender<ObjectRef<Agent>>,
     filesystems: UnboundedSender<ObjectRef<AgentFS>>,
 ) {
-    watcher(api, watcher::Config::default())
-        .default_backoff()
+    slim::watch(api, watcher::Config::default())
         .reflect(writer)
         .for_each(|event| {
             if let Ok(e) = &event {
@@ -323,8 +323,7 @@ where
     K: Watched,
 {
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
-    watcher(api, managed)
-        .default_backoff()
+    slim::watch(api, managed)
         .reflect(writer)
         .for_each(|event| {
             if let Err(e) = event {

@@ -9,7 +9,7 @@
 //!   [`crate::meta::FIELD_MANAGER`], fenced by [`leader`]'s Lease), [`events`],
 //!   [`metrics`], [`error`] (one enum with a bounded category), [`pods`]
 //!   (the pods a controller expects), [`feeds`] and [`relist`] (the shared
-//!   watches);
+//!   watches; [`slim`] drops from each cached object what no reader needs);
 //! - pure builders and rules: [`build`] (desired children), [`fs`] (AgentFS
 //!   rules, mount resolution), [`conditions`].
 
@@ -24,6 +24,7 @@ pub mod leader;
 pub mod metrics;
 pub mod pods;
 pub mod relist;
+pub mod slim;
 
 pub use error::{Error, ErrorCategory};
 

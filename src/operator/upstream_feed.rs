@@ -21,7 +21,8 @@ use crate::cluster::feeds::{Hub, Touch};
 use crate::crd::Rollout;
 use crate::crd::tenant::Tenant;
 use crate::meta::{LABEL_MANAGED_BY, MANAGED_BY};
-use crate::upstream::tracker::{WatchEvent, encode};
+use crate::upstream::packed::encode;
+use crate::upstream::tracker::WatchEvent;
 use crate::upstream::{Feed, UpstreamConfig};
 use crate::wire::ResourceKind;
 

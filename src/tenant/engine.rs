@@ -88,8 +88,7 @@ pub async fn run(op: Arc<Ctx>, cfg: TenantConfig) {
     if let Some(ns) = &cfg.fleet_namespace {
         wc = wc.labels(&format!("{}={ns}", crate::meta::LABEL_FLEET_NAMESPACE));
     }
-    let tenants = watcher(api, wc)
-        .default_backoff()
+    let tenants = crate::cluster::slim::watch(api, wc)
         .reflect(writer)
         .applied_objects()
         .predicate_filter(

@@ -9,8 +9,9 @@
 //! when the installation is unmanaged. [`run_with_alerts`] also sends the
 //! alerts raised through an [`crate::alerts::AlertSink`] ([`crate::alerts::channel`]).
 //!
-//! Modules: `config` (env), `tracker` (watch events -> deltas, pure),
-//! `outbox` (frame ordering and chunking, pure), `backoff` (pure), `health`,
+//! Modules: `config` (env), `packed` (an object's wire form, encoded once
+//! and shared by the tracker and the frames; pure), `tracker` (watch
+//! events -> deltas, pure), `outbox` (frame ordering and chunking, pure), `backoff` (pure), `health`,
 //! `actions` (commands and pod control through the CRDs), `monitor` (the
 //! `wedged-upstream` monitor, pure), `registrations` (tenant records for
 //! the control plane and their acks), `conn` (the loop). The bounded alert
@@ -24,6 +25,7 @@ pub mod conn;
 pub mod health;
 pub mod monitor;
 pub mod outbox;
+pub mod packed;
 pub mod registrations;
 pub mod tracker;
 

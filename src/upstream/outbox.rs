@@ -14,25 +14,30 @@
 //!
 //! Heartbeats and command results do not pass through here: the writer
 //! sends them before any data frame.
+//!
+//! Resources arrive packed (`upstream::packed`): each is its wire text,
+//! shared with the tracker, and a chunk's byte budget counts that text.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
-use crate::wire::{Delta, DeltaOp, Frame, Resource, SnapshotChunk, random_id};
+use super::packed::DataFrame;
+use crate::wire::{DeltaOp, random_id};
 
 pub const DELTAS_PER_CHUNK: usize = 16;
 
 #[derive(Debug)]
 pub enum DataItem {
-    /// Boxed: a resource is much larger than a snapshot's `Vec`.
-    Delta(DeltaOp, Box<Resource>),
-    Snapshot(Vec<Resource>),
+    /// An object's packed wire text.
+    Delta(DeltaOp, Arc<str>),
+    Snapshot(Vec<Arc<str>>),
 }
 
 #[derive(Debug)]
 struct Active {
     id: String,
     next: u32,
-    chunks: VecDeque<Vec<Resource>>,
+    chunks: VecDeque<Vec<Arc<str>>>,
     deltas_since_chunk: usize,
 }
 
@@ -76,12 +81,12 @@ impl Outbox {
         self.queue.is_empty() && self.active.is_none()
     }
 
-    fn chunk(&self, resources: Vec<Resource>) -> VecDeque<Vec<Resource>> {
+    fn chunk(&self, resources: Vec<Arc<str>>) -> VecDeque<Vec<Arc<str>>> {
         let mut chunks = VecDeque::new();
         let mut cur = Vec::new();
         let mut bytes = 0usize;
         for r in resources {
-            let size = serde_json::to_vec(&r).map(|v| v.len()).unwrap_or(0);
+            let size = r.len();
             if !cur.is_empty() && (cur.len() >= self.max_resources || bytes + size > self.max_bytes)
             {
                 chunks.push_back(std::mem::take(&mut cur));
@@ -94,25 +99,25 @@ impl Outbox {
         chunks
     }
 
-    fn delta(&mut self, op: DeltaOp, resource: Resource) -> Frame {
+    fn delta(&mut self, op: DeltaOp, resource: Arc<str>) -> DataFrame {
         self.seq += 1;
         self.deltas_sent += 1;
-        Frame::Delta(Delta {
+        DataFrame::Delta {
             seq: self.seq,
             op,
             resource,
-        })
+        }
     }
 
-    fn next_chunk(&mut self) -> Option<Frame> {
+    fn next_chunk(&mut self) -> Option<DataFrame> {
         let a = self.active.as_mut()?;
         let resources = a.chunks.pop_front().unwrap_or_default();
-        let frame = Frame::Snapshot(SnapshotChunk {
+        let frame = DataFrame::Snapshot {
             snapshot_id: a.id.clone(),
             chunk: a.next,
             last: a.chunks.is_empty(),
             resources,
-        });
+        };
         a.next += 1;
         a.deltas_since_chunk = 0;
         if a.chunks.is_empty() {
@@ -122,20 +127,20 @@ impl Outbox {
     }
 
     /// The next data frame to send, if any.
-    pub fn next_frame(&mut self) -> Option<Frame> {
+    pub fn next_frame(&mut self) -> Option<DataFrame> {
         if let Some(a) = self.active.as_mut() {
             let delta_first = a.deltas_since_chunk < DELTAS_PER_CHUNK
                 && matches!(self.queue.front(), Some(DataItem::Delta(..)));
             if delta_first {
                 a.deltas_since_chunk += 1;
                 if let Some(DataItem::Delta(op, r)) = self.queue.pop_front() {
-                    return Some(self.delta(op, *r));
+                    return Some(self.delta(op, r));
                 }
             }
             return self.next_chunk();
         }
         match self.queue.pop_front()? {
-            DataItem::Delta(op, r) => Some(self.delta(op, *r)),
+            DataItem::Delta(op, r) => Some(self.delta(op, r)),
             DataItem::Snapshot(resources) => {
                 self.snapshots_started += 1;
                 let chunks = self.chunk(resources);
@@ -156,14 +161,20 @@ impl Outbox {
 mod tests {
     use super::*;
     use crate::controlplane::resources::ResourceView;
-    use crate::wire::ResourceKind;
+    use crate::upstream::packed::Packed;
+    use crate::wire::{Frame, Resource, ResourceKind};
 
-    fn r(name: &str, rv: &str) -> Resource {
-        Resource::bare(ResourceKind::Agent, name, rv)
+    fn r(name: &str, rv: &str) -> Arc<str> {
+        Packed::new(&Resource::bare(ResourceKind::Agent, name, rv))
+            .unwrap()
+            .into_json()
     }
 
+    /// The frames as the control plane reads them off the wire.
     fn drain(o: &mut Outbox) -> Vec<Frame> {
-        std::iter::from_fn(|| o.next_frame()).collect()
+        std::iter::from_fn(|| o.next_frame())
+            .map(|f| Frame::from_json(&f.to_json().unwrap()).unwrap())
+            .collect()
     }
 
     fn shape(frames: &[Frame]) -> Vec<String> {
@@ -185,8 +196,8 @@ mod tests {
             r("b", "1"),
             r("c", "1"),
         ]));
-        o.push(DataItem::Delta(DeltaOp::Upsert, Box::new(r("b", "2"))));
-        o.push(DataItem::Delta(DeltaOp::Remove, Box::new(r("c", "1"))));
+        o.push(DataItem::Delta(DeltaOp::Upsert, r("b", "2")));
+        o.push(DataItem::Delta(DeltaOp::Remove, r("c", "1")));
         let frames = drain(&mut o);
         assert_eq!(
             shape(&frames),
@@ -213,10 +224,7 @@ mod tests {
         let mut o = Outbox::new(1, 1 << 20);
         o.push(DataItem::Snapshot(vec![r("a", "1"), r("b", "1")]));
         for i in 0..40 {
-            o.push(DataItem::Delta(
-                DeltaOp::Upsert,
-                Box::new(r("x", &i.to_string())),
-            ));
+            o.push(DataItem::Delta(DeltaOp::Upsert, r("x", &i.to_string())));
         }
         let s = shape(&drain(&mut o));
         let last_chunk = s.iter().position(|x| x == "chunk1!").unwrap();
@@ -227,7 +235,7 @@ mod tests {
     #[test]
     fn a_newer_snapshot_supersedes_queued_items_and_empty_snapshots_send_one_chunk() {
         let mut o = Outbox::new(10, 1 << 20);
-        o.push(DataItem::Delta(DeltaOp::Upsert, Box::new(r("x", "1"))));
+        o.push(DataItem::Delta(DeltaOp::Upsert, r("x", "1")));
         o.push(DataItem::Snapshot(vec![]));
         assert_eq!(shape(&drain(&mut o)), ["chunk0!"]);
         assert!(o.is_idle());
@@ -235,7 +243,9 @@ mod tests {
 
     #[test]
     fn chunks_respect_the_byte_budget() {
-        let one = serde_json::to_vec(&r("a", "1")).unwrap().len();
+        let one = serde_json::to_vec(&Resource::bare(ResourceKind::Agent, "a", "1"))
+            .unwrap()
+            .len();
         let mut o = Outbox::new(100, one * 2);
         o.push(DataItem::Snapshot(vec![
             r("a", "1"),

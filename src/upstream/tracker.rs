@@ -6,32 +6,44 @@
 //! objects that vanished meanwhile and `upsert`s for new or changed ones, so
 //! the control plane's view converges without a full snapshot. A kind is
 //! "ready" after its first complete list; the first snapshot waits for all.
+//!
+//! Each object is held once, as its packed wire text ([`Packed`]): what a
+//! snapshot or delta sends is that text, shared, not a copy.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
-use serde::Serialize;
-
-use crate::wire::{DeltaOp, Resource, ResourceKey, ResourceKind};
+use super::packed::Packed;
+use crate::wire::{DeltaOp, ResourceKey, ResourceKind};
 
 /// A watch event reduced to what the tracker needs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum WatchEvent {
     Init,
-    InitApply(Resource),
+    InitApply(Packed),
     InitDone,
-    Apply(Resource),
-    Delete(Resource),
+    Apply(Packed),
+    Delete(Packed),
+}
+
+/// What the tracker keeps of an object beside its key.
+#[derive(Debug)]
+struct Held {
+    resource_version: Box<str>,
+    json: Arc<str>,
 }
 
 #[derive(Debug, Default)]
 pub struct Tracker {
-    objects: BTreeMap<ResourceKey, Resource>,
-    relisting: BTreeMap<ResourceKind, BTreeMap<ResourceKey, Resource>>,
+    objects: BTreeMap<ResourceKey, Held>,
+    relisting: BTreeMap<ResourceKind, BTreeMap<ResourceKey, Packed>>,
     ready: BTreeSet<ResourceKind>,
     kinds: BTreeSet<ResourceKind>,
 }
 
-pub type Change = (DeltaOp, Resource);
+/// A delta to send: the op and the object's packed text (for a remove,
+/// its last state as the watch had it).
+pub type Change = (DeltaOp, Packed);
 
 impl Tracker {
     pub fn new(kinds: impl IntoIterator<Item = ResourceKind>) -> Self {
@@ -54,9 +66,10 @@ impl Tracker {
         self.objects.is_empty()
     }
 
-    /// The current content, for a snapshot.
-    pub fn all(&self) -> Vec<Resource> {
-        self.objects.values().cloned().collect()
+    /// The current content, for a snapshot: each object's kind and its
+    /// packed text (shared, not copied), in key order.
+    pub fn all(&self) -> impl Iterator<Item = (ResourceKind, &Arc<str>)> + '_ {
+        self.objects.iter().map(|(k, h)| (k.kind, &h.json))
     }
 
     pub fn on_event(&mut self, kind: ResourceKind, ev: WatchEvent) -> Vec<Change> {
@@ -82,9 +95,10 @@ impl Tracker {
                     .filter(|k| k.kind == kind && !listed.contains_key(*k))
                     .cloned()
                     .collect();
-                for k in gone {
-                    if let Some(r) = self.objects.remove(&k) {
-                        changes.push((DeltaOp::Remove, r));
+                for key in gone {
+                    if let Some(h) = self.objects.remove(&key) {
+                        let last = Packed::from_parts(key, h.resource_version.into(), h.json);
+                        changes.push((DeltaOp::Remove, last));
                     }
                 }
                 for (_, r) in listed {
@@ -100,87 +114,18 @@ impl Tracker {
         }
     }
 
-    fn upsert(&mut self, r: Resource) -> Option<Change> {
+    fn upsert(&mut self, r: Packed) -> Option<Change> {
         match self.objects.get(&r.key) {
-            Some(old) if old.resource_version == r.resource_version => None,
+            Some(old) if *old.resource_version == r.resource_version => None,
             _ => {
-                self.objects.insert(r.key.clone(), r.clone());
+                let held = Held {
+                    resource_version: r.resource_version.as_str().into(),
+                    json: r.json().clone(),
+                };
+                self.objects.insert(r.key.clone(), held);
                 Some((DeltaOp::Upsert, r))
             }
         }
-    }
-}
-
-/// [`to_wire`], logging (and skipping) an object that cannot be encoded.
-pub fn encode<K: kube::Resource + Serialize>(kind: ResourceKind, obj: &K) -> Option<Resource> {
-    match to_wire(kind, obj) {
-        Ok(r) => Some(r),
-        Err(e) => {
-            tracing::warn!(kind = kind.as_str(), error = %e, "cannot encode object; skipped");
-            None
-        }
-    }
-}
-
-/// Converts a typed object to its wire form: identity, resourceVersion,
-/// generation, labels, `status.phase`, and `spec`/`status`, less what a
-/// control plane does not show, to keep frames small: of a Pod's spec only
-/// `nodeName`; of a Rollout's spec `settings` (the tenant's `tenant.yaml`)
-/// and of its status `inventory` (every object the saga applied); of a
-/// Tenant's spec `settings` and of its status `activeSettings` (the same
-/// `tenant.yaml`, as last carried out). A cluster-scoped object (a Tenant)
-/// has an empty namespace.
-pub fn to_wire<K: kube::Resource + Serialize>(
-    kind: ResourceKind,
-    obj: &K,
-) -> Result<Resource, serde_json::Error> {
-    let meta = obj.meta();
-    let mut v = serde_json::to_value(obj)?;
-    let mut status = v
-        .get_mut("status")
-        .map(serde_json::Value::take)
-        .unwrap_or_default();
-    let mut spec = v
-        .get_mut("spec")
-        .map(serde_json::Value::take)
-        .unwrap_or_default();
-    match kind {
-        ResourceKind::Pod => {
-            spec = serde_json::json!({ "nodeName": spec.get("nodeName") });
-        }
-        ResourceKind::Rollout => {
-            leave_out(&mut spec, "settings");
-            leave_out(&mut status, "inventory");
-        }
-        ResourceKind::Tenant => {
-            leave_out(&mut spec, "settings");
-            leave_out(&mut status, "activeSettings");
-        }
-        ResourceKind::Agent | ResourceKind::Tool | ResourceKind::AgentFS => {}
-    }
-    Ok(Resource {
-        key: ResourceKey {
-            kind,
-            namespace: meta.namespace.clone().unwrap_or_default(),
-            name: meta.name.clone().unwrap_or_default(),
-        },
-        uid: meta.uid.clone().unwrap_or_default(),
-        resource_version: meta.resource_version.clone().unwrap_or_default(),
-        generation: meta.generation,
-        phase: status
-            .get("phase")
-            .and_then(|p| p.as_str())
-            .map(str::to_owned),
-        labels: meta.labels.clone().unwrap_or_default(),
-        spec,
-        status,
-    })
-}
-
-/// Removes `field` from `v` when `v` is an object.
-fn leave_out(v: &mut serde_json::Value, field: &str) {
-    if let Some(o) = v.as_object_mut() {
-        o.remove(field);
     }
 }
 
@@ -188,8 +133,8 @@ fn leave_out(v: &mut serde_json::Value, field: &str) {
 mod tests {
     use super::*;
 
-    fn r(kind: ResourceKind, name: &str, rv: &str) -> Resource {
-        Resource::bare(kind, name, rv)
+    fn r(kind: ResourceKind, name: &str, rv: &str) -> Packed {
+        Packed::new(&crate::wire::Resource::bare(kind, name, rv)).unwrap()
     }
 
     fn ops(c: &[Change]) -> Vec<(DeltaOp, String, String)> {
@@ -252,175 +197,15 @@ mod tests {
                 (DeltaOp::Upsert, "new".into(), "3".into())
             ]
         );
-        let names: Vec<_> = t.all().into_iter().map(|r| r.key.name).collect();
+        let names: Vec<String> = t
+            .all()
+            .map(|(_, j)| {
+                serde_json::from_str::<crate::wire::Resource>(j)
+                    .unwrap()
+                    .key
+                    .name
+            })
+            .collect();
         assert_eq!(names, ["kept", "new", "tool"]);
-    }
-
-    #[test]
-    fn wire_form_of_an_agent_carries_phase_and_identity() {
-        let mut a = crate::crd::Agent::new("a1", crate::crd::AgentSpec::default());
-        a.metadata.namespace = Some("ns".into());
-        a.metadata.resource_version = Some("42".into());
-        a.status = Some(crate::crd::AgentStatus {
-            phase: Some(crate::crd::AgentPhase::Active),
-            ..Default::default()
-        });
-        let w = to_wire(Agent, &a).unwrap();
-        assert_eq!(w.key.name, "a1");
-        assert_eq!(w.resource_version, "42");
-        assert_eq!(w.phase.as_deref(), Some("Active"));
-        assert!(w.spec.get("runtime").is_some());
-    }
-
-    #[test]
-    fn wire_form_of_a_rollout_has_its_saga_without_settings_or_inventory() {
-        use crate::crd::{
-            InventoryEntry, Rollout, RolloutPhase, RolloutSpec, RolloutStatus, SagaStep, StepState,
-        };
-        let mut ro = Rollout::new(
-            "release",
-            RolloutSpec {
-                tenant: "t1".into(),
-                wave: "canary".into(),
-                release: "r2".into(),
-                commit: "c0ffee".into(),
-                desired_hash: "h2".into(),
-                settings: crate::crd::tenant::TenantSpec {
-                    node_tier: Some("gpu".into()),
-                    ..Default::default()
-                },
-            },
-        );
-        ro.metadata.namespace = Some("t1".into());
-        ro.metadata.resource_version = Some("77".into());
-        ro.metadata.uid = Some("u-1".into());
-        ro.metadata.generation = Some(5);
-        ro.status = Some(RolloutStatus {
-            phase: Some(RolloutPhase::Progressing),
-            observed_generation: Some(5),
-            desired_hash: Some("h2".into()),
-            steps: vec![SagaStep {
-                name: "configmaps-published".into(),
-                owner: "operator".into(),
-                state: StepState::Done,
-                ..Default::default()
-            }],
-            inventory: vec![InventoryEntry {
-                name: "a".into(),
-                ..Default::default()
-            }],
-            ..Default::default()
-        });
-        let w = to_wire(ResourceKind::Rollout, &ro).unwrap();
-        assert_eq!(w.key.kind, ResourceKind::Rollout);
-        assert_eq!(
-            (w.key.namespace.as_str(), w.key.name.as_str()),
-            ("t1", "release")
-        );
-        assert_eq!((w.uid.as_str(), w.resource_version.as_str()), ("u-1", "77"));
-        assert_eq!(w.generation, Some(5));
-        assert_eq!(w.phase.as_deref(), Some("Progressing"));
-        assert_eq!(w.spec["desiredHash"], "h2");
-        assert_eq!(w.spec["commit"], "c0ffee");
-        assert!(w.spec.get("settings").is_none(), "{}", w.spec);
-        assert_eq!(w.status["observedGeneration"], 5);
-        assert_eq!(w.status["steps"][0]["state"], "Done");
-        assert!(w.status.get("inventory").is_none(), "{}", w.status);
-        // The same object as another kind keeps both: the cut is the Rollout's.
-        let a = to_wire(ResourceKind::Agent, &ro).unwrap();
-        assert!(a.spec.get("settings").is_some() && a.status.get("inventory").is_some());
-    }
-
-    #[test]
-    fn wire_form_of_a_tenant_has_its_saga_without_settings_and_no_namespace() {
-        use crate::crd::tenant::{
-            Tenant, TenantOperation, TenantPhase, TenantResourceSpec, TenantSpec, TenantStatus,
-        };
-        use crate::crd::{SagaStep, StepState};
-        let settings = TenantSpec {
-            node_tier: Some("gpu".into()),
-            wave: Some("canary".into()),
-            ..Default::default()
-        };
-        let mut t = Tenant::new(
-            "acme",
-            TenantResourceSpec {
-                settings: settings.clone(),
-                commit: Some("c0ffee".into()),
-                ..Default::default()
-            },
-        );
-        t.metadata.resource_version = Some("81".into());
-        t.metadata.uid = Some("u-2".into());
-        t.metadata.generation = Some(3);
-        t.metadata.labels = Some(
-            [(
-                crate::meta::LABEL_FLEET_NAMESPACE.to_owned(),
-                "fleet".to_owned(),
-            )]
-            .into(),
-        );
-        t.status = Some(TenantStatus {
-            phase: Some(TenantPhase::Onboarding),
-            operation: Some(TenantOperation::Onboard),
-            current_step: Some("quota-applied".into()),
-            steps: vec![
-                SagaStep {
-                    name: "namespace-created".into(),
-                    owner: "operator".into(),
-                    state: StepState::Done,
-                    ..Default::default()
-                },
-                SagaStep {
-                    name: "quota-applied".into(),
-                    owner: "operator".into(),
-                    state: StepState::Running,
-                    message: Some("waiting for the quota".into()),
-                    ..Default::default()
-                },
-            ],
-            desired_hash: Some("h3".into()),
-            observed_generation: Some(3),
-            active_settings: Some(settings),
-            message: Some("onboarding".into()),
-            ..Default::default()
-        });
-        let w = to_wire(ResourceKind::Tenant, &t).unwrap();
-        assert_eq!(w.key.kind, ResourceKind::Tenant);
-        assert_eq!(
-            (w.key.namespace.as_str(), w.key.name.as_str()),
-            ("", "acme")
-        );
-        assert_eq!((w.uid.as_str(), w.resource_version.as_str()), ("u-2", "81"));
-        assert_eq!(w.generation, Some(3));
-        assert_eq!(w.phase.as_deref(), Some("Onboarding"));
-        assert_eq!(w.labels[crate::meta::LABEL_FLEET_NAMESPACE], "fleet");
-        assert_eq!(w.spec["commit"], "c0ffee");
-        assert!(w.spec.get("settings").is_none(), "{}", w.spec);
-        assert_eq!(w.status["operation"], "onboard");
-        assert_eq!(w.status["currentStep"], "quota-applied");
-        assert_eq!(w.status["desiredHash"], "h3");
-        assert_eq!(w.status["observedGeneration"], 3);
-        assert_eq!(w.status["message"], "onboarding");
-        assert_eq!(w.status["steps"][0]["state"], "Done");
-        assert_eq!(w.status["steps"][1]["owner"], "operator");
-        assert_eq!(w.status["steps"][1]["message"], "waiting for the quota");
-        assert!(w.status.get("activeSettings").is_none(), "{}", w.status);
-        // On the wire the namespace is there, empty: the field is required.
-        let v = serde_json::to_value(&w).unwrap();
-        assert_eq!(v["namespace"], "");
-        // The same object as another kind keeps both: the cut is the Tenant's.
-        let a = to_wire(ResourceKind::Agent, &t).unwrap();
-        assert!(a.spec.get("settings").is_some() && a.status.get("activeSettings").is_some());
-    }
-
-    #[test]
-    fn generation_is_carried_for_every_kind_and_absent_when_unset() {
-        let mut a = crate::crd::Agent::new("a1", crate::crd::AgentSpec::default());
-        assert_eq!(to_wire(Agent, &a).unwrap().generation, None);
-        a.metadata.generation = Some(2);
-        let w = to_wire(Agent, &a).unwrap();
-        assert_eq!(w.generation, Some(2));
-        assert_eq!(serde_json::to_value(&w).unwrap()["generation"], 2);
     }
 }

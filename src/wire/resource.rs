@@ -63,7 +63,7 @@ pub struct Resource {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
     /// `spec` and `status` as the apiserver has them, less what the
-    /// encoder leaves out per kind (`upstream::tracker::to_wire`).
+    /// encoder leaves out per kind (`upstream::packed::to_wire`).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub spec: serde_json::Value,
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]

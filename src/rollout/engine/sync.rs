@@ -62,8 +62,7 @@ pub(super) async fn run(
     // Only what asks for a sync wakes it: a new generation (the spec) or
     // new annotations (a sync request). The engine's own status writes do
     // not, or every sync would schedule the next one.
-    let fleets = watcher(api, watcher::Config::default())
-        .default_backoff()
+    let fleets = crate::cluster::slim::watch(api, watcher::Config::default())
         .reflect(writer)
         .applied_objects()
         .predicate_filter(

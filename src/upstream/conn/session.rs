@@ -302,7 +302,7 @@ impl Ctx {
                     let n = tracker.len();
                     self.health.update(|h| h.watch_event(n));
                     for (op, r) in changes.into_iter().filter(|(_, r)| takes.kind(r.key.kind)) {
-                        if link.data_tx.send(DataItem::Delta(op, Box::new(r))).await.is_err() {
+                        if link.data_tx.send(DataItem::Delta(op, r.into_json())).await.is_err() {
                             return retry("writer stopped", true);
                         }
                     }
@@ -363,17 +363,21 @@ impl Takes {
         }
     }
 
-    /// The tracker's content the control plane takes, for a snapshot.
-    fn all(self, tracker: &Tracker) -> Vec<crate::wire::Resource> {
-        let mut all = tracker.all();
-        all.retain(|r| self.kind(r.key.kind));
-        all
+    /// The tracker's content the control plane takes, for a snapshot
+    /// (each object's packed text, shared with the tracker).
+    fn all(self, tracker: &Tracker) -> Vec<Arc<str>> {
+        tracker
+            .all()
+            .filter(|(kind, _)| self.kind(*kind))
+            .map(|(_, json)| json.clone())
+            .collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::upstream::packed::Packed;
     use crate::upstream::tracker::WatchEvent;
     use crate::wire::Resource;
 
@@ -382,10 +386,15 @@ mod tests {
         use ResourceKind::{Agent, Rollout, Tenant};
         let mut t = Tracker::new([Agent, Rollout, Tenant]);
         for k in [Agent, Rollout, Tenant] {
-            t.on_event(k, WatchEvent::Apply(Resource::bare(k, "x", "1")));
+            let r = Packed::new(&Resource::bare(k, "x", "1")).unwrap();
+            t.on_event(k, WatchEvent::Apply(r));
         }
         let kinds = |takes: Takes| -> Vec<ResourceKind> {
-            takes.all(&t).into_iter().map(|r| r.key.kind).collect()
+            takes
+                .all(&t)
+                .iter()
+                .map(|j| serde_json::from_str::<Resource>(j).unwrap().key.kind)
+                .collect()
         };
         for (rollouts, tenants, want) in [
             (false, false, vec![Agent]),

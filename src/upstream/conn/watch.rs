@@ -25,7 +25,8 @@ use crate::cluster::feeds::fleet_tenants;
 use crate::crd::tenant::Tenant;
 use crate::crd::{Agent, AgentFS, Rollout, Tool};
 use crate::upstream::config::UpstreamConfig;
-use crate::upstream::tracker::{WatchEvent, encode};
+use crate::upstream::packed::encode;
+use crate::upstream::tracker::WatchEvent;
 use crate::wire::ResourceKind;
 
 /// Starts a watch of each wire kind not in `fed`, and returns the kinds it

@@ -16,6 +16,7 @@ use crate::alerts::AlertQueue;
 use crate::upstream::actions;
 use crate::upstream::health::HealthHandle;
 use crate::upstream::outbox::{DataItem, Outbox};
+use crate::upstream::packed::DataFrame;
 use crate::upstream::registrations::Registrations;
 use crate::wire::{self, AuditRecord, CommandAck, CommandResult, Frame, Heartbeat, close};
 
@@ -90,7 +91,13 @@ pub(super) async fn send<W>(sink: &mut W, frame: &Frame) -> Result<(), WriteErro
 where
     W: futures::Sink<Message, Error = tungstenite::Error> + Unpin,
 {
-    let text = frame.to_json().map_err(WriteError::Encode)?;
+    send_text(sink, frame.to_json().map_err(WriteError::Encode)?).await
+}
+
+async fn send_text<W>(sink: &mut W, text: String) -> Result<(), WriteError>
+where
+    W: futures::Sink<Message, Error = tungstenite::Error> + Unpin,
+{
     sink.send(Message::Text(text.into()))
         .await
         .map_err(WriteError::Write)
@@ -186,14 +193,14 @@ where
             }
         }
         if let Some(frame) = outbox.next_frame() {
-            send(&mut sink, &frame).await?;
+            send_text(&mut sink, frame.to_json().map_err(WriteError::Encode)?).await?;
             match &frame {
-                Frame::Snapshot(c) if c.last => {
+                DataFrame::Snapshot { last: true, .. } => {
                     snapshot_sent = true;
                     health.update(|h| h.sent_snapshot());
                 }
-                Frame::Delta(_) => health.update(|h| h.sent_delta()),
-                _ => {}
+                DataFrame::Delta { .. } => health.update(|h| h.sent_delta()),
+                DataFrame::Snapshot { .. } => {}
             }
             continue;
         }
