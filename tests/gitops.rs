@@ -636,6 +636,15 @@ async fn a_killed_operator_finishes_a_prune_without_deleting_twice() {
         "{:?}",
         fs.metadata.annotations
     );
+    // a may have finished the prune before it died, so nothing above
+    // waited on b: the check below is about b's own first sync, which runs
+    // as b takes the lead (an unchanged commit logs nothing), so b leads
+    // and is given a few seconds for it.
+    eventually("b to lead", Duration::from_secs(60), || async {
+        (op.metric("exo_operator_leader") == Some(1)).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
     let (_, page) = support::operator::http_get(&op.addr, "/metrics").unwrap();
     assert!(
         !page.contains(r#"controller="Rollout",kind="AgentFS""#),
