@@ -19,12 +19,15 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // a bench: a panic is a failed run
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::knob;
 use exo::cluster::build::{self, Owner};
 use exo::crd::{Agent, AgentPhase, AgentSpec, Container, Tool, ToolSpec};
 use futures::{StreamExt, TryStreamExt};
@@ -34,13 +37,6 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::PartialObjectMeta;
 use kube::runtime::{reflector, watcher};
 use kube::{Client, Config};
-
-fn knob(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn kubeconfig() -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
