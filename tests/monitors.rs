@@ -17,10 +17,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use exo::crd::{Agent, AgentPhase, Tool, ToolPhase};
+use exo::crd::{Agent, AgentPhase, CrashloopMonitor, Fleet, FleetSpec, Monitors, Tool, ToolPhase};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::Value;
 use support::eventually;
 use support::operator::{
@@ -230,6 +230,75 @@ async fn a_crash_looping_pod_raises_crashloop_and_it_clears_when_it_stops() {
         a.status.as_ref().and_then(|s| s.phase) == Some(AgentPhase::Active)
     })
     .await;
+}
+
+/// The thresholds in force, as the operator last logged them.
+fn thresholds_logged(op: &OperatorProcess) -> Option<String> {
+    op.log()
+        .lines()
+        .rfind(|l| l.contains("monitor thresholds"))
+        .map(str::to_owned)
+}
+
+/// A Fleet's `spec.monitors` is read from the operator's one Fleet watch:
+/// a change to it is in force at the next look (`--monitor-interval`), not
+/// after a list on a timer, and a flag still wins over it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleets_monitor_thresholds_apply_at_the_next_look() {
+    let ns = restricted_namespace("mon-fleet").await;
+    let op = OperatorProcess::start_with(
+        &ns.name,
+        "m",
+        &["--monitor-interval", "1s", "--monitor-silent-after", "77s"],
+    );
+    let fleets = ns.api::<Fleet>();
+    let mut fleet = Fleet::new(
+        "fleet",
+        FleetSpec {
+            url: "git://127.0.0.1:1/none.git".into(),
+            allow_insecure: true,
+            // Nothing to sync: only its monitors are read.
+            suspend: true,
+            monitors: Monitors {
+                crashloop: CrashloopMonitor {
+                    restarts: 7,
+                    ..CrashloopMonitor::default()
+                },
+                ..Monitors::default()
+            },
+            ..FleetSpec::default()
+        },
+    );
+    fleet.metadata.namespace = Some(ns.name.clone());
+    fleets
+        .create(&PostParams::default(), &fleet)
+        .await
+        .expect("create Fleet");
+    let logged = |want: &'static str| {
+        let op = &op;
+        move || async move { thresholds_logged(op).filter(|l| l.contains(want)) }
+    };
+    let line = eventually(
+        "the Fleet's crashloop threshold (7 restarts) in force",
+        Duration::from_secs(30),
+        logged("restarts: 7,"),
+    )
+    .await;
+    assert!(line.contains("77s"), "the flag wins over the Fleet: {line}");
+    let patch = serde_json::json!({"spec": {"monitors": {"crashloop": {"restarts": 9}}}});
+    fleets
+        .patch("fleet", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch Fleet");
+    // Looked at once a second: well inside this wait, which a 30 s
+    // re-list would not be.
+    let line = eventually(
+        "the changed threshold (9 restarts) in force",
+        Duration::from_secs(10),
+        logged("restarts: 9,"),
+    )
+    .await;
+    assert!(line.contains("77s"), "{line}");
 }
 
 /// `POST path` over HTTP/1.0 with an optional bearer token: (status, body).

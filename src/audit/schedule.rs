@@ -34,8 +34,6 @@ use crate::wire::{Alert, Severity};
 #[derive(Clone)]
 pub struct AuditConfig {
     pub interval: Duration,
-    /// Follow only the Fleets in this namespace.
-    pub fleet_namespace: Option<String>,
     pub alerts: AlertSink,
 }
 
@@ -146,21 +144,13 @@ const REFRESH_S: i64 = 60;
 type Seen = BTreeMap<String, Finding>;
 
 async fn run_once(ctx: &Ctx, cfg: &AuditConfig, seen: &mut Seen, book: &mut AlertBook) {
-    let fleets_api = match &cfg.fleet_namespace {
-        Some(ns) => kube::Api::<Fleet>::namespaced(ctx.client.clone(), ns),
-        None => kube::Api::<Fleet>::all(ctx.client.clone()),
-    };
-    let fleets = match fleets_api.list(&Default::default()).await {
-        Ok(l) => l.items,
-        Err(e) => {
-            warn!(error = %e, "audit: cannot list Fleets");
-            ctx.metrics
-                .audit_runs
-                .get_or_create(&ResultLabels { result: "error" })
-                .inc();
-            return;
-        }
-    };
+    // The operator's Fleet cache (those of the followed namespace); none
+    // when Fleets are not watched.
+    let fleets: Vec<Arc<Fleet>> = ctx
+        .fleets
+        .as_ref()
+        .map(|store| store.state())
+        .unwrap_or_default();
     let now = crate::rollout::now();
     // No Fleet, nothing to audit for: the findings are kept per Fleet's
     // tenants, so a collection now would be read by no rule.

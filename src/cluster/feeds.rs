@@ -1,8 +1,8 @@
 //! The operator's watch feeds: one watch per kind, each filling the cache
 //! the reconcilers read and waking the controllers that care. Nothing else
-//! in the process watches these kinds: the upstream connection and the
-//! GitOps engine's Rollout controller read the same caches, told of each
-//! change through a [`Hub`]. (The tenant engine still runs a Tenant watch
+//! in the process watches these kinds: the upstream connection, the
+//! GitOps engine's Rollout and Fleet controllers, the monitors and the
+//! audit read the same caches, told of each change through a [`Hub`]. (The tenant engine still runs a Tenant watch
 //! of its own, beside the shared one the upstream connection reads.)
 //! Every cache holds its objects slimmed (`slim`): no managed fields, no
 //! last-applied annotation.
@@ -25,7 +25,7 @@ use super::relist::Relist;
 use super::slim;
 
 use crate::crd::tenant::Tenant;
-use crate::crd::{Agent, AgentFS, Rollout, Tool};
+use crate::crd::{Agent, AgentFS, Fleet, Rollout, Tool};
 use crate::meta::{LABEL_COMPONENT, LABEL_FLEET_NAMESPACE, LABEL_MANAGED_BY, MANAGED_BY};
 
 /// A kind the operator watches into a cache.
@@ -127,6 +127,9 @@ pub struct Hubs {
     pub rollouts: Hub<Rollout>,
     /// The cluster-scoped Tenants in scope (their lifecycle sagas).
     pub tenants: Hub<Tenant>,
+    /// The Fleets in scope: what wakes the GitOps engine's sync (leader
+    /// only); the monitors and the audit read the cache without a hub.
+    pub fleets: Hub<Fleet>,
 }
 
 /// The label selector of the Tenants that the Fleets of one namespace own

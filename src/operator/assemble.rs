@@ -115,8 +115,6 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
         cache_dir: cfg.gitops_cache.clone(),
         poll: cfg.rollout_poll.max(Duration::from_millis(50)),
         verify_grace: cfg.verify_grace,
-        // A namespace-scoped operator follows only its own namespace's Fleets.
-        fleet_namespace: fleet_namespace.clone(),
         alerts: alerts.clone(),
     };
     leader_tasks.push(for_the_term(move |ctx| {
@@ -124,7 +122,6 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
     }));
     let audit = crate::audit::schedule::AuditConfig {
         interval: cfg.audit_interval.max(Duration::from_secs(1)),
-        fleet_namespace: fleet_namespace.clone(),
         alerts: alerts.clone(),
     };
     leader_tasks.push(for_the_term(move |ctx| {
@@ -206,7 +203,6 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
     let monitors = super::monitor::task::MonitorConfig {
         flags: cfg.monitors.clone(),
         interval: cfg.monitor_interval,
-        fleet_namespace: fleet_namespace.clone(),
         // Alerts go upstream only from a managed installation.
         alerts: managed.then(|| alerts.clone()),
         checkins: checkins.clone(),

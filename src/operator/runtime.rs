@@ -41,7 +41,7 @@ use crate::cluster::feeds::{
 use crate::cluster::leader::{self, LeaderConfig};
 use crate::cluster::metrics::Metrics;
 use crate::crd::tenant::Tenant;
-use crate::crd::{Agent, AgentFS, Rollout, Tool};
+use crate::crd::{Agent, AgentFS, Fleet, Rollout, Tool};
 use crate::meta::CONTROLLER_NAME;
 
 /// How long in-flight reconciles get to finish after a shutdown request.
@@ -50,8 +50,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 pub struct OperatorConfig {
     /// Watch one namespace, or all when `None`.
     pub namespace: Option<String>,
-    /// Watch only the Tenants of the Fleets in this namespace (label
-    /// `autonomic.sh/fleet-namespace`), or all when `None`.
+    /// Watch only the Fleets in this namespace and the Tenants they own
+    /// (label `autonomic.sh/fleet-namespace`), or all when `None`.
     pub fleet_namespace: Option<String>,
     pub metrics_addr: SocketAddr,
     pub leader: LeaderConfig,
@@ -85,13 +85,27 @@ where
     }
 }
 
-/// Fails with a clear message when a CRD is not installed.
-async fn check_crd<K>(client: &Client, namespace: Option<&str>) -> Result<(), Error>
-where
+/// A namespaced kind the operator lists at start (to probe its CRD).
+trait Listed:
+    Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + DeserializeOwned
+    + std::fmt::Debug
+{
+}
+
+impl<K> Listed for K where
     K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
         + Clone
         + DeserializeOwned
-        + std::fmt::Debug,
+        + std::fmt::Debug
+{
+}
+
+/// Fails with a clear message when a CRD is not installed.
+async fn check_crd<K>(client: &Client, namespace: Option<&str>) -> Result<(), Error>
+where
+    K: Listed,
 {
     let kind = crd_name::<K>();
     match probe::<K>(client, namespace).await {
@@ -107,6 +121,7 @@ fn crd_name<K: Resource<DynamicType = ()>>() -> &'static str {
         "Tool" => "tools.autonomic.sh",
         "Rollout" => "rollouts.autonomic.sh",
         "Tenant" => "tenants.autonomic.sh",
+        "Fleet" => "fleets.autonomic.sh",
         _ => "agentfs.autonomic.sh",
     }
 }
@@ -114,10 +129,7 @@ fn crd_name<K: Resource<DynamicType = ()>>() -> &'static str {
 /// One list of at most one object's metadata: can `K` be listed at all?
 async fn probe<K>(client: &Client, namespace: Option<&str>) -> Result<(), kube::Error>
 where
-    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
+    K: Listed,
 {
     api::<K>(client, namespace)
         .list_metadata(&ListParams::default().limit(1))
@@ -125,16 +137,19 @@ where
         .map(|_| ())
 }
 
-/// Whether Rollouts can be watched. They are optional: without their CRD
-/// (or RBAC to list them) the operator runs its controllers and streams
-/// the other kinds upstream, and the GitOps engine says it cannot start.
-/// Looked at once, at start: installing the CRD later takes a restart.
-async fn rollouts_listable(client: &Client, namespace: Option<&str>) -> Result<bool, Error> {
-    let kind = crd_name::<Rollout>();
-    match probe::<Rollout>(client, namespace).await {
+/// Whether an optional kind can be watched in `namespace` (all when
+/// `None`): without its CRD (or RBAC to list it) the operator runs its
+/// controllers and streams the other kinds upstream; `without` says what is
+/// lost. Looked at once, at start: installing the CRD later takes a restart.
+async fn listable<K>(client: &Client, namespace: Option<&str>, without: &str) -> Result<bool, Error>
+where
+    K: Listed,
+{
+    let kind = crd_name::<K>();
+    match probe::<K>(client, namespace).await {
         Ok(()) => Ok(true),
         Err(e) if is_unlistable(&e) => {
-            warn!(crd = kind, error = %e, "Rollouts cannot be listed (CRD not installed, or no RBAC): not watched; the GitOps engine will not run");
+            warn!(crd = kind, error = %e, "{}s cannot be listed (CRD not installed, or no RBAC): not watched; {without}", K::kind(&()));
             Ok(false)
         }
         Err(e) => Err(Error::kube(format!("list {kind}"), e)),
@@ -183,7 +198,14 @@ pub async fn run(
     check_crd::<Agent>(&client, ns).await?;
     check_crd::<Tool>(&client, ns).await?;
     check_crd::<AgentFS>(&client, ns).await?;
-    let watch_rollouts = rollouts_listable(&client, ns).await?;
+    let watch_rollouts = listable::<Rollout>(&client, ns, "the GitOps engine will not run").await?;
+    let fleet_ns = cfg.fleet_namespace.as_deref();
+    let watch_fleets = listable::<Fleet>(
+        &client,
+        fleet_ns,
+        "the GitOps engine will not run, the monitors use their flags only, and the audit has nothing to audit",
+    )
+    .await?;
     let tenant_selector = cfg.fleet_namespace.as_deref().map(fleet_tenants);
     let watch_tenants = tenants_listable(&client, tenant_selector.as_deref()).await?;
 
@@ -335,6 +357,18 @@ pub async fn run(
             }
         }
     };
+    // The one Fleet watch (in the Fleet namespace when one is followed):
+    // the engine's sync (woken through the hub), the monitors and the
+    // audit read this cache.
+    let (fleets_store, fleets_writer) = reflector::store::<Fleet>();
+    let fleet_feed = {
+        let (api, hub) = (api::<Fleet>(&client, fleet_ns), hubs.fleets.clone());
+        async move {
+            if watch_fleets {
+                own_feed(api, fleets_writer, hub, None).await;
+            }
+        }
+    };
     let (caches_tx, caches_rx) = watch::channel(false);
 
     let ctx = Arc::new(Ctx {
@@ -350,6 +384,7 @@ pub async fn run(
         network_policies: policies_store.clone(),
         rollouts: watch_rollouts.then(|| rollouts_store.clone()),
         tenants: watch_tenants.then(|| tenants_store.clone()),
+        fleets: watch_fleets.then(|| fleets_store.clone()),
         services: services_store.clone(),
         caches_synced: caches_rx,
         hubs,
@@ -376,7 +411,8 @@ pub async fn run(
             && synced(&configmaps_store).await
             && synced(&policies_store).await
             && (!watch_rollouts || synced(&rollouts_store).await)
-            && (!watch_tenants || synced(&tenants_store).await);
+            && (!watch_tenants || synced(&tenants_store).await)
+            && (!watch_fleets || synced(&fleets_store).await);
         caches_tx.send_replace(ok);
         if ok {
             info!("watches synced: ready");
@@ -411,6 +447,7 @@ pub async fn run(
             np_feed,
             rollout_feed,
             tenant_feed,
+            fleet_feed,
             agents
                 .run(agent::reconcile, agent::error_policy, ctx.clone())
                 .for_each(log),

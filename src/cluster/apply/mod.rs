@@ -63,6 +63,11 @@ pub struct Ctx {
     /// when the operator follows one), from the one shared Tenant watch;
     /// `None` without their CRD or RBAC.
     pub tenants: Option<Store<crate::crd::tenant::Tenant>>,
+    /// The Fleets in scope (those of the Fleet namespace when the operator
+    /// follows one), from the one Fleet watch: the GitOps engine's sync,
+    /// the monitors' thresholds and the audit read it. `None` without
+    /// their CRD or RBAC.
+    pub fleets: Option<Store<crate::crd::Fleet>>,
     /// `true` once every cache has listed once; reconciles wait for it.
     pub caches_synced: watch::Receiver<bool>,
     /// Told of every change to the Agent, Tool, AgentFS, Pod, Rollout and

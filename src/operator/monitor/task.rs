@@ -3,8 +3,9 @@
 //! runs the pure monitors and reports what started and what cleared.
 //!
 //! The thresholds come from the first Fleet (by namespace, then name) in
-//! the followed namespace, listed again every [`FLEET_REFRESH`], with the
-//! `--monitor-*` flags over them (see [`super::thresholds`]).
+//! the followed namespace, read from the operator's Fleet cache at each
+//! look (no list of its own), with the `--monitor-*` flags over them (see
+//! [`super::thresholds`]).
 //!
 //! Caveat: the state (restart history, firing set, alert book) lives in
 //! memory. A new leader starts afresh: it re-raises what still holds (the
@@ -13,10 +14,9 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use tracing::{info, warn};
@@ -30,10 +30,7 @@ use crate::alerts::{AlertBook, AlertSink};
 use crate::cluster::apply::Ctx;
 use crate::cluster::events::Reason;
 use crate::cluster::metrics::Metrics;
-use crate::crd::{Fleet, Monitors};
-
-/// How often the Fleet's `spec.monitors` is read again.
-pub const FLEET_REFRESH: Duration = Duration::from_secs(30);
+use crate::crd::Monitors;
 
 /// What the task is given.
 #[derive(Clone)]
@@ -42,9 +39,6 @@ pub struct MonitorConfig {
     pub flags: Overrides,
     /// How often the monitors look (`--monitor-interval`).
     pub interval: Duration,
-    /// Where the Fleet whose `spec.monitors` applies is looked for (`None`:
-    /// every namespace).
-    pub fleet_namespace: Option<String>,
     /// Upstream alerts; `None` when the installation is unmanaged.
     pub alerts: Option<AlertSink>,
     /// Check-ins this replica took (the annotation carries the others').
@@ -87,7 +81,7 @@ struct State {
     firing: Firing,
     book: AlertBook,
     gauges: Gauges,
-    fleet: Option<(Monitors, Instant)>,
+    fleet: Option<Monitors>,
     thresholds: Thresholds,
 }
 
@@ -115,7 +109,7 @@ pub async fn run(ctx: Arc<Ctx>, cfg: MonitorConfig) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        refresh_thresholds(&ctx, &cfg, &mut state).await;
+        refresh_thresholds(&ctx, &cfg, &mut state);
         let findings = evaluate(&ctx, &cfg, &mut state);
         let changes = state.firing.update(findings);
         for f in &changes.started {
@@ -134,49 +128,35 @@ pub async fn run(ctx: Arc<Ctx>, cfg: MonitorConfig) {
     }
 }
 
-async fn refresh_thresholds(ctx: &Ctx, cfg: &MonitorConfig, state: &mut State) {
-    if state
-        .fleet
-        .as_ref()
-        .is_some_and(|(_, at)| at.elapsed() < FLEET_REFRESH)
-    {
+/// The first Fleet's `spec.monitors` (by namespace, then name), or the
+/// defaults when there is none or Fleets are not watched.
+fn fleet_monitors(ctx: &Ctx) -> Monitors {
+    let Some(fleets) = &ctx.fleets else {
+        return Monitors::default();
+    };
+    fleets
+        .state()
+        .into_iter()
+        .min_by(|a, b| {
+            (&a.metadata.namespace, &a.metadata.name)
+                .cmp(&(&b.metadata.namespace, &b.metadata.name))
+        })
+        .map(|f| f.spec.monitors.clone())
+        .unwrap_or_default()
+}
+
+fn refresh_thresholds(ctx: &Ctx, cfg: &MonitorConfig, state: &mut State) {
+    let spec = fleet_monitors(ctx);
+    if state.fleet.as_ref() == Some(&spec) {
         return;
     }
-    let api: Api<Fleet> = match &cfg.fleet_namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    };
-    let spec = match api.list(&ListParams::default()).await {
-        Ok(list) => {
-            let mut fleets = list.items;
-            fleets.sort_by(|a, b| {
-                (&a.metadata.namespace, &a.metadata.name)
-                    .cmp(&(&b.metadata.namespace, &b.metadata.name))
-            });
-            fleets
-                .into_iter()
-                .next()
-                .map(|f| f.spec.monitors)
-                .unwrap_or_default()
-        }
-        Err(e) => {
-            warn!(error = %e, "monitors: cannot list Fleets; keeping the thresholds in force");
-            match &state.fleet {
-                Some((m, _)) => m.clone(),
-                None => Monitors::default(),
-            }
-        }
-    };
-    let changed = state.fleet.as_ref().is_none_or(|(m, _)| *m != spec);
     let (thresholds, errors) = effective(&spec, &cfg.flags);
-    if changed {
-        for e in &errors {
-            warn!(error = %e, "monitors: Fleet value not used");
-        }
-        info!(?thresholds, "monitor thresholds");
+    for e in &errors {
+        warn!(error = %e, "monitors: Fleet value not used");
     }
+    info!(?thresholds, "monitor thresholds");
     state.thresholds = thresholds;
-    state.fleet = Some((spec, Instant::now()));
+    state.fleet = Some(spec);
 }
 
 fn evaluate(ctx: &Ctx, cfg: &MonitorConfig, state: &mut State) -> Vec<Finding> {

@@ -64,8 +64,6 @@ pub struct EngineConfig {
     pub poll: Duration,
     /// How long a live-content mismatch is retried before the saga fails.
     pub verify_grace: Duration,
-    /// Follow only the Fleets in this namespace (default: every namespace).
-    pub fleet_namespace: Option<String>,
     /// Where live-content drift is raised as an upstream alert.
     pub alerts: crate::alerts::AlertSink,
 }
@@ -154,6 +152,12 @@ pub async fn run(op: Arc<Ctx>, cfg: EngineConfig) {
         );
         return;
     };
+    let Some(fleets) = op.fleets.clone() else {
+        warn!(
+            "gitops engine not started: Fleets cannot be listed (install the fleets.autonomic.sh CRD and its RBAC, then restart the operator)"
+        );
+        return;
+    };
     info!("gitops engine started");
     let state = Arc::new(State::default());
     let controller = drive::controller(&op, rollouts.clone());
@@ -164,6 +168,7 @@ pub async fn run(op: Arc<Ctx>, cfg: EngineConfig) {
         op.clone(),
         cfg.clone(),
         state.clone(),
+        fleets,
         rollouts,
     )));
     drive::run(controller, op, cfg, state).await;

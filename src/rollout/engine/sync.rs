@@ -1,4 +1,4 @@
-//! Following Fleets: one watch on Fleet resources (no listing loop). A
+//! Following Fleets: the operator's one Fleet watch (no listing loop). A
 //! Fleet is synced when it appears, when its spec changes, when its
 //! `autonomic.sh/sync-requested-at` annotation changes (the push receiver
 //! and `exo release promote` set it), and then every `spec.interval`.
@@ -11,17 +11,16 @@
 //! rendering did not change gets no write, so a commit that touches one
 //! tenant moves only that tenant's saga.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
-use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{Predicate, predicates};
 use tracing::{info, warn};
 
 use super::{
@@ -29,6 +28,7 @@ use super::{
 };
 use crate::cluster::apply::Ctx;
 use crate::cluster::conditions::keep_transitions;
+use crate::cluster::feeds::{Hub, Touch};
 use crate::cluster::metrics::Controller as Writer;
 use crate::crd::{Fleet as FleetCr, FleetStatus, Rollout};
 use crate::fleet::gitsync;
@@ -42,34 +42,25 @@ struct SyncCtx {
     rollouts: Store<Rollout>,
 }
 
+/// The Fleet controller of one leadership term, over the operator's one
+/// Fleet watch (`cluster::feeds`): `fleets` is its cache, and the Fleet
+/// hub wakes it for each Fleet that [`Asked`] lets through.
 pub(super) async fn run(
     op: Arc<Ctx>,
     cfg: EngineConfig,
     state: Arc<State>,
+    fleets: Store<FleetCr>,
     rollouts: Store<Rollout>,
 ) {
-    let api: Api<FleetCr> = match &cfg.fleet_namespace {
-        Some(ns) => Api::namespaced(op.client.clone(), ns),
-        None => Api::all(op.client.clone()),
-    };
-    let (reader, writer) = reflector::store();
-    // Only what asks for a sync wakes it: a new generation (the spec) or
-    // new annotations (a sync request). The engine's own status writes do
-    // not, or every sync would schedule the next one.
-    let fleets = crate::cluster::slim::watch(api, watcher::Config::default())
-        .reflect(writer)
-        .applied_objects()
-        .predicate_filter(
-            predicates::generation.combine(predicates::annotations),
-            Default::default(),
-        );
+    let asked = asked(&op.hubs.fleets, fleets.clone());
     let ctx = Arc::new(SyncCtx {
         op,
         cfg,
         state,
         rollouts,
     });
-    Controller::for_stream(fleets, reader)
+    Controller::for_stream(futures::stream::pending(), fleets)
+        .reconcile_on(asked)
         .run(
             reconcile,
             |_, e: &Error, _| {
@@ -80,6 +71,61 @@ pub(super) async fn run(
         )
         .for_each(|_| futures::future::ready(()))
         .await;
+}
+
+/// The Fleets that ask for a sync, from the hub: every Fleet in the cache
+/// when the term starts (the hub is subscribed first, so no change falls
+/// in between), then each one [`Asked`] lets through, also after a relist.
+fn asked(
+    hub: &Hub<FleetCr>,
+    fleets: Store<FleetCr>,
+) -> impl futures::Stream<Item = ObjectRef<FleetCr>> + Send + 'static {
+    let touches = hub.touches();
+    let mut asked = Asked::default();
+    futures::stream::once(futures::future::ready(Touch::Relisted))
+        .chain(touches)
+        .flat_map(move |t| {
+            let refs: Vec<ObjectRef<FleetCr>> = match t {
+                Touch::Applied(r) => fleets
+                    .get(&r)
+                    .filter(|f| asked.asks(f))
+                    .map(|_| r)
+                    .into_iter()
+                    .collect(),
+                Touch::Deleted(f) => {
+                    asked.forget(&f);
+                    Vec::new()
+                }
+                Touch::Relisted => fleets
+                    .state()
+                    .iter()
+                    .filter(|f| asked.asks(f))
+                    .map(|f| ObjectRef::from_obj(f.as_ref()))
+                    .collect(),
+            };
+            futures::stream::iter(refs)
+        })
+}
+
+/// What asks for a sync: a Fleet not seen before, a new generation (the
+/// spec) or new annotations (a sync request). The engine's own status
+/// writes do not, or every sync would schedule the next one; the
+/// `spec.interval` requeue is the controller's own.
+#[derive(Default)]
+struct Asked(HashMap<ObjectRef<FleetCr>, Option<u64>>);
+
+impl Asked {
+    /// Whether `f` asks for a sync since it was last looked at.
+    fn asks(&mut self, f: &FleetCr) -> bool {
+        let key = predicates::generation
+            .combine(predicates::annotations)
+            .hash_property(f);
+        self.0.insert(ObjectRef::from_obj(f), key) != Some(key)
+    }
+
+    fn forget(&mut self, f: &FleetCr) {
+        self.0.remove(&ObjectRef::from_obj(f));
+    }
 }
 
 async fn reconcile(f: Arc<FleetCr>, ctx: Arc<SyncCtx>) -> Result<Action, Error> {

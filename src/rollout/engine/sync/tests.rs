@@ -183,3 +183,37 @@ fn an_unchanged_folder_is_neither_parsed_nor_rendered_again() {
     let other = again.release("2026.11.1").unwrap();
     assert!(incremental::target(Some(&prev), &second, "globex", WaveName::Fleet, other).is_none());
 }
+
+#[test]
+fn a_fleet_asks_for_a_sync_when_new_or_its_spec_or_annotations_change_not_its_status() {
+    let mut f = FleetCr::new("bench", Default::default());
+    f.metadata.namespace = Some("fleets".into());
+    f.metadata.generation = Some(1);
+    let mut asked = Asked::default();
+    assert!(asked.asks(&f), "a Fleet not seen before");
+    assert!(!asked.asks(&f), "the same Fleet again");
+    f.status = Some(FleetStatus {
+        applied_commit: Some("abc".into()),
+        ..Default::default()
+    });
+    assert!(!asked.asks(&f), "the engine's own status write");
+    f.metadata.annotations = Some(
+        [(
+            "autonomic.sh/sync-requested-at".to_owned(),
+            "2026-12-06T03:00:00Z".to_owned(),
+        )]
+        .into(),
+    );
+    assert!(asked.asks(&f), "a sync request");
+    assert!(!asked.asks(&f));
+    f.metadata.generation = Some(2);
+    assert!(asked.asks(&f), "a new spec");
+    let mut other = f.clone();
+    other.metadata.namespace = Some("elsewhere".into());
+    assert!(
+        asked.asks(&other),
+        "another namespace's Fleet of the same name"
+    );
+    asked.forget(&f);
+    assert!(asked.asks(&f), "a Fleet deleted and made again");
+}
