@@ -83,6 +83,12 @@ pub fn from_str<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T, YamlE
 
 /// Reads and parses the YAML file at `path`, checking its size before reading.
 pub fn from_file<T: DeserializeOwned>(path: &Path) -> Result<T, YamlError> {
+    from_str(path, &read(path)?)
+}
+
+/// Reads one document's text, refusing one over [`MAX_DOCUMENT_BYTES`]
+/// before reading it: read once, it can be parsed as several types.
+pub fn read(path: &Path) -> Result<String, YamlError> {
     let read_err = |source| YamlError::Read {
         path: path.to_owned(),
         source,
@@ -95,8 +101,7 @@ pub fn from_file<T: DeserializeOwned>(path: &Path) -> Result<T, YamlError> {
             max: MAX_DOCUMENT_BYTES,
         });
     }
-    let text = std::fs::read_to_string(path).map_err(read_err)?;
-    from_str(path, &text)
+    std::fs::read_to_string(path).map_err(read_err)
 }
 
 /// Renders a value as YAML.

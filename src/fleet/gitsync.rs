@@ -8,13 +8,17 @@
 //!   symlinks, submodules, path components `.`/`..`/`.git`, names with `/`,
 //!   and files over the size limit are refused with the offending path, and
 //!   nothing of that commit is used;
-//! - a commit is materialised once, into a folder named after it; a refused
-//!   commit leaves the previous one in place;
-//! - a folder whose git tree id is the one the previous checkout wrote is
-//!   moved over from it instead of written again (the same id is the same
-//!   names, modes and bytes, checked when it was written), so a one-file
-//!   change writes one file and its parent folders; the previous checkout
-//!   loses its completion mark first, so it is never trusted half-moved;
+//! - a commit is materialised once, into a folder named after it; a
+//!   refused commit is not used, and what its write had taken over is
+//!   removed (the sync keeps its last good load in memory; the next
+//!   checkout is then written afresh);
+//! - the previous checkout is taken over and patched, not written again:
+//!   an entry whose git id and mode are the ones it wrote stays as it is
+//!   (the same id is the same names, modes and bytes, checked when it was
+//!   written; a folder is not even entered), a changed file is written, a
+//!   removed one removed. So a one-file change writes one file, whatever
+//!   the size of its folder. The previous checkout loses its completion
+//!   mark first, so it is never trusted half-patched;
 //! - credentials go only to git2's credential callback; they are never
 //!   logged or put in errors.
 
@@ -157,8 +161,9 @@ pub struct Checkout {
     pub path: PathBuf,
     /// The git object id of each entry one level under the folders a load
     /// can reuse (`manifests/<tenant>`, `configmaps/<baseline>`,
-    /// `releases/<file>`): the same id is the same content, so a sync
-    /// reuses what it loaded and rendered from an unchanged entry.
+    /// `releases/<file>`), and of each file in a tenant folder
+    /// (`manifests/<tenant>/<file>`): the same id is the same content, so a
+    /// sync reuses what it loaded and rendered from an unchanged entry.
     pub ids: BTreeMap<String, git2::Oid>,
 }
 
@@ -175,8 +180,19 @@ fn entry_ids(repo: &Repository, tree: &git2::Tree<'_>) -> BTreeMap<String, git2:
             continue;
         };
         for e in sub.iter() {
-            if let Ok(name) = e.name() {
-                ids.insert(format!("{folder}/{name}"), e.id());
+            let Ok(name) = e.name() else { continue };
+            ids.insert(format!("{folder}/{name}"), e.id());
+            // A tenant folder's files too: a changed folder takes over
+            // the files in it that did not change.
+            if folder == "manifests"
+                && e.kind() == Some(ObjectType::Tree)
+                && let Ok(files) = repo.find_tree(e.id())
+            {
+                for f in files.iter() {
+                    if let Ok(file) = f.name() {
+                        ids.insert(format!("{folder}/{name}/{file}"), f.id());
+                    }
+                }
             }
         }
     }
@@ -348,6 +364,19 @@ fn previous_checkout<'r>(
     None
 }
 
+/// Removes a file or a folder (not following a link); gone already is fine.
+fn remove(path: &Path) -> std::io::Result<()> {
+    let result = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(e) => Err(e),
+    };
+    match result {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
 /// One commit being written out: the limits and the bytes so far.
 struct Write<'r> {
     repo: &'r Repository,
@@ -364,9 +393,13 @@ impl Write<'_> {
         }
     }
 
-    /// Writes `tree` into `dir`; a sub-folder with the same id in `old`
-    /// (the previous checkout's tree at the same place, and its folder) is
-    /// moved from there.
+    /// Writes `tree` into `dir`. With `old` (the previous checkout's tree
+    /// at the same place, and its folder), that folder is taken over whole
+    /// and only what differs is changed: an entry with the same id and mode
+    /// stays as it is (a folder is not even entered), a changed file is
+    /// written again, a changed folder is patched the same way, and what
+    /// the new tree no longer has is removed. So a one-file change writes
+    /// one file, whatever the size of its folder.
     fn tree(
         &mut self,
         tree: &git2::Tree<'_>,
@@ -374,7 +407,11 @@ impl Write<'_> {
         dir: &Path,
         prefix: &str,
     ) -> Result<(), GitSyncError> {
-        std::fs::create_dir_all(dir).map_err(|e| Self::io(dir, e))?;
+        let old = old
+            .and_then(|(t, from)| (from == dir || std::fs::rename(from, dir).is_ok()).then_some(t));
+        if old.is_none() {
+            std::fs::create_dir_all(dir).map_err(|e| Self::io(dir, e))?;
+        }
         for entry in tree.iter() {
             let raw = String::from_utf8_lossy(entry.name_bytes()).into_owned();
             let shown = format!("{prefix}{raw}");
@@ -393,6 +430,18 @@ impl Write<'_> {
             {
                 return Err(refuse("path component leaves the checkout or is reserved"));
             }
+            let target = dir.join(&raw);
+            let was = old.and_then(|t| t.get_name_bytes(entry.name_bytes()));
+            let same = was
+                .as_ref()
+                .is_some_and(|w| w.id() == entry.id() && w.filemode() == entry.filemode());
+            // What stands at `target` is of another kind: out of the way.
+            if let Some(w) = &was
+                && !same
+                && w.kind() != entry.kind()
+            {
+                remove(&target).map_err(|e| Self::io(&target, e))?;
+            }
             let mode = entry.filemode();
             match (entry.kind(), mode) {
                 (_, 0o120000) => {
@@ -403,30 +452,34 @@ impl Write<'_> {
                 }
                 (Some(ObjectType::Tree), _) => {
                     let sub = self.repo.find_tree(entry.id())?;
-                    let old_sub = old.and_then(|(t, p)| {
-                        let e = t.get_name_bytes(entry.name_bytes())?;
-                        let st = (e.kind() == Some(ObjectType::Tree))
-                            .then(|| self.repo.find_tree(e.id()).ok())??;
-                        Some((st, p.join(&raw)))
-                    });
-                    let target = dir.join(&raw);
-                    if let Some((st, from)) = &old_sub
-                        && st.id() == sub.id()
-                        && std::fs::rename(from, &target).is_ok()
-                    {
+                    if same {
                         self.count(&sub, &shown)?;
                         continue;
                     }
-                    let old_sub = old_sub.as_ref().map(|(t, p)| (t, p.as_path()));
+                    let old_sub = was
+                        .filter(|w| w.kind() == Some(ObjectType::Tree))
+                        .and_then(|w| self.repo.find_tree(w.id()).ok());
+                    let old_sub = old_sub.as_ref().map(|t| (t, target.as_path()));
                     self.tree(&sub, old_sub, &target, &format!("{shown}/"))?;
                 }
                 (Some(ObjectType::Blob), _) => {
+                    if same {
+                        let (size, _) = self.repo.odb()?.read_header(entry.id())?;
+                        self.add(size as u64, &shown)?;
+                        continue;
+                    }
                     let blob = self.repo.find_blob(entry.id())?;
                     self.add(blob.size() as u64, &shown)?;
-                    let path = dir.join(&raw);
-                    std::fs::write(&path, blob.content()).map_err(|e| Self::io(&path, e))?;
+                    std::fs::write(&target, blob.content()).map_err(|e| Self::io(&target, e))?;
                 }
                 _ => return Err(refuse("unsupported tree entry")),
+            }
+        }
+        // What the previous tree had and this one has not.
+        for gone in old.iter().flat_map(|t| t.iter()) {
+            if tree.get_name_bytes(gone.name_bytes()).is_none() {
+                let path = dir.join(String::from_utf8_lossy(gone.name_bytes()).as_ref());
+                remove(&path).map_err(|e| Self::io(&path, e))?;
             }
         }
         Ok(())

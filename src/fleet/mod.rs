@@ -25,7 +25,8 @@ pub mod pin;
 pub mod release;
 pub mod repo;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -190,8 +191,25 @@ fn load_tenants(
             name: name.clone(),
             ..Tenant::default()
         };
+        // The folder changed; the files in it that did not are taken over.
+        let earlier = reuse.files(&name);
         for path in yaml_files(&tdir, problems) {
-            let kind = match crate::yaml::from_file::<Kinded>(&path) {
+            if let Some(e) = path
+                .file_name()
+                .and_then(|f| earlier.get(f))
+                .filter(|_| reuse.file_unchanged(&name, &path))
+            {
+                e.push_to(&mut tenant, path);
+                continue;
+            }
+            let text = match crate::yaml::read(&path) {
+                Ok(t) => t,
+                Err(e) => {
+                    problems.push(e.to_string());
+                    continue;
+                }
+            };
+            let kind = match crate::yaml::from_str::<Kinded>(&path, &text) {
                 Ok(k) => k.kind.unwrap_or_default(),
                 Err(e) => {
                     problems.push(e.to_string());
@@ -206,7 +224,7 @@ fn load_tenants(
                 )
             };
             match kind.as_str() {
-                "Agent" => match crate::yaml::from_file::<Agent>(&path) {
+                "Agent" => match crate::yaml::from_str::<Agent>(&path, &text) {
                     Ok(mut value) if ns_ok(value.metadata.namespace.as_ref()) => {
                         value.metadata.namespace = Some(name.clone());
                         tenant.agents.push(Sourced { path, value });
@@ -214,7 +232,7 @@ fn load_tenants(
                     Ok(_) => problems.push(wrong_ns(&path)),
                     Err(e) => problems.push(e.to_string()),
                 },
-                "Tool" => match crate::yaml::from_file::<Tool>(&path) {
+                "Tool" => match crate::yaml::from_str::<Tool>(&path, &text) {
                     Ok(mut value) if ns_ok(value.metadata.namespace.as_ref()) => {
                         value.metadata.namespace = Some(name.clone());
                         tenant.tools.push(Sourced { path, value });
@@ -222,7 +240,7 @@ fn load_tenants(
                     Ok(_) => problems.push(wrong_ns(&path)),
                     Err(e) => problems.push(e.to_string()),
                 },
-                "AgentFS" => match crate::yaml::from_file::<AgentFS>(&path) {
+                "AgentFS" => match crate::yaml::from_str::<AgentFS>(&path, &text) {
                     Ok(mut value) if ns_ok(value.metadata.namespace.as_ref()) => {
                         value.metadata.namespace = Some(name.clone());
                         tenant.filesystems.push(Sourced { path, value });
@@ -230,25 +248,30 @@ fn load_tenants(
                     Ok(_) => problems.push(wrong_ns(&path)),
                     Err(e) => problems.push(e.to_string()),
                 },
-                tenant::KIND_TENANT => match crate::yaml::from_file::<tenant::TenantDoc>(&path) {
-                    Ok(doc) => {
-                        let named_right =
-                            path.file_name().is_some_and(|f| f == tenant::TENANT_FILE);
-                        let mut found = doc.problems(&name);
-                        if !named_right {
-                            found.insert(0, format!("a Tenant belongs in {}", tenant::TENANT_FILE));
+                tenant::KIND_TENANT => {
+                    match crate::yaml::from_str::<tenant::TenantDoc>(&path, &text) {
+                        Ok(doc) => {
+                            let named_right =
+                                path.file_name().is_some_and(|f| f == tenant::TENANT_FILE);
+                            let mut found = doc.problems(&name);
+                            if !named_right {
+                                found.insert(
+                                    0,
+                                    format!("a Tenant belongs in {}", tenant::TENANT_FILE),
+                                );
+                            }
+                            if found.is_empty() {
+                                tenant.settings = doc.spec;
+                            }
+                            problems.extend(
+                                found
+                                    .into_iter()
+                                    .map(|p| format!("{}: {p}", path.display())),
+                            );
                         }
-                        if found.is_empty() {
-                            tenant.settings = doc.spec;
-                        }
-                        problems.extend(
-                            found
-                                .into_iter()
-                                .map(|p| format!("{}: {p}", path.display())),
-                        );
+                        Err(e) => problems.push(e.to_string()),
                     }
-                    Err(e) => problems.push(e.to_string()),
-                },
+                }
                 other => problems.push(format!(
                     "{}: kind {other:?} is not an Agent, Tool, AgentFS or Tenant",
                     path.display()
@@ -324,6 +347,33 @@ pub fn load(root: &Path) -> Result<Fleet, FleetError> {
     load_reusing(root, &Reuse::nothing())
 }
 
+/// One object of an earlier load, taken over for a file that did not
+/// change (it was checked when it was loaded).
+enum Earlier<'a> {
+    Agent(&'a Agent),
+    Tool(&'a Tool),
+    AgentFS(&'a AgentFS),
+}
+
+impl Earlier<'_> {
+    fn push_to(&self, tenant: &mut Tenant, path: PathBuf) {
+        match self {
+            Earlier::Agent(v) => tenant.agents.push(Sourced {
+                path,
+                value: (*v).clone(),
+            }),
+            Earlier::Tool(v) => tenant.tools.push(Sourced {
+                path,
+                value: (*v).clone(),
+            }),
+            Earlier::AgentFS(v) => tenant.filesystems.push(Sourced {
+                path,
+                value: (*v).clone(),
+            }),
+        }
+    }
+}
+
 /// What a load may take from an earlier load of another checkout instead
 /// of reading it again: a tenant folder or a baseline folder that
 /// `unchanged` says is the same (by its git tree id, say) in both.
@@ -370,6 +420,36 @@ impl<'a> Reuse<'a> {
             f.path = moved(&f.path);
         }
         Some(t)
+    }
+
+    /// The objects of tenant `name` as loaded before, by file name: what
+    /// a changed folder takes over from the files that did not change.
+    fn files(&self, name: &str) -> HashMap<OsString, Earlier<'a>> {
+        let Some(t) = self.previous.and_then(|p| p.tenants.get(name)) else {
+            return HashMap::new();
+        };
+        let by_file = |path: &Path| path.file_name().map(ToOwned::to_owned);
+        let agents = t
+            .agents
+            .iter()
+            .filter_map(|a| Some((by_file(&a.path)?, Earlier::Agent(&a.value))));
+        let tools = t
+            .tools
+            .iter()
+            .filter_map(|x| Some((by_file(&x.path)?, Earlier::Tool(&x.value))));
+        let filesystems = t
+            .filesystems
+            .iter()
+            .filter_map(|f| Some((by_file(&f.path)?, Earlier::AgentFS(&f.value))));
+        agents.chain(tools).chain(filesystems).collect()
+    }
+
+    /// Whether the file at `path` in tenant `name`'s folder is the same as
+    /// when it was last loaded.
+    fn file_unchanged(&self, name: &str, path: &Path) -> bool {
+        path.file_name().and_then(|f| f.to_str()).is_some_and(|f| {
+            self.previous.is_some() && (self.unchanged)(&format!("manifests/{name}/{f}"))
+        })
     }
 
     /// The baseline folder at `path` as loaded before.
@@ -428,3 +508,6 @@ pub fn load_reusing(root: &Path, reuse: &Reuse<'_>) -> Result<Fleet, FleetError>
         tiers,
     })
 }
+
+#[cfg(test)]
+mod tests;

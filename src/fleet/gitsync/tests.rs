@@ -97,26 +97,30 @@ fn read_all(dir: &Path, prefix: &str, out: &mut BTreeMap<String, String>) {
     }
 }
 
-/// Unchanged folders are moved over from the previous checkout, and
-/// every checkout holds exactly its commit's files, also when git goes
-/// back to an older commit.
+/// The previous checkout is patched: unchanged folders and unchanged
+/// files of a changed folder stay as they are, and every checkout holds
+/// exactly its commit's files (a file that became a folder and back, one
+/// removed, one added), also when git goes back to an older commit.
 #[test]
 fn each_checkout_holds_its_commit_with_unchanged_folders_moved_over() {
     let origin = tempfile::tempdir().unwrap();
     let repo = Repository::init(origin.path()).unwrap();
     let cache = tempfile::tempdir().unwrap();
     let one: &[(&str, &str)] = &[
+        ("manifests/a/keep.yaml", "k1"),
         ("manifests/a/x.yaml", "a1"),
         ("manifests/b/y.yaml", "b1"),
         ("manifests/b/deep/z.yaml", "z1"),
         ("releases/r.yaml", "r1"),
+        ("swap", "a file"),
     ];
     let two: &[(&str, &str)] = &[
+        ("manifests/a/keep.yaml", "k1"),
         ("manifests/a/x.yaml", "a2"),
         ("manifests/b/y.yaml", "b1"),
         ("manifests/b/deep/z.yaml", "z1"),
         ("manifests/c/new.yaml", "c1"),
-        ("releases/r.yaml", "r1"),
+        ("swap/inner.yaml", "now a folder"),
     ];
     use std::os::unix::fs::MetadataExt;
     let inode = |c: &Checkout, f: &str| std::fs::metadata(c.path.join(f)).unwrap().ino();
@@ -143,13 +147,16 @@ fn each_checkout_holds_its_commit_with_unchanged_folders_moved_over() {
         assert_eq!(left, vec![std::ffi::OsString::from(&c.commit)]);
         inodes.push((
             inode(&c, "manifests/b/deep/z.yaml"),
-            inode(&c, "manifests/a/x.yaml"),
+            inode(&c, "manifests/a/keep.yaml"),
         ));
         seen.push(c.ids);
     }
     // manifests/b did not change: moved over, not written again.
     assert_eq!(inodes[0].0, inodes[1].0);
     assert_eq!(inodes[1].0, inodes[2].0);
+    // manifests/a changed, its keep.yaml did not: left as it was.
+    assert_eq!(inodes[0].1, inodes[1].1);
+    assert_eq!(inodes[1].1, inodes[2].1);
     assert_eq!(seen[0].get("manifests/b"), seen[1].get("manifests/b"));
     assert_ne!(seen[0].get("manifests/a"), seen[1].get("manifests/a"));
 }
