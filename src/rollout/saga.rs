@@ -306,19 +306,19 @@ pub fn start(
     s.desired_hash = Some(for_.desired_hash.to_owned());
     s.applied_commit = Some(for_.commit.to_owned());
     s.observed_generation = for_.generation;
-    for (kind, name) in desired {
-        if !s
-            .inventory
-            .iter()
-            .any(|e| e.kind == *kind && e.name == *name)
-        {
-            s.inventory.push(InventoryEntry {
-                kind: *kind,
-                name: name.clone(),
-                ..InventoryEntry::default()
-            });
-        }
-    }
+    // One look per desired object, not a scan of the inventory each.
+    let held: BTreeSet<(InventoryKind, &str)> =
+        s.inventory.iter().map(|e| (e.kind, e.name.as_str())).collect();
+    let new: Vec<InventoryEntry> = desired
+        .iter()
+        .filter(|(kind, name)| !held.contains(&(*kind, name.as_str())))
+        .map(|(kind, name)| InventoryEntry {
+            kind: *kind,
+            name: name.clone(),
+            ..InventoryEntry::default()
+        })
+        .collect();
+    s.inventory.extend(new);
     s.inventory
         .sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
     s
