@@ -14,7 +14,11 @@
 #               when its new pod is Running and Ready.
 #    Both sides use the same operator. The Fleet interval is 1h, so only the
 #    hook triggers syncs.
-# 2. Steady-state cost, nothing changing, for STEADY_SECS each: the operator's
+# 2. Baseline: a baseline ConfigMap change in one tenant, BASELINE_RUNS
+#    times: Exo verifies every pod that mounts the map and no
+#    other (execs and re-created pods counted); kubectl re-points the same
+#    number of Agents in one apply and waits for their pods.
+# 3. Steady-state cost, nothing changing, for STEADY_SECS each: the operator's
 #    CPU, its API writes (its own counter) and the apiserver's requests by
 #    verb minus a floor window of the same cluster with the operator stopped,
 #    and the live re-check execs; once with `reverifyInterval: 1h` (nothing to
@@ -25,7 +29,8 @@
 # STEADY_SECS (600), FLOOR_SECS (300), SETTLE_SECS (90), SLICE_SECS (30),
 # STEADY_INTERVAL
 # (the Fleet interval in the steady phase, 1m), ROLLOUT_POLL_MS (the
-# operator's default, 500), PHASES ("push steady"), EXO_BIN (a built binary
+# operator's default, 500), PHASES ("push baseline steady"), BASELINE_RUNS
+# (3), EXO_BIN (a built binary
 # instead of `cargo build --release`; for trying the script only).
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -34,7 +39,7 @@ TENANTS=${TENANTS:-10}; AGENTS=${AGENTS:-100}; RUNS=${RUNS:-5}
 STEADY_SECS=${STEADY_SECS:-600}; FLOOR_SECS=${FLOOR_SECS:-300}; SETTLE_SECS=${SETTLE_SECS:-90}
 SLICE_SECS=${SLICE_SECS:-30}
 STEADY_INTERVAL=${STEADY_INTERVAL:-1m}; ROLLOUT_POLL_MS=${ROLLOUT_POLL_MS:-500}
-PHASES=${PHASES:-push steady}
+PHASES=${PHASES:-push baseline steady}; BASELINE_RUNS=${BASELINE_RUNS:-3}
 # Fresh names each invocation (see benches/rollout.sh for why).
 P=g$(date +%s | tail -c 6)
 OPS=$P-exo          # the Fleet, its hook Secret and the Lease
@@ -168,6 +173,74 @@ def hook(addr, ns, name, token_file):
     except urllib.error.HTTPError as e:
         code = e.code
     print(f"{code} {t:.3f} {time.time():.3f}", flush=True)
+
+def baseline_release(fleet, i, version_from):
+    """releases/2026.12.<i>.yaml: 2026.11.0 with the agent baseline pinned as
+    in `version_from` (a release file), and the canary wave pointed at it.
+    Prints the version of the agent baseline it pins."""
+    text = open(f"{fleet}/releases/2026.11.0.yaml").read()
+    src = open(version_from).read()
+    pin = lambda t, key: next(l for l in t.splitlines() if l.strip().startswith(key) and ("agent-baseline" in l or key == "sha256:"))
+    new = text.replace("2026.11.0", f"2026.12.{i}")
+    for key in ("version: agent-baseline", "sha256:"):
+        new = new.replace(pin(text, key), pin(src, key), 1)
+    open(f"{fleet}/releases/2026.12.{i}.yaml", "w").write(new)
+    waves = open(f"{fleet}/releases/waves.yaml").read()
+    waves = re.sub(r"(  canary:\n    release: )\S+", rf"\g<1>2026.12.{i}", waves)
+    open(f"{fleet}/releases/waves.yaml", "w").write(waves)
+    print(pin(src, "version: agent-baseline").split(":", 1)[1].strip())
+
+def watch_pods_cm(ns, n, cm):
+    """Until n pods of Agents in ns mount ConfigMap cm and are Running, Ready
+    and not terminating. Prints the time."""
+    ready = {}
+    seen = False
+    for pod in objects(["kubectl", "get", "pods", "-n", ns, "-l", "autonomic.sh/agent", "-w", "-o", "json"]):
+        t = time.time()
+        if not seen:
+            seen = True
+            print("ready", flush=True)
+        agent = pod["metadata"]["labels"].get("autonomic.sh/agent")
+        mounts = any((v.get("configMap") or {}).get("name") == cm for v in pod["spec"].get("volumes", []))
+        st = pod.get("status") or {}
+        ok = any(c["type"] == "Ready" and c["status"] == "True" for c in st.get("conditions", []))
+        if mounts and st.get("phase") == "Running" and ok and not pod["metadata"].get("deletionTimestamp"):
+            ready[agent] = t
+        if len(ready) >= int(n):
+            print(f"{t:.3f}", flush=True)
+            return
+
+def baseline_summary(out):
+    rows = [json.loads(l) for l in open(f"{out}/gitops-baseline.jsonl")]
+    exo = [r for r in rows if r["side"] == "exo"]
+    k = [r for r in rows if r["side"] == "kubectl"]
+    me, mk = median([r["total"] for r in exo]), median([r["total"] for r in k])
+    n = exo[0]["agents"] if exo else 0
+    print(f"| baseline ConfigMap change in one tenant ({n} Agents mount it), {len(exo)} runs | Exo (commit, push, hook -> tenant Verified: every mounting pod rolled and its content hashed) | **{fmt(me, ' s', 2)}** | kubectl: apply the {n} re-pointed Agents -> every new pod Ready | **{fmt(mk, ' s', 2)}** | **{fmt(me / mk if me and mk else None, '', 2)}** |")
+    print("runs: exo " + ", ".join(f"{r['total']:.2f}" for r in exo) + "; kubectl " + ", ".join(f"{r['total']:.2f}" for r in k))
+    print("verify execs per exo run: " + ", ".join(f"{r['execs']:.0f}" for r in exo) + f" (Agents that mount the map: {n}; other tenants' Agents: {exo[0]['others'] if exo else 0})")
+    print("pods re-created per exo run, in the tenant / elsewhere: " + ", ".join(f"{r['rolled']:.0f} / {r['rolled_elsewhere']:.0f}" for r in exo))
+
+def pod_uids(p, out):
+    """Every Agent pod's uid in the bench's tenant namespaces, by namespace/agent."""
+    pods = json.loads(subprocess.run(["kubectl", "get", "pods", "-A", "-l", "autonomic.sh/agent", "-o", "json"],
+                                     capture_output=True, text=True, check=True).stdout)["items"]
+    uids = {f'{x["metadata"]["namespace"]}/{x["metadata"]["labels"]["autonomic.sh/agent"]}': x["metadata"]["uid"]
+            for x in pods if x["metadata"]["namespace"].startswith(p + "-") and not x["metadata"].get("deletionTimestamp")}
+    json.dump(uids, open(out, "w"))
+
+def baseline_record(out, side, total, agents, before=None, after=None, ns=None, m_before=None, m_after=None, tenants=None):
+    row = {"side": side, "total": float(total), "agents": int(agents)}
+    if side == "exo":
+        a, b = json.load(open(before)), json.load(open(after))
+        changed = [k for k in a if b.get(k) != a[k]]
+        row["rolled"] = sum(1 for k in changed if k.startswith(ns + "/"))
+        row["rolled_elsewhere"] = len(changed) - row["rolled"]
+        execs = lambda f: sum(v for _, v in samples(open(f).read(), "exo_operator_verify_execs_total"))
+        row["execs"] = execs(m_after) - execs(m_before)
+        row["others"] = (int(tenants) - 1) * int(agents)
+    with open(f"{out}/gitops-baseline.jsonl", "a") as f:
+        f.write(json.dumps(row) + "\n")
 
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -607,6 +680,59 @@ if [[ " $PHASES " == *" push "* ]]; then
   drift1=$(curl -sf "http://$op_addr/metrics" | awk '/^exo_operator_drift_reverted_total/ {s += $2} END {print s + 0}')
   log "push runs done; drift reverts during them: $((drift1 - drift0))"
   py push-summary "$OUT" "$RUNS" | tee "$OUT/gitops-push-summary.txt"
+fi
+# ------------------------------------------------------------------ baseline
+# A baseline ConfigMap change in one tenant: a release that moves only the
+# agent baseline to its other version, for the canary wave (tenant 00)
+# alone. Exo rolls and hashes every pod that mounts it, and no other; the
+# kubectl side re-points its Agents (the same template, the same maps) in
+# one apply and waits for every new pod.
+if [[ " $PHASES " == *" baseline "* ]]; then
+  : > "$OUT/gitops-baseline.jsonl"
+  canary=$P-00
+  cm_of() { grep -m1 "version: agent-baseline" "$1" | awk '{print $2}'; }
+  old_cm=$(cm_of "$work/fleet/releases/2026.11.0.yaml"); new_cm=$(cm_of "$work/fleet/releases/2026.11.1.yaml")
+  for i in $(seq 1 "$BASELINE_RUNS"); do
+    # Odd runs move to the 2026.11.1 baseline, even runs back.
+    if [ $((i % 2)) -eq 1 ]; then from=2026.11.1; to_cm=$new_cm; else from=2026.11.0; to_cm=$old_cm; fi
+    # Exo.
+    py pod-uids "$P" "$work/uids-before.json"
+    curl -sf "http://$op_addr/metrics" > "$work/metrics-before"
+    start_watch "$work/watch-b-$i.out" watch-rollout "$canary" "$OUT/gitops-baseline-events-$i.jsonl"
+    got=$(py baseline-release "$work/fleet" "$i" "$work/fleet/releases/$from.yaml")
+    [ "$got" = "$to_cm" ] || { log "the release pins $got, not $to_cm"; exit 1; }
+    coproc HOOK { py hook "$op_addr" "$OPS" bench "$work/token"; }
+    read -r res <&"${HOOK[0]}"
+    t0=$(now)
+    git -C "$work/fleet" add -A
+    git -C "$work/fleet" commit -qm "bench baseline run $i: the canary's agent baseline to $to_cm"
+    git -C "$work/fleet" push -q
+    commit=$(git -C "$work/fleet" rev-parse HEAD)
+    echo "$commit" >&"${HOOK[1]}"
+    read -r status _ _ <&"${HOOK[0]}"
+    wait "$HOOK_PID" 2>/dev/null || true
+    [ "$status" = 202 ] || { log "hook answered $status"; exit 1; }
+    res=$(finish_watch "$work/watch-b-$i.out" 900)
+    [ "${res#* }" = "$commit" ] || { log "tenant $canary verified ${res#* }, pushed $commit"; exit 1; }
+    total=$(echo "${res%% *} - $t0" | bc)
+    settle
+    curl -sf "http://$op_addr/metrics" > "$work/metrics-after"
+    py pod-uids "$P" "$work/uids-after.json"
+    py baseline-record "$OUT" exo "$total" "$AGENTS" "$work/uids-before.json" "$work/uids-after.json" "$canary" \
+      "$work/metrics-before" "$work/metrics-after" "$TENANTS"
+    log "baseline run $i: exo $canary verified on $to_cm after ${total}s"
+    # kubectl.
+    for a in $(seq 0 $((AGENTS - 1))); do kagent "$a" | sed "s/configMap: agent-baseline-.*/configMap: $to_cm/"; echo "---"; done > "$work/kubectl-baseline.yaml"
+    start_watch "$work/watch-kb-$i.out" watch-pods-cm "$KNS" "$AGENTS" "$to_cm"
+    t0=$(now)
+    kubectl apply --server-side -f "$work/kubectl-baseline.yaml" >/dev/null
+    t_done=$(finish_watch "$work/watch-kb-$i.out" 900)
+    total=$(echo "$t_done - $t0" | bc)
+    py baseline-record "$OUT" kubectl "$total" "$AGENTS"
+    log "baseline run $i: kubectl $KNS re-pointed to $to_cm, every pod Ready after ${total}s"
+    settle
+  done
+  py baseline-summary "$OUT" | tee "$OUT/gitops-baseline-summary.txt"
 fi
 kubectl delete ns "$KNS" --wait=false >/dev/null
 timeout 300 kubectl wait --for=delete ns "$KNS" --timeout=300s >/dev/null 2>&1 || true
