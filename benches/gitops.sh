@@ -104,15 +104,20 @@ def spawn(cmd):
                             preexec_fn=lambda: libc.prctl(1, signal.SIGTERM))  # PR_SET_PDEATHSIG
 
 def objects(cmd):
-    """Objects printed by `kubectl get -w -o json`, one by one, as they come."""
+    """Objects printed by `kubectl get -w -o json`, one by one, as they come
+    (the items of a List, which kubectl prints for a long first listing)."""
     proc = spawn(cmd)
     buf = []
     try:
         for line in proc.stdout:
             buf.append(line)
             if line.rstrip("\n") == "}":
-                yield json.loads("".join(buf))
+                obj = json.loads("".join(buf))
                 buf = []
+                if obj.get("kind") == "List":
+                    yield from obj.get("items", [])
+                else:
+                    yield obj
     finally:
         proc.terminate()
 
@@ -727,6 +732,7 @@ if [[ " $PHASES " == *" baseline "* ]]; then
     t0=$(now)
     kubectl apply --server-side -f "$work/kubectl-baseline.yaml" >/dev/null
     t_done=$(finish_watch "$work/watch-kb-$i.out" 900)
+    [[ "$t_done" =~ ^[0-9.]+$ ]] || { log "the kubectl side's pod watch ended without a result: $t_done"; exit 1; }
     total=$(echo "$t_done - $t0" | bc)
     py baseline-record "$OUT" kubectl "$total" "$AGENTS"
     log "baseline run $i: kubectl $KNS re-pointed to $to_cm, every pod Ready after ${total}s"
