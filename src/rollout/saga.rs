@@ -307,8 +307,11 @@ pub fn start(
     s.applied_commit = Some(for_.commit.to_owned());
     s.observed_generation = for_.generation;
     // One look per desired object, not a scan of the inventory each.
-    let held: BTreeSet<(InventoryKind, &str)> =
-        s.inventory.iter().map(|e| (e.kind, e.name.as_str())).collect();
+    let held: BTreeSet<(InventoryKind, &str)> = s
+        .inventory
+        .iter()
+        .map(|e| (e.kind, e.name.as_str()))
+        .collect();
     let new: Vec<InventoryEntry> = desired
         .iter()
         .filter(|(kind, name)| !held.contains(&(*kind, name.as_str())))
