@@ -616,23 +616,17 @@ log "cold deploy verified in ${cold}s; kubectl agents Active after $(since "$t0"
 echo "$cold" > "$OUT/gitops-cold.txt"
 
 # ------------------------------------------------------------------ push
-exo_run() { # run
-  local i=$1 tenant agent value t0 t_push t_post t_hook t_done commit status res
-  tenant=$P-$(printf %02d $(( (i - 1) % TENANTS )))
-  agent=agent-$(printf %03d $(( (37 * i) % AGENTS )))
-  value="run-$i-$P"
-  start_watch "$work/watch-exo-$i.out" watch-rollout "$tenant" "$OUT/gitops-exo-events-$i.jsonl"
-  py edit "$work/fleet/manifests/$tenant/$agent.yaml" "$value"
+# Commits what changed in the fleet, pushes, and sends the signed hook for
+# the commit. The sender is started before the clock (a git host's is
+# already running). Sets t0 (before the commit), t_push, commit, and the
+# hook's t_post and t_hook; a hook that is not answered 202 ends the bench.
+push_with_hook() { # message
+  local res status
   coproc HOOK { py hook "$op_addr" "$OPS" bench "$work/token"; }
   read -r res <&"${HOOK[0]}"
-  # The git transport's floor, measured after the run: the git CLI fetching
-  # the pushed commit from the same daemon into a mirror of its own.
-  if [ ! -d "$work/floor.git" ]; then
-    git init -q --bare "$work/floor.git"
-    git -C "$work/floor.git" fetch -q "$EXO_TEST_GIT_BASE/$P-fleet.git" +refs/heads/main:refs/remotes/origin/main
-  fi
   t0=$(now)
-  git -C "$work/fleet" commit -qam "bench run $i: $tenant/$agent BENCH_EDIT=$value"
+  git -C "$work/fleet" add -A
+  git -C "$work/fleet" commit -qm "$1"
   git -C "$work/fleet" push -q
   t_push=$(now)
   commit=$(git -C "$work/fleet" rev-parse HEAD)
@@ -640,6 +634,21 @@ exo_run() { # run
   read -r status t_post t_hook <&"${HOOK[0]}"
   wait "$HOOK_PID" 2>/dev/null || true
   [ "$status" = 202 ] || { log "hook answered $status"; exit 1; }
+}
+exo_run() { # run
+  local i=$1 tenant agent value t0 t_push t_post t_hook t_done commit status res
+  tenant=$P-$(printf %02d $(( (i - 1) % TENANTS )))
+  agent=agent-$(printf %03d $(( (37 * i) % AGENTS )))
+  value="run-$i-$P"
+  start_watch "$work/watch-exo-$i.out" watch-rollout "$tenant" "$OUT/gitops-exo-events-$i.jsonl"
+  py edit "$work/fleet/manifests/$tenant/$agent.yaml" "$value"
+  # The git transport's floor, measured after the run: the git CLI fetching
+  # the pushed commit from the same daemon into a mirror of its own.
+  if [ ! -d "$work/floor.git" ]; then
+    git init -q --bare "$work/floor.git"
+    git -C "$work/floor.git" fetch -q "$EXO_TEST_GIT_BASE/$P-fleet.git" +refs/heads/main:refs/remotes/origin/main
+  fi
+  push_with_hook "bench run $i: $tenant/$agent BENCH_EDIT=$value"
   res=$(finish_watch "$work/watch-exo-$i.out" 600)
   t_done=${res%% *}
   [ "${res#* }" = "$commit" ] || { log "tenant $tenant verified ${res#* }, pushed $commit"; exit 1; }
@@ -706,17 +715,7 @@ if [[ " $PHASES " == *" baseline "* ]]; then
     start_watch "$work/watch-b-$i.out" watch-rollout "$canary" "$OUT/gitops-baseline-events-$i.jsonl"
     got=$(py baseline-release "$work/fleet" "$i" "$work/fleet/releases/$from.yaml")
     [ "$got" = "$to_cm" ] || { log "the release pins $got, not $to_cm"; exit 1; }
-    coproc HOOK { py hook "$op_addr" "$OPS" bench "$work/token"; }
-    read -r res <&"${HOOK[0]}"
-    t0=$(now)
-    git -C "$work/fleet" add -A
-    git -C "$work/fleet" commit -qm "bench baseline run $i: the canary's agent baseline to $to_cm"
-    git -C "$work/fleet" push -q
-    commit=$(git -C "$work/fleet" rev-parse HEAD)
-    echo "$commit" >&"${HOOK[1]}"
-    read -r status _ _ <&"${HOOK[0]}"
-    wait "$HOOK_PID" 2>/dev/null || true
-    [ "$status" = 202 ] || { log "hook answered $status"; exit 1; }
+    push_with_hook "bench baseline run $i: the canary's agent baseline to $to_cm"
     res=$(finish_watch "$work/watch-b-$i.out" 900)
     [ "${res#* }" = "$commit" ] || { log "tenant $canary verified ${res#* }, pushed $commit"; exit 1; }
     total=$(echo "${res%% *} - $t0" | bc)
