@@ -294,6 +294,7 @@ fn materialise(
     let previous = previous_checkout(repo, cache, &id);
     let mut write = Write {
         repo,
+        odb: repo.odb()?,
         commit: &id,
         max_file,
         total: 0,
@@ -378,14 +379,16 @@ fn remove(path: &Path) -> std::io::Result<()> {
 }
 
 /// One commit being written out: the limits and the bytes so far.
-struct Write<'r> {
+struct Write<'r, 'c> {
     repo: &'r Repository,
-    commit: &'r str,
+    /// Opened once: an unchanged file's size is read from its header.
+    odb: git2::Odb<'r>,
+    commit: &'c str,
     max_file: u64,
     total: u64,
 }
 
-impl Write<'_> {
+impl Write<'_, '_> {
     fn io(path: &Path, source: std::io::Error) -> GitSyncError {
         GitSyncError::Io {
             path: path.to_owned(),
@@ -464,7 +467,7 @@ impl Write<'_> {
                 }
                 (Some(ObjectType::Blob), _) => {
                     if same {
-                        let (size, _) = self.repo.odb()?.read_header(entry.id())?;
+                        let (size, _) = self.odb.read_header(entry.id())?;
                         self.add(size as u64, &shown)?;
                         continue;
                     }
@@ -487,13 +490,12 @@ impl Write<'_> {
 
     /// Counts the bytes of a folder moved over, against the limits.
     fn count(&mut self, tree: &git2::Tree<'_>, shown: &str) -> Result<(), GitSyncError> {
-        let odb = self.repo.odb()?;
         for e in tree.iter() {
             let name = format!("{shown}/{}", String::from_utf8_lossy(e.name_bytes()));
             match e.kind() {
                 Some(ObjectType::Tree) => self.count(&self.repo.find_tree(e.id())?, &name)?,
                 _ => {
-                    let (size, _) = odb.read_header(e.id())?;
+                    let (size, _) = self.odb.read_header(e.id())?;
                     self.add(size as u64, &name)?;
                 }
             }
