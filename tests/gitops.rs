@@ -5,7 +5,8 @@
 //! release; removals are pruned from the inventory; hand edits and deletes
 //! are reverted; live content is checked again and healed or reported;
 //! `prune: false` and `suspend: true` hold; a killed operator finishes a
-//! prune without deleting anything twice.
+//! prune without deleting anything twice; an inventory an older operator
+//! kept in the Rollout's status is carried over and pruned from.
 //!
 //! Tests here run one at a time (each runs an operator that watches the
 //! whole cluster), with tenant namespaces prefixed per test.
@@ -16,8 +17,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use exo::crd::{
-    Agent, CONDITION_CONTENT_DRIFT, CONDITION_PRUNED, InventoryKind, Rollout, RolloutPhase,
+    Agent, CONDITION_CONTENT_DRIFT, CONDITION_PRUNED, Inventory, InventoryEntry, InventoryKind,
+    Rollout, RolloutPhase,
 };
+use exo::meta::ROLLOUT_NAME;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
@@ -36,10 +39,34 @@ fn verified_at(r: &Rollout, commit: &str) -> bool {
     })
 }
 
-fn in_inventory(r: &Rollout, kind: InventoryKind, name: &str) -> bool {
-    r.status
-        .as_ref()
-        .is_some_and(|s| s.inventory.iter().any(|e| e.kind == kind && e.name == name))
+/// The tenant's inventory: the entries of its `Inventory` (beside the
+/// Rollout, same name), empty when there is none.
+async fn inventory(ns: &str) -> Vec<InventoryEntry> {
+    let client = support::client().await;
+    Api::<Inventory>::namespaced(client, ns)
+        .get_opt(ROLLOUT_NAME)
+        .await
+        .unwrap()
+        .map(|i| i.spec.entries)
+        .unwrap_or_default()
+}
+
+fn holds(entries: &[InventoryEntry], kind: InventoryKind, name: &str) -> bool {
+    entries.iter().any(|e| e.kind == kind && e.name == name)
+}
+
+/// Waits until the tenant's inventory satisfies `pred`.
+async fn wait_inventory(
+    ns: &str,
+    what: &str,
+    pred: impl Fn(&[InventoryEntry]) -> bool,
+) -> Vec<InventoryEntry> {
+    let pred = &pred;
+    eventually(what, Duration::from_secs(60), || async move {
+        let entries = inventory(ns).await;
+        pred(&entries).then_some(entries)
+    })
+    .await
 }
 
 fn condition<'a>(
@@ -100,9 +127,14 @@ async fn commits_between_releases_are_applied_verified_and_pruned() {
             verified_at(r, &c1)
         })
         .await;
+    let entries = inventory(acme).await;
     assert!(
-        in_inventory(&ro, InventoryKind::Agent, "helper"),
-        "{:?}",
+        holds(&entries, InventoryKind::Agent, "helper"),
+        "{entries:?}"
+    );
+    assert!(
+        ro.status.as_ref().unwrap().inventory.is_empty(),
+        "the inventory is not in the Rollout: {:?}",
         ro.status
     );
     assert_eq!(ro.spec.release, OLD, "no new release");
@@ -166,15 +198,16 @@ async fn commits_between_releases_are_applied_verified_and_pruned() {
     let c3 = fx.push(&[("manifests/gs-acme/helper.yaml", None)], "remove helper");
     fx.request_sync().await;
     wait_gone(&agents, "helper", "helper pruned").await;
-    let ro = fx
-        .wait_until(acme, "helper out of the inventory", &op, |r| {
-            verified_at(r, &c3) && !in_inventory(r, InventoryKind::Agent, "helper")
-        })
-        .await;
-    assert_eq!(
-        condition(&ro, CONDITION_PRUNED).map(|c| c.status.as_str()),
-        Some("True")
-    );
+    // The deletion may still be finishing when the saga verifies (a prune
+    // never holds it); the verified tenant's next pass sees it gone.
+    fx.wait_until(acme, "verified, helper pruned", &op, |r| {
+        verified_at(r, &c3) && condition(r, CONDITION_PRUNED).is_some_and(|c| c.status == "True")
+    })
+    .await;
+    wait_inventory(acme, "helper out of the inventory", |e| {
+        !holds(e, InventoryKind::Agent, "helper")
+    })
+    .await;
     assert!(!events(acme, "Pruned", &["Agent helper"]).await.is_empty());
 
     // Removed while a finalizer blocks deletion: kept in the inventory and
@@ -207,7 +240,7 @@ async fn commits_between_releases_are_applied_verified_and_pruned() {
             r.current_status()
                 .is_some_and(|s| s.applied_commit.as_deref() == Some(c5.as_str()))
                 && r.status.as_ref().is_some_and(|s| {
-                    s.inventory.iter().any(|e| {
+                    s.pending_prunes.iter().any(|e| {
                         e.name == "keeper"
                             && e.prune_blocked
                                 .as_deref()
@@ -223,6 +256,15 @@ async fn commits_between_releases_are_applied_verified_and_pruned() {
             .unwrap()
             .message
             .contains("Agent keeper")
+    );
+    // The inventory keeps it, with the same reason.
+    let entries = inventory(acme).await;
+    assert!(
+        entries.iter().any(|e| e.name == "keeper"
+            && e.prune_blocked
+                .as_deref()
+                .is_some_and(|w| w.contains("test.exo.invalid/hold"))),
+        "{entries:?}"
     );
     assert!(
         agents
@@ -250,9 +292,15 @@ async fn commits_between_releases_are_applied_verified_and_pruned() {
         .await
         .unwrap();
     wait_gone(&agents, "keeper", "keeper gone once released").await;
-    fx.wait_until(acme, "keeper out of the inventory", &op, |r| {
-        !in_inventory(r, InventoryKind::Agent, "keeper")
-            && condition(r, CONDITION_PRUNED).is_some_and(|c| c.status == "True")
+    fx.wait_until(acme, "the prune no longer blocked", &op, |r| {
+        condition(r, CONDITION_PRUNED).is_some_and(|c| c.status == "True")
+            && r.status
+                .as_ref()
+                .is_some_and(|s| s.pending_prunes.is_empty())
+    })
+    .await;
+    wait_inventory(acme, "keeper out of the inventory", |e| {
+        !holds(e, InventoryKind::Agent, "keeper")
     })
     .await;
 
@@ -267,7 +315,7 @@ async fn commits_between_releases_are_applied_verified_and_pruned() {
         r.current_status()
             .is_some_and(|s| s.applied_commit.as_deref() == Some(c6.as_str()))
             && r.status.as_ref().is_some_and(|s| {
-                s.inventory.iter().any(|e| {
+                s.pending_prunes.iter().any(|e| {
                     e.name == "assistant"
                         && e.prune_blocked
                             .as_deref()
@@ -607,11 +655,10 @@ async fn a_killed_operator_finishes_a_prune_without_deleting_twice() {
     for n in names {
         wait_gone(&agents, n, &format!("{n} pruned")).await;
     }
-    fx.wait_until(t, "the inventory clean", &op, |r| {
-        verified_at(r, &c2)
-            && names
-                .iter()
-                .all(|n| !in_inventory(r, InventoryKind::Agent, n))
+    fx.wait_until(t, "verified without the four", &op, |r| verified_at(r, &c2))
+        .await;
+    wait_inventory(t, "the inventory clean", |e| {
+        names.iter().all(|n| !holds(e, InventoryKind::Agent, n))
     })
     .await;
     // Deleted once each: at most one Pruned Event per object, and what git
@@ -650,5 +697,91 @@ async fn a_killed_operator_finishes_a_prune_without_deleting_twice() {
         !page.contains(r#"controller="Rollout",kind="AgentFS""#),
         "the successor applied an AgentFS again:\n{page}"
     );
+    op.kill9();
+
+    // What an operator older than the Inventory kind left behind: the
+    // inventory in the Rollout's status (applied with the operator's field
+    // manager) and no Inventory. One entry there is an Agent git no longer
+    // has. The next operator carries the entries over, prunes that Agent,
+    // and writes the status without them.
+    let client = fx.ns.client.clone();
+    let text = extra_agent(&fx, t, "orphan");
+    let mut orphan: Agent =
+        exo::yaml::from_str(std::path::Path::new("orphan.yaml"), &text).unwrap();
+    orphan.metadata.namespace = Some(t.into());
+    orphan
+        .metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .insert(
+            exo::meta::LABEL_MANAGED_BY.into(),
+            exo::meta::MANAGED_BY.into(),
+        );
+    let orphan = agents
+        .create(&kube::api::PostParams::default(), &orphan)
+        .await
+        .unwrap();
+    let mut legacy = inventory(t).await;
+    assert!(
+        holds(&legacy, InventoryKind::Agent, "assistant"),
+        "{legacy:?}"
+    );
+    legacy.push(InventoryEntry {
+        kind: InventoryKind::Agent,
+        name: "orphan".into(),
+        uid: orphan.metadata.uid.clone().unwrap(),
+        prune_blocked: None,
+    });
+    Api::<Inventory>::namespaced(client.clone(), t)
+        .delete(ROLLOUT_NAME, &DeleteParams::default())
+        .await
+        .unwrap();
+    let rollouts: Api<Rollout> = Api::namespaced(client.clone(), t);
+    let mut status =
+        serde_json::to_value(rollouts.get(ROLLOUT_NAME).await.unwrap().status).unwrap();
+    status["inventory"] = serde_json::to_value(&legacy).unwrap();
+    rollouts
+        .patch_status(
+            ROLLOUT_NAME,
+            &PatchParams::apply(exo::meta::FIELD_MANAGER).force(),
+            &Patch::Apply(serde_json::json!({
+                "apiVersion": "autonomic.sh/v1alpha1",
+                "kind": "Rollout",
+                "status": status,
+            })),
+        )
+        .await
+        .unwrap();
+    let mut op = Operator::start(&fx.ns.name, &support::env().kubeconfig, "c");
+    wait_gone(&agents, "orphan", "the carried-over orphan pruned").await;
+    let entries = wait_inventory(t, "the inventory carried over, without the orphan", |e| {
+        holds(e, InventoryKind::Agent, "assistant") && !holds(e, InventoryKind::Agent, "orphan")
+    })
+    .await;
+    assert_eq!(
+        entries
+            .iter()
+            .find(|e| e.name == "assistant")
+            .map(|e| e.uid.as_str()),
+        kept_uid.as_deref(),
+        "carried over with its uid"
+    );
+    eventually(
+        "the status without its inventory",
+        Duration::from_secs(60),
+        || async {
+            let raw = Api::<kube::api::DynamicObject>::namespaced_with(
+                client.clone(),
+                t,
+                &kube::api::ApiResource::erase::<Rollout>(&()),
+            )
+            .get(ROLLOUT_NAME)
+            .await
+            .ok()?;
+            raw.data["status"].get("inventory").is_none().then_some(())
+        },
+    )
+    .await;
+    assert!(verified_at(&fx.rollout(t).await.unwrap(), &c2));
     op.kill9();
 }

@@ -260,8 +260,7 @@ async fn status_reports_stale_and_in_sync_from_the_status_the_spec_was_computed_
         json!({
             "conditions": [{"type": "ContentDrift", "status": "True", "reason": "Mismatch",
                 "message": "pod agent-a: AGENTS.md differs", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
-            "inventory": [
-                {"kind": "Agent", "name": "a", "uid": "1"},
+            "pendingPrunes": [
                 {"kind": "Tool", "name": "old", "uid": "2", "pruneBlocked": "finalizer example.com/hold"}
             ],
             "lastDrift": {"at": "2026-01-01T00:00:00Z", "object": "Agent/a", "fields": ["spec.runtime.image"]},
@@ -371,6 +370,23 @@ fn checkout(tenant: &str, drop: &str) -> tempfile::TempDir {
     dir
 }
 
+/// `exo release plan 2026.11.1 --prune -o json` in `root`, and the part
+/// of its prune plan about `tenant`.
+fn prune_plan_of(root: &std::path::Path, tenant: &str) -> (Value, Value) {
+    let plan = json_of(&exo(
+        root,
+        &["release", "plan", "2026.11.1", "--prune", "-o", "json"],
+    ));
+    let mine = plan["prune"]["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tenant"] == tenant)
+        .cloned()
+        .unwrap_or_else(|| panic!("{plan:#}"));
+    (plan, mine)
+}
+
 #[tokio::test]
 async fn plan_prune_lists_the_inventory_the_checkout_no_longer_has() {
     let client = support::client().await;
@@ -395,17 +411,8 @@ async fn plan_prune_lists_the_inventory_the_checkout_no_longer_has() {
     let co = checkout(&tenant.name, "router.yaml");
     let root = co.path();
 
-    let status = json_of(&exo(
-        root,
-        &["release", "plan", "2026.11.1", "--prune", "-o", "json"],
-    ));
+    let (status, mine) = prune_plan_of(root, &tenant.name);
     assert_eq!(status["release"], "2026.11.1", "the plan is still there");
-    let mine = status["prune"]["tenants"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["tenant"] == tenant.name.as_str())
-        .unwrap_or_else(|| panic!("{status:#}"));
     assert_eq!(
         mine["prune"],
         json!([
@@ -414,7 +421,10 @@ async fn plan_prune_lists_the_inventory_the_checkout_no_longer_has() {
         ]),
         "{mine:#}"
     );
-    assert_eq!(mine["statusCurrent"], true);
+    assert_eq!(
+        mine["legacyInventory"], true,
+        "from the status an older operator wrote: {mine:#}"
+    );
     let fl = status["prune"]["fleets"]
         .as_array()
         .unwrap()
@@ -444,6 +454,32 @@ async fn plan_prune_lists_the_inventory_the_checkout_no_longer_has() {
         rows[1].contains("scratch") && rows[1].contains("pending: mounted by agent assistant"),
         "{t}"
     );
+
+    // Once the tenant has an Inventory (what the operator writes), it is
+    // what counts, not the status.
+    let mut inv = exo::crd::Inventory::new(
+        exo::meta::ROLLOUT_NAME,
+        exo::crd::InventorySpec {
+            entries: vec![exo::crd::InventoryEntry {
+                kind: exo::crd::InventoryKind::Agent,
+                name: "retired-bot".into(),
+                uid: "9".into(),
+                prune_blocked: None,
+            }],
+        },
+    );
+    inv.metadata.namespace = Some(tenant.name.clone());
+    kube::Api::<exo::crd::Inventory>::namespaced(client.clone(), &tenant.name)
+        .create(&kube::api::PostParams::default(), &inv)
+        .await
+        .unwrap();
+    let (_, mine) = prune_plan_of(root, &tenant.name);
+    assert_eq!(
+        mine["prune"],
+        json!([{"kind": "Agent", "name": "retired-bot", "blocked": null}]),
+        "{mine:#}"
+    );
+    assert_eq!(mine["legacyInventory"], false, "{mine:#}");
 
     // Without --prune the plan never reads the cluster.
     let o = Command::new(EXO)

@@ -102,6 +102,16 @@ fn git(root: &std::path::Path, args: &[&str]) {
     assert!(o.status.success(), "git {args:?}: {}", out(&o));
 }
 
+/// The entries of the tenant's `Inventory` (empty without one).
+async fn inventory(client: &kube::Client, ns: &str) -> Vec<exo::crd::InventoryEntry> {
+    Api::<exo::crd::Inventory>::namespaced(client.clone(), ns)
+        .get_opt(exo::meta::ROLLOUT_NAME)
+        .await
+        .unwrap()
+        .map(|i| i.spec.entries)
+        .unwrap_or_default()
+}
+
 async fn secret(fx: &Fixture, ns: &str, name: &str) -> Option<Secret> {
     Api::<Secret>::namespaced(fx.ns.client.clone(), ns)
         .get_opt(name)
@@ -315,7 +325,7 @@ async fn onboarded_from_the_cli_through_a_merge_offboarded_restored_and_confirme
     // env, and the audit's credential rule is clean.
     let assistant = fx.served_file(&format!("manifests/{}-acme/assistant.yaml", fx.prefix));
     let tenant_yaml = fx.served_file(&format!("manifests/{name}/tenant.yaml"));
-    fx.push(
+    let with_agent = fx.push(
         &[(
             &format!("manifests/{name}/assistant.yaml"),
             Some(&assistant),
@@ -327,11 +337,18 @@ async fn onboarded_from_the_cli_through_a_merge_offboarded_restored_and_confirme
         .wait_until(&name, "verified with its agent", &op, |r| {
             r.current_status().is_some_and(|s| {
                 s.phase == Some(RolloutPhase::Verified)
-                    && s.inventory.iter().any(|e| e.name == "assistant")
+                    && s.applied_commit.as_deref() == Some(with_agent.as_str())
             })
         })
         .await;
     assert_eq!(r.spec.tenant, name);
+    assert!(
+        inventory(&client, &name)
+            .await
+            .iter()
+            .any(|e| e.name == "assistant"),
+        "the agent is in the tenant's inventory"
+    );
     let pods = Api::<Pod>::namespaced(client.clone(), &name)
         .list(&ListParams::default().labels("autonomic.sh/agent=assistant"))
         .await
@@ -490,12 +507,8 @@ async fn onboarded_from_the_cli_through_a_merge_offboarded_restored_and_confirme
     assert_eq!(fs.spec.max_size.0, "2Gi");
     assert_eq!(fs.labels()["autonomic.sh/tenant"], name);
     assert!(
-        !fx.rollout(&name)
+        !inventory(&client, &name)
             .await
-            .unwrap()
-            .current_status()
-            .unwrap()
-            .inventory
             .iter()
             .any(|e| e.name == "workspace"),
         "the rollout claims the saga's AgentFS"

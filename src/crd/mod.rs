@@ -7,6 +7,7 @@
 
 mod agent;
 mod agentfs;
+mod inventory;
 mod monitors;
 mod rollout;
 mod saga;
@@ -16,6 +17,7 @@ pub mod tenant;
 
 pub use agent::*;
 pub use agentfs::*;
+pub use inventory::*;
 pub use monitors::*;
 pub use rollout::*;
 pub use saga::*;
@@ -37,6 +39,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         AgentFS::crd(),
         Fleet::crd(),
         Rollout::crd(),
+        Inventory::crd(),
         tenant::Tenant::crd(),
     ]
 }

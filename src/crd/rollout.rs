@@ -5,6 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
+use super::InventoryEntry;
 use super::saga::SagaStep;
 
 /// The fleet repository the operator syncs, like Flux's GitRepository.
@@ -245,9 +246,17 @@ pub struct RolloutStatus {
     /// The `spec.commit` the steps above are for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied_commit: Option<String>,
-    /// Every object the saga applied for this tenant and has not pruned.
+    /// Deprecated: the inventory now lives in the `Inventory` of the same
+    /// name. An operator that finds entries here (written by an older one)
+    /// carries them over into that object, then writes this status without
+    /// them. Never written.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inventory: Vec<InventoryEntry>,
+    /// Objects git dropped whose deletion did not finish, with why (at
+    /// most [`PENDING_PRUNES_SHOWN`]; the `Pruned` condition gives the
+    /// count): what `exo release status` and the dashboard show.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_prunes: Vec<InventoryEntry>,
     /// `Pruned` (False while an object git dropped cannot be deleted) and
     /// `ContentDrift` (True while a re-check found live content that is
     /// not the release's).
@@ -289,57 +298,6 @@ pub struct ChangedSet {
     pub config_maps: Vec<String>,
 }
 
-/// One object in a tenant's inventory.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, KubeSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct InventoryEntry {
-    pub kind: InventoryKind,
-    pub name: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub uid: String,
-    /// Set while git no longer has the object and deleting it did not
-    /// finish: why (a finalizer, a refusal). It stays here until it is gone.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prune_blocked: Option<String>,
-}
-
-#[derive(
-    Serialize,
-    Deserialize,
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Default,
-    schemars::JsonSchema,
-)]
-pub enum InventoryKind {
-    #[default]
-    Agent,
-    Tool,
-    AgentFS,
-}
-
-impl InventoryKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            InventoryKind::Agent => "Agent",
-            InventoryKind::Tool => "Tool",
-            InventoryKind::AgentFS => "AgentFS",
-        }
-    }
-}
-
-impl std::fmt::Display for InventoryKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// A managed object found different from git and put back.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]
 #[serde(rename_all = "camelCase")]
@@ -363,6 +321,9 @@ pub struct LiveCheck {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }
+
+/// How many pending prunes a Rollout's status lists.
+pub const PENDING_PRUNES_SHOWN: usize = 20;
 
 /// Condition types on a Rollout.
 pub const CONDITION_PRUNED: &str = "Pruned";

@@ -6,7 +6,8 @@
 //! - `workload`: what every step shares (its context, error outcomes, the
 //!   one way a workload is applied, the pod checks);
 //! - the steps: the saga's actuators (`actuate`), the live-content check
-//!   (`verify`), `drift`, `prune` and the live re-check (`reverify`);
+//!   (`verify`), `drift`, the tenant's `inventory`, `prune` and the live
+//!   re-check (`reverify`);
 //! - the leader-only `engine` that syncs the fleet repository and drives
 //!   each tenant's saga.
 
@@ -17,6 +18,7 @@ pub mod diff;
 pub mod drift;
 pub mod engine;
 pub mod gates;
+pub mod inventory;
 pub mod isolation;
 pub mod prune;
 pub mod reverify;

@@ -1,6 +1,6 @@
-//! Inventory and prune. A tenant's Rollout status lists every object the
-//! saga applied (kind, name, uid). An entry git no longer has is deleted,
-//! and it leaves the inventory only once it is really gone:
+//! Inventory and prune. A tenant's inventory (`super::inventory`) lists
+//! every object the saga applied (kind, name, uid). An entry git no longer
+//! has is deleted, and it leaves the inventory only once it is really gone:
 //! - the object must still carry `app.kubernetes.io/managed-by: exo` and
 //!   the inventory's uid (a same-named object made by hand is not ours);
 //! - the delete carries a uid precondition and is made only after a read
@@ -14,6 +14,7 @@
 //! Objects that were never in the inventory are never touched.
 
 use std::collections::BTreeSet;
+use std::fmt::Write as _;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use kube::runtime::events::EventType;
@@ -28,7 +29,8 @@ use crate::cluster::conditions::set_condition;
 use crate::cluster::events::Reason;
 use crate::cluster::metrics::{Controller, KindLabels};
 use crate::crd::{
-    Agent, AgentFS, CONDITION_PRUNED, InventoryEntry, InventoryKind, Rollout, RolloutStatus, Tool,
+    Agent, AgentFS, CONDITION_PRUNED, InventoryEntry, InventoryKind, PENDING_PRUNES_SHOWN, Rollout,
+    RolloutStatus, Tool,
 };
 use crate::meta::{LABEL_MANAGED_BY, MANAGED_BY};
 
@@ -96,17 +98,24 @@ pub fn decide(entry: &InventoryEntry, live: Option<&ObjectMeta>, prune_enabled: 
 /// What an entry that is only waiting for its own cleanup says.
 const BEING_DELETED: &str = "being deleted";
 
+/// How many pending prunes the `Pruned` condition names.
+const CONDITION_NAMES: usize = 10;
+
 /// The `Pruned` condition for an inventory. Pure.
 pub fn condition(inventory: &[InventoryEntry], generation: Option<i64>) -> Condition {
     let pending: Vec<(&InventoryEntry, &String)> = inventory
         .iter()
         .filter_map(|e| e.prune_blocked.as_ref().map(|why| (e, why)))
         .collect();
-    let message = pending
+    let mut message = pending
         .iter()
+        .take(CONDITION_NAMES)
         .map(|(e, why)| format!("{} {}: {why}", e.kind, e.name))
         .collect::<Vec<_>>()
         .join("; ");
+    if pending.len() > CONDITION_NAMES {
+        let _ = write!(message, "; and {} more", pending.len() - CONDITION_NAMES);
+    }
     let (status, reason, message) = if pending.is_empty() {
         (
             "True",
@@ -211,6 +220,8 @@ pub async fn announce(op: &Ctx, ro: &Rollout, pruned: &[InventoryEntry]) {
 pub struct Pass {
     /// The status changed (write it).
     pub changed: bool,
+    /// The inventory's entries changed (write them first).
+    pub inventory_changed: bool,
     /// Something is still going (an object being deleted): look again soon.
     pub pending: bool,
     /// Entries deleted and dropped by this pass: [`announce`] them once the
@@ -312,69 +323,96 @@ async fn settle(
     }
 }
 
-/// Brings the inventory up to date with `desired` and prunes what git
-/// dropped.
+/// Brings the inventory's `entries` up to date with `desired` and prunes
+/// what git dropped; `status` gets the `Pruned` condition and the pending
+/// prunes. The caller writes the entries (when [`Pass::inventory_changed`])
+/// and then the status.
 pub async fn run(
     op: &Ctx,
     ro: &Rollout,
+    entries: &mut Vec<InventoryEntry>,
     status: &mut RolloutStatus,
     desired: &TenantDesired,
     prune_enabled: bool,
 ) -> Pass {
     let ns = ro.namespace().unwrap_or_default();
-    let before = status.inventory.clone();
     let want: BTreeSet<(InventoryKind, String)> = desired.keys();
-    // Desired objects: in the inventory with the uid the cache shows.
-    for (kind, name) in &want {
-        let uid = cached_meta(op, *kind, &ns, name)
-            .and_then(|m| m.uid)
-            .unwrap_or_default();
-        match status
-            .inventory
-            .iter_mut()
-            .find(|e| e.kind == *kind && e.name == *name)
-        {
-            Some(e) => {
-                if !uid.is_empty() {
-                    e.uid = uid;
-                }
-                e.prune_blocked = None;
-            }
-            None => status.inventory.push(InventoryEntry {
-                kind: *kind,
-                name: name.clone(),
-                uid,
-                prune_blocked: None,
-            }),
-        }
-    }
-    let mut kept = Vec::new();
+    let mut kept = Vec::with_capacity(entries.len());
     let mut done = Vec::new();
-    for entry in std::mem::take(&mut status.inventory) {
-        if want.contains(&(entry.kind, entry.name.clone())) {
-            kept.push(entry);
+    let mut inventory_changed = false;
+    let mut held: BTreeSet<(InventoryKind, String)> = BTreeSet::new();
+    for entry in std::mem::take(entries) {
+        let k = (entry.kind, entry.name.clone());
+        if want.contains(&k) {
+            // Desired: held with the uid the cache shows.
+            let uid = cached_uid(op, entry.kind, &ns, &entry.name);
+            let fresh = InventoryEntry {
+                uid: uid.unwrap_or_else(|| entry.uid.clone()),
+                prune_blocked: None,
+                ..entry.clone()
+            };
+            inventory_changed |= fresh != entry;
+            held.insert(k);
+            kept.push(fresh);
             continue;
         }
-        if let Some(entry) = settle(op, ro, &ns, entry, prune_enabled, &mut done).await {
-            kept.push(entry);
+        let before = entry.clone();
+        match settle(op, ro, &ns, entry, prune_enabled, &mut done).await {
+            Some(stays) => {
+                inventory_changed |= stays != before;
+                kept.push(stays);
+            }
+            None => inventory_changed = true,
         }
     }
-    kept.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
-    status.inventory = kept;
-    let mut changed = status.inventory != before;
-    changed |= set_condition(
-        &mut status.conditions,
-        condition(&status.inventory, ro.meta().generation),
-    );
-    let pending = status
-        .inventory
+    // Desired objects it did not hold yet.
+    for (kind, name) in want.iter().filter(|k| !held.contains(*k)) {
+        kept.push(InventoryEntry {
+            kind: *kind,
+            name: name.clone(),
+            uid: cached_uid(op, *kind, &ns, name).unwrap_or_default(),
+            prune_blocked: None,
+        });
+        inventory_changed = true;
+    }
+    super::inventory::sort(&mut kept);
+    *entries = kept;
+    let changed = record(status, entries, ro.meta().generation);
+    let pending = entries
         .iter()
         .any(|e| e.prune_blocked.as_deref() == Some(BEING_DELETED));
     Pass {
         changed,
+        inventory_changed,
         pending,
         pruned: done,
     }
+}
+
+/// Puts what `entries` say about pending prunes into `status`: the
+/// `Pruned` condition and the first [`PENDING_PRUNES_SHOWN`] pending
+/// entries. Returns whether the status changed. Pure.
+pub fn record(
+    status: &mut RolloutStatus,
+    entries: &[InventoryEntry],
+    generation: Option<i64>,
+) -> bool {
+    let pending: Vec<InventoryEntry> = entries
+        .iter()
+        .filter(|e| e.prune_blocked.is_some())
+        .take(PENDING_PRUNES_SHOWN)
+        .cloned()
+        .collect();
+    let mut changed = status.pending_prunes != pending;
+    status.pending_prunes = pending;
+    changed |= set_condition(&mut status.conditions, condition(entries, generation));
+    changed
+}
+
+fn cached_uid(op: &Ctx, kind: InventoryKind, ns: &str, name: &str) -> Option<String> {
+    cached_meta(op, kind, ns, name)
+        .and_then(|m| m.uid)
+        .filter(|u| !u.is_empty())
 }
 
 #[cfg(test)]
@@ -490,5 +528,46 @@ mod tests {
             !set_condition(&mut conditions, c),
             "same condition, no change"
         );
+    }
+
+    #[test]
+    fn many_pending_prunes_are_counted_not_all_named() {
+        let inv: Vec<InventoryEntry> = (0..45)
+            .map(|i| InventoryEntry {
+                kind: InventoryKind::Agent,
+                name: format!("a{i:02}"),
+                uid: "u".into(),
+                prune_blocked: (i % 3 != 0).then(|| "deletion waits on finalizer(s) f".into()),
+            })
+            .collect();
+        let mut status = RolloutStatus::default();
+        assert!(record(&mut status, &inv, Some(2)));
+        assert_eq!(status.pending_prunes.len(), PENDING_PRUNES_SHOWN);
+        assert!(
+            status
+                .pending_prunes
+                .iter()
+                .all(|e| e.prune_blocked.is_some())
+        );
+        assert_eq!(status.pending_prunes[0].name, "a01");
+        let c = &status.conditions[0];
+        assert_eq!(c.observed_generation, Some(2));
+        assert_eq!(c.message.matches("Agent a").count(), CONDITION_NAMES);
+        assert!(c.message.ends_with("; and 20 more"), "{}", c.message);
+        assert!(
+            !record(&mut status, &inv, Some(2)),
+            "the same again: no change"
+        );
+        // All pruned: nothing pending, in sync.
+        let done: Vec<InventoryEntry> = inv
+            .into_iter()
+            .map(|e| InventoryEntry {
+                prune_blocked: None,
+                ..e
+            })
+            .collect();
+        assert!(record(&mut status, &done, Some(2)));
+        assert!(status.pending_prunes.is_empty());
+        assert_eq!(status.conditions[0].reason, "InSync");
     }
 }

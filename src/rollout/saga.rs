@@ -13,9 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::crd::{
-    Agent, ChangedSet, InventoryEntry, InventoryKind, RolloutPhase, RolloutStatus, StepState, Tool,
-};
+use crate::crd::{Agent, ChangedSet, RolloutPhase, RolloutStatus, StepState, Tool};
 use crate::fleet::Tenant;
 use crate::release::plan::apply_order;
 use crate::release::repoint;
@@ -263,11 +261,16 @@ pub fn fresh_status(
         desired_hash: None,
         applied_commit: None,
         // What outlives one saga: the releases verified (for rollback),
-        // the inventory (for pruning), and the drift and re-check record.
+        // the pending prunes, and the drift and re-check record. The
+        // inventory lives in its own object (`super::inventory`); the
+        // deprecated field is never written.
         verified_releases: previous
             .map(|p| p.verified_releases.clone())
             .unwrap_or_default(),
-        inventory: previous.map(|p| p.inventory.clone()).unwrap_or_default(),
+        inventory: Vec::new(),
+        pending_prunes: previous
+            .map(|p| p.pending_prunes.clone())
+            .unwrap_or_default(),
         conditions: previous.map(|p| p.conditions.clone()).unwrap_or_default(),
         last_drift: previous.and_then(|p| p.last_drift.clone()),
         last_live_check: previous.and_then(|p| p.last_live_check.clone()),
@@ -290,15 +293,14 @@ pub struct StartedFor<'a> {
 /// A fresh saga for the current spec (see [`fresh_status`]), stamped with
 /// what it is for and with what it changes (`changed`, stored with this
 /// first write, before any step acts). The objects git wants join the
-/// inventory before anything is applied, so one applied and then dropped
-/// from git before the saga ends is still pruned.
+/// inventory before this is written (see `super::inventory`), so one
+/// applied and then dropped from git before the saga ends is still pruned.
 pub fn start(
     previous: Option<&RolloutStatus>,
     release: &str,
     kinds: &[StepKind],
     now: Time,
     for_: StartedFor<'_>,
-    desired: &BTreeSet<(InventoryKind, String)>,
     changed: ChangedSet,
 ) -> RolloutStatus {
     let mut s = fresh_status(previous, release, kinds, now);
@@ -306,24 +308,6 @@ pub fn start(
     s.desired_hash = Some(for_.desired_hash.to_owned());
     s.applied_commit = Some(for_.commit.to_owned());
     s.observed_generation = for_.generation;
-    // One look per desired object, not a scan of the inventory each.
-    let held: BTreeSet<(InventoryKind, &str)> = s
-        .inventory
-        .iter()
-        .map(|e| (e.kind, e.name.as_str()))
-        .collect();
-    let new: Vec<InventoryEntry> = desired
-        .iter()
-        .filter(|(kind, name)| !held.contains(&(*kind, name.as_str())))
-        .map(|(kind, name)| InventoryEntry {
-            kind: *kind,
-            name: name.clone(),
-            ..InventoryEntry::default()
-        })
-        .collect();
-    s.inventory.extend(new);
-    s.inventory
-        .sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
     s
 }
 

@@ -256,7 +256,7 @@ pub fn summarize(r: &Rollout, now: i64) -> TenantSummary {
     let content_drift = r.content_drift().map(|c| c.message.clone());
     let pending_prunes: Vec<PendingPrune> = current
         .iter()
-        .flat_map(|s| &s.inventory)
+        .flat_map(|s| &s.pending_prunes)
         .filter_map(|e| {
             e.prune_blocked.as_ref().map(|why| PendingPrune {
                 kind: e.kind,

@@ -21,9 +21,10 @@ use super::{EngineConfig, Error, Loaded, State, namespace_of, now};
 use crate::cluster::apply::Ctx;
 use crate::cluster::feeds::Touch;
 use crate::cluster::metrics::Controller as Writer;
-use crate::crd::{Rollout, RolloutPhase, RolloutStatus, StepState};
+use crate::crd::{Inventory, Rollout, RolloutPhase, RolloutStatus, StepState};
 use crate::rollout::actuate::execute;
 use crate::rollout::desired::TenantTarget;
+use crate::rollout::inventory::{self, Inventories};
 use crate::rollout::saga::{self, Outcome, StartedFor, Step, StepKind, Workload};
 use crate::rollout::workload::StepCtx;
 use crate::rollout::{changed, drift, prune, reverify};
@@ -36,6 +37,8 @@ pub(super) struct DriveCtx {
     progress: crate::saga::ProgressWrites,
     /// Per Rollout, the wait it is in that its status does not show yet.
     waits: Waits,
+    /// This term's copies of the tenants' Inventories.
+    inventories: Inventories,
 }
 
 /// The Rollout controller of one leadership term, over the operator's one
@@ -160,6 +163,7 @@ pub(super) async fn run(
         state,
         progress: crate::saga::ProgressWrites::default(),
         waits: Waits::default(),
+        inventories: Inventories::default(),
     });
     controller
         .run(
@@ -207,6 +211,12 @@ async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, E
     }
     let kinds = saga::steps(&target.desired.workloads, &target.release);
     let mut status = ro.status.clone().unwrap_or_default();
+    // The inventory: this term's copy, or its own object (carried over
+    // from the status where an older operator kept it, before any status
+    // without it is written).
+    let mut inventory = ctx.inventories.load(&ctx.op, &ro).await?;
+    let carried = !status.inventory.is_empty();
+    status.inventory.clear();
     let unknown_step = status
         .steps
         .iter()
@@ -224,6 +234,10 @@ async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, E
         );
         let scope = changed::describe(Some(&set), target.desired.workloads.len());
         info!(tenant = %ro.spec.tenant, wave = %ro.spec.wave, release = %target.release.metadata.name, %scope, "saga started");
+        // What git wants joins the inventory before anything is applied
+        // (written only when something joins).
+        let entries = inventory::with_desired(&inventory.spec.entries, &target.desired.keys());
+        inventory = ctx.inventories.store(&ctx.op, &inventory, entries).await?;
         status = saga::start(
             ro.status.as_ref(),
             &target.release.metadata.name,
@@ -234,13 +248,13 @@ async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, E
                 commit: &ro.spec.commit,
                 generation: ro.metadata.generation,
             },
-            &target.desired.keys(),
             set,
         );
         write_status(&ctx.op, &ro, &status).await?;
-    } else if status.observed_generation != ro.metadata.generation {
+    } else if status.observed_generation != ro.metadata.generation || carried {
         // Same desired state, a new generation (the wave moved, say): the
-        // saga's result still holds for it.
+        // saga's result still holds for it. (Or the same status without
+        // the inventory just carried over.)
         status.observed_generation = ro.metadata.generation;
         write_status(&ctx.op, &ro, &status).await?;
     }
@@ -249,18 +263,45 @@ async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, E
     }
     match status.phase {
         Some(RolloutPhase::Verified) => {
-            return maintain(&ctx, &ro, status, &loaded, &target, &kinds).await;
+            return maintain(&ctx, &ro, status, inventory, &loaded, &target, &kinds).await;
         }
         Some(RolloutPhase::Failed) => return Ok(Action::await_change()),
         _ => {}
     }
-    run_steps(&ctx, &ro, status, &loaded, &target).await
+    run_steps(&ctx, &ro, status, inventory, &loaded, &target).await
+}
+
+/// A prune pass (`prune::run`) whose inventory entries, when they
+/// changed, are written before the caller writes the status.
+async fn prune_pass(
+    ctx: &DriveCtx,
+    ro: &Rollout,
+    inventory: &mut Arc<Inventory>,
+    status: &mut RolloutStatus,
+    target: &TenantTarget,
+    prune_enabled: bool,
+) -> Result<prune::Pass, Error> {
+    let mut entries = inventory.spec.entries.clone();
+    let pass = prune::run(
+        &ctx.op,
+        ro,
+        &mut entries,
+        status,
+        &target.desired,
+        prune_enabled,
+    )
+    .await;
+    if pass.inventory_changed {
+        *inventory = ctx.inventories.store(&ctx.op, inventory, entries).await?;
+    }
+    Ok(pass)
 }
 
 async fn run_steps(
     ctx: &DriveCtx,
     ro: &Rollout,
     mut status: RolloutStatus,
+    mut inventory: Arc<Inventory>,
     loaded: &Loaded,
     target: &TenantTarget,
 ) -> Result<Action, Error> {
@@ -298,15 +339,16 @@ async fn run_steps(
         let outcome = if kind == StepKind::Prune {
             // Removals never hold the saga: what they wait for shows on
             // the `Pruned` condition, and a verified tenant retries them.
-            pruned = prune::run(
-                &ctx.op,
+            pruned = prune_pass(
+                ctx,
                 ro,
+                &mut inventory,
                 &mut status,
-                &target.desired,
+                target,
                 loaded.policy.prune,
             )
             .instrument(span)
-            .await
+            .await?
             .pruned;
             Outcome::Done
         } else {
@@ -344,7 +386,8 @@ async fn run_steps(
             write_status(&ctx.op, ro, &status).await?;
             unwritten = false;
         }
-        // Once the inventory without them is written (a Done step always is).
+        // Once the inventory and the status without them are written (a
+        // Done step always is).
         prune::announce(&ctx.op, ro, &pruned).await;
         match outcome {
             Outcome::Done => {
@@ -400,6 +443,7 @@ async fn maintain(
     ctx: &DriveCtx,
     ro: &Rollout,
     mut status: RolloutStatus,
+    mut inventory: Arc<Inventory>,
     loaded: &Loaded,
     target: &TenantTarget,
     kinds: &[StepKind],
@@ -427,14 +471,15 @@ async fn maintain(
     }
     changed |= policies.changed;
     // Prunes that were blocked, and the inventory's uids.
-    let pass = prune::run(
-        &ctx.op,
+    let pass = prune_pass(
+        ctx,
         ro,
+        &mut inventory,
         &mut status,
-        &target.desired,
+        target,
         loaded.policy.prune,
     )
-    .await;
+    .await?;
     changed |= pass.changed;
     // The live re-check, when due.
     let mut next = if pass.pending {

@@ -103,7 +103,7 @@ impl RolloutExt for Rollout {
         self
     }
     fn prune_blocked(mut self, kind: InventoryKind, name: &str, why: &str) -> Rollout {
-        self.status_mut().inventory.push(InventoryEntry {
+        self.status_mut().pending_prunes.push(InventoryEntry {
             kind,
             name: name.into(),
             uid: String::new(),

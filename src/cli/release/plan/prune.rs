@@ -1,9 +1,11 @@
 //! `exo release plan <release> --prune`: what the operator would delete
 //! once the local checkout is what the Fleet applies. The candidates are
-//! inventory entries of each tenant's Rollout (what Exo applied and has not
-//! pruned) whose kind and name `manifests/<tenant>/` no longer has. Working
-//! them out is pure ([`candidates`]); only reading the Rollouts and Fleets
-//! touches the cluster.
+//! entries of each tenant's `Inventory` (what Exo applied and has not
+//! pruned) whose kind and name `manifests/<tenant>/` no longer has. A
+//! tenant whose operator has not carried its inventory over yet has it in
+//! its Rollout's `status.inventory`, where an older operator kept it.
+//! Working them out is pure ([`candidates`], [`plan`]); only reading the
+//! Rollouts, Inventories and Fleets touches the cluster.
 
 use std::fmt::Write as _;
 
@@ -11,7 +13,7 @@ use serde::Serialize;
 
 use crate::cli::release::cluster::fleet_rollouts;
 use crate::cli::table;
-use crate::crd::{Fleet as FleetCr, InventoryEntry, InventoryKind, Rollout};
+use crate::crd::{Fleet as FleetCr, Inventory, InventoryEntry, InventoryKind, Rollout};
 use crate::fleet::{Fleet, Tenant};
 
 /// One object the checkout no longer has.
@@ -30,9 +32,10 @@ pub struct Candidate {
 pub struct TenantPrune {
     pub tenant: String,
     pub wave: String,
-    /// Whether the Rollout's status (where the inventory lives) is for its
-    /// current spec; an older one still lists what was applied.
-    pub status_current: bool,
+    /// The entries come from the Rollout's `status.inventory`, where an
+    /// operator older than the `Inventory` kept them (the next one carries
+    /// them over).
+    pub legacy_inventory: bool,
     pub prune: Vec<Candidate>,
 }
 
@@ -70,20 +73,36 @@ pub fn candidates(tenant: &Tenant, inventory: &[InventoryEntry]) -> Vec<Candidat
         .collect()
 }
 
-/// The plan for every tenant of the checkout that has a Rollout.
-pub fn plan(fleet: &Fleet, rollouts: &[Rollout], fleets: &[FleetCr]) -> PrunePlan {
+/// The plan for every tenant of the checkout that has a Rollout, from
+/// each one's Inventory (the one of the same namespace and name) or,
+/// without one, its Rollout's `status.inventory`.
+pub fn plan(
+    fleet: &Fleet,
+    rollouts: &[Rollout],
+    inventories: &[Inventory],
+    fleets: &[FleetCr],
+) -> PrunePlan {
     let mut tenants: Vec<TenantPrune> = rollouts
         .iter()
         .filter_map(|r| {
             let tenant = fleet.tenants.get(&r.spec.tenant)?;
+            let own = inventories.iter().find(|i| {
+                i.metadata.namespace == r.metadata.namespace && i.metadata.name == r.metadata.name
+            });
             // The inventory is a record of what was applied, true whatever
-            // spec the status was computed for; a stale one is flagged.
-            let inventory = r.status.as_ref().map_or(&[][..], |s| &s.inventory[..]);
+            // spec the Rollout's status was computed for.
+            let (entries, legacy_inventory) = match own {
+                Some(i) => (&i.spec.entries[..], false),
+                None => (
+                    r.status.as_ref().map_or(&[][..], |s| &s.inventory[..]),
+                    true,
+                ),
+            };
             Some(TenantPrune {
                 tenant: r.spec.tenant.clone(),
                 wave: r.spec.wave.clone(),
-                status_current: r.current_status().is_some(),
-                prune: candidates(tenant, inventory),
+                legacy_inventory: legacy_inventory && !entries.is_empty(),
+                prune: candidates(tenant, entries),
             })
         })
         .collect();
@@ -127,11 +146,11 @@ pub fn render(p: &PrunePlan) -> String {
                 .as_ref()
                 .map(|b| format!("pending: {b}"))
                 .unwrap_or_default();
-            if !t.status_current {
+            if t.legacy_inventory {
                 if !note.is_empty() {
                     note.push_str("; ");
                 }
-                note.push_str("inventory from a status for an older spec");
+                note.push_str("from the Rollout's status (an older operator's)");
             }
             rows.push(vec![
                 t.wave.clone(),
@@ -164,6 +183,19 @@ pub fn render(p: &PrunePlan) -> String {
 /// Reads the cluster and works out the prune plan; prints why it cannot.
 pub async fn read(client: &kube::Client, fleet: &Fleet) -> Result<PrunePlan, u8> {
     let rollouts = fleet_rollouts(client, fleet).await?;
+    // Without the Inventory CRD (an operator older than it), every
+    // inventory is still in its Rollout's status.
+    let inventories = match kube::Api::<Inventory>::all(client.clone())
+        .list(&kube::api::ListParams::default())
+        .await
+    {
+        Ok(l) => l.items,
+        Err(e) if crate::cluster::error::api_code(&e) == Some(404) => Vec::new(),
+        Err(e) => {
+            eprintln!("exo release plan: cannot list Inventories: {e}");
+            return Err(crate::cli::exit::UNUSABLE);
+        }
+    };
     let fleets = kube::Api::<FleetCr>::all(client.clone())
         .list(&kube::api::ListParams::default())
         .await
@@ -172,7 +204,7 @@ pub async fn read(client: &kube::Client, fleet: &Fleet) -> Result<PrunePlan, u8>
             crate::cli::exit::UNUSABLE
         })?
         .items;
-    Ok(plan(fleet, &rollouts, &fleets))
+    Ok(plan(fleet, &rollouts, &inventories, &fleets))
 }
 
 #[cfg(test)]
@@ -250,7 +282,7 @@ mod tests {
     }
 
     #[test]
-    fn pruning_off_and_stale_inventories_are_said() {
+    fn pruning_off_and_legacy_inventories_are_said() {
         let mut fleet_cr = FleetCr::new(
             "example",
             FleetSpec {
@@ -273,9 +305,9 @@ mod tests {
             .inventory
             .push(entry(InventoryKind::Agent, "old-bot", Some("finalizer x")));
         let other = rollout("not-in-checkout", "fleet", "r2");
-        let p = plan(&fleet, &[ro, other], &[fleet_cr]);
+        let p = plan(&fleet, &[ro.clone(), other], &[], &[fleet_cr.clone()]);
         assert_eq!(p.tenants.len(), 1, "only tenants of the checkout");
-        assert!(!p.tenants[0].status_current);
+        assert!(p.tenants[0].legacy_inventory);
         let text = render(&p);
         assert!(
             text.contains("Fleet exo-system/example: pruning is off (spec.prune: false)"),
@@ -283,13 +315,29 @@ mod tests {
         );
         assert!(
             text.contains(
-                "low-risk  acme    Agent  old-bot  pending: finalizer x; inventory from a status for an older spec"
+                "low-risk  acme    Agent  old-bot  pending: finalizer x; from the Rollout's status (an older operator's)"
             ),
             "{text}"
         );
         let j = serde_json::to_value(&p).unwrap_or_default();
         assert_eq!(j["fleets"][0]["prune"], false);
         assert_eq!(j["tenants"][0]["prune"][0]["kind"], "Agent");
-        assert_eq!(j["tenants"][0]["statusCurrent"], false);
+        assert_eq!(j["tenants"][0]["legacyInventory"], true);
+
+        // An Inventory of the same name wins over the status.
+        let mut inv = Inventory::new(
+            ro.metadata.name.as_deref().unwrap_or_default(),
+            crate::crd::InventorySpec {
+                entries: vec![entry(InventoryKind::Tool, "gone-tool", None)],
+            },
+        );
+        inv.metadata.namespace.clone_from(&ro.metadata.namespace);
+        let mut elsewhere = inv.clone();
+        elsewhere.metadata.namespace = Some("another".into());
+        elsewhere.spec.entries = vec![entry(InventoryKind::Agent, "not-this", None)];
+        let p = plan(&fleet, &[ro], &[elsewhere, inv], &[fleet_cr]);
+        assert!(!p.tenants[0].legacy_inventory);
+        let names: Vec<&str> = p.tenants[0].prune.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["gone-tool"]);
     }
 }
