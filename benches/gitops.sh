@@ -116,6 +116,10 @@ def objects(cmd):
                 buf = []
                 if obj.get("kind") == "List":
                     yield from obj.get("items", [])
+                elif obj.get("kind") == "Status":
+                    # A watch error (an expired resourceVersion, a
+                    # timeout): kubectl goes on or ends; no object here.
+                    print(f"watch: {obj.get('message', obj)}", file=sys.stderr, flush=True)
                 else:
                     yield obj
     finally:

@@ -19,6 +19,9 @@ pub mod fleet;
 pub mod forge;
 /// Entry points shared by the cargo-fuzz targets (`fuzz/`) and the corpus replay test.
 pub mod fuzzing;
+/// An agent's incident report: parsed, limited, redacted, named, and what
+/// its tenant may read of it.
+pub mod incident;
 /// Every label, annotation, finalizer and field-manager name, in one place.
 pub mod meta;
 /// Kubernetes' name rules (DNS-1123 and DNS-1035 labels, subdomains, label
@@ -29,6 +32,9 @@ pub mod net;
 pub mod operator;
 /// Kubernetes quantities (`20Gi`, `500m`), parsed.
 pub mod quantity;
+/// What must not be shown, found in free text: provider key shapes, and
+/// redaction for tenants and for support.
+pub mod redact;
 pub mod release;
 pub mod rollout;
 /// The saga engine's pure core: typed steps with owners and postconditions.

@@ -6,8 +6,6 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 use exo::crd::Fleet;
@@ -67,35 +65,8 @@ fn request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).expect("connect to the operator");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
-    if !headers
-        .iter()
-        .any(|(k, _)| k.eq_ignore_ascii_case("transfer-encoding"))
-    {
-        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
-    }
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    s.write_all(head.as_bytes()).unwrap();
-    // The server may answer and close before reading all of a refused body.
-    let _ = s.write_all(body);
-    let mut text = Vec::new();
-    let _ = s.read_to_end(&mut text);
-    let text = String::from_utf8_lossy(&text).into_owned();
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
+    let a = support::raw_http::request(addr, method, path, headers, body);
+    (a.status, a.body)
 }
 
 /// What is tried, headers sent, body, status wanted, text the answer holds.

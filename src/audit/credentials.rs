@@ -58,67 +58,9 @@ pub fn provider_of_name(name: &str) -> Option<&'static str> {
     NAMES.iter().find(|(n, _)| *n == norm).map(|(_, p)| *p)
 }
 
-fn key_char(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || c == b'-' || c == b'_'
-}
-
-/// How many key characters follow `at` in `v`.
-fn run(v: &[u8], at: usize) -> usize {
-    v[at..].iter().take_while(|c| key_char(**c)).count()
-}
-
-/// The provider whose key a value contains, by shape.
-pub fn provider_of_value(value: &[u8]) -> Option<&'static str> {
-    // (prefix, provider, at least this many key characters after it,
-    // exact length after it).
-    const SHAPES: &[(&[u8], &str, usize, Option<usize>)] = &[
-        (b"sk-ant-", "Anthropic", 20, None),
-        (b"sk-proj-", "OpenAI", 20, None),
-        (b"sk-", "OpenAI", 32, None),
-        (b"AKIA", "AWS", 16, Some(16)),
-        (b"ASIA", "AWS", 16, Some(16)),
-        (b"AIza", "Google", 35, Some(35)),
-        (b"gsk_", "Groq", 40, None),
-        (b"hf_", "Hugging Face", 30, None),
-        (b"xai-", "xAI", 40, None),
-    ];
-    for (i, _) in value.iter().enumerate() {
-        // Only at the start of a token.
-        if i > 0 && key_char(value[i - 1]) {
-            continue;
-        }
-        // A Langfuse secret key (`sk-lf-…`) is a tenant's own tracing
-        // key, not an upstream provider's.
-        if value[i..].starts_with(b"sk-lf-") {
-            continue;
-        }
-        for (prefix, provider, min, exact) in SHAPES {
-            if value[i..].starts_with(prefix) {
-                let n = run(value, i + prefix.len());
-                let upper_alnum = || {
-                    value[i + prefix.len()..i + prefix.len() + n]
-                        .iter()
-                        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
-                };
-                let ok = match exact {
-                    Some(e) => n == *e && (*provider != "AWS" || upper_alnum()),
-                    None => n >= *min,
-                };
-                if ok {
-                    return Some(provider);
-                }
-            }
-        }
-    }
-    let text = String::from_utf8_lossy(value);
-    if text.contains("\"private_key\"") && text.contains("service_account") {
-        return Some("Google (service account key)");
-    }
-    if text.contains("AccountKey=") && text.contains("AccountName=") {
-        return Some("Azure (storage account key)");
-    }
-    None
-}
+/// The provider whose key a value contains, by shape (the shapes are
+/// `crate::redact`'s, shared with the incident path's redaction).
+pub use crate::redact::provider_of_value;
 
 fn digest(v: &[u8]) -> [u8; 32] {
     Sha256::digest(v).into()

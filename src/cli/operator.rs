@@ -113,6 +113,10 @@ pub struct RunArgs {
     /// How often the health monitors look (leader only).
     #[arg(long, default_value = "15s", env = "EXO_MONITOR_INTERVAL", value_parser = crate::duration::parse)]
     pub monitor_interval: Duration,
+    /// Incidents one agent may post per minute (`POST /v1/incidents`);
+    /// a burst of a quarter of that is taken at once.
+    #[arg(long, default_value_t = 60, env = "EXO_INCIDENT_RATE", value_parser = clap::value_parser!(u32).range(1..))]
+    pub incident_rate: u32,
 }
 
 pub fn run(cmd: OperatorCommand) -> u8 {
@@ -203,6 +207,7 @@ fn run_operator(args: RunArgs) -> u8 {
                 silent_after: args.monitor_silent_after,
             },
             monitor_interval: args.monitor_interval,
+            incident_rate: args.incident_rate,
         };
         match assemble::run(client, cfg).await {
             Ok(()) => exit::OK,

@@ -118,6 +118,9 @@ pub struct Metrics {
     pub monitor_active: Family<MonitorLabels, Gauge>,
     /// Agent check-ins (`POST /checkin/...`) by outcome.
     pub checkins: Family<OutcomeLabels, Counter>,
+    /// Incident posts and reads by outcome (`stored`, `duplicate`, `read`,
+    /// `refused`, `rate_limited`, `unauthorized`, `unavailable`).
+    pub incidents: Family<OutcomeLabels, Counter>,
     /// Managed objects found different from git and put back, by kind.
     pub drift_reverted: Family<KindLabels, Counter>,
     /// Objects git dropped that were deleted, by kind.
@@ -180,12 +183,18 @@ impl Metrics {
         );
         let monitor_active = Family::<MonitorLabels, Gauge>::default();
         let checkins = Family::<OutcomeLabels, Counter>::default();
+        let incidents = Family::<OutcomeLabels, Counter>::default();
         registry.register(
             "monitor_active",
             "Agents, Tools or namespaces a health monitor currently fires for, by monitor and namespace",
             monitor_active.clone(),
         );
         registry.register("checkins", "Agent check-ins by outcome", checkins.clone());
+        registry.register(
+            "incidents",
+            "Agents' incident posts and reads by outcome",
+            incidents.clone(),
+        );
         registry.register(
             "drift_reverted",
             "Managed objects found different from git and re-applied, by kind",
@@ -265,6 +274,7 @@ impl Metrics {
             upstream_disconnects,
             monitor_active,
             checkins,
+            incidents,
             drift_reverted,
             pruned,
             content_drift,
@@ -307,6 +317,12 @@ impl Metrics {
                 namespace: namespace.to_owned(),
             })
             .set(n);
+    }
+
+    pub fn incidents_seen(&self, outcome: &'static str) {
+        self.incidents
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
     }
 
     pub fn checked_in(&self, outcome: &'static str) {

@@ -7,6 +7,7 @@
 
 mod agent;
 mod agentfs;
+mod incident;
 mod inventory;
 mod monitors;
 mod rollout;
@@ -17,6 +18,7 @@ pub mod tenant;
 
 pub use agent::*;
 pub use agentfs::*;
+pub use incident::*;
 pub use inventory::*;
 pub use monitors::*;
 pub use rollout::*;
@@ -41,6 +43,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         Rollout::crd(),
         Inventory::crd(),
         tenant::Tenant::crd(),
+        Incident::crd(),
     ]
 }
 

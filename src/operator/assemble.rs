@@ -56,6 +56,8 @@ pub struct Config {
     /// The health monitors' thresholds given as flags.
     pub monitors: Overrides,
     pub monitor_interval: Duration,
+    /// Incidents one agent may post per minute.
+    pub incident_rate: u32,
 }
 
 /// Why the operator did not start or stopped with an error.
@@ -224,6 +226,10 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
         concurrency: cfg.concurrency,
         leader_tasks,
         checkins,
+        incidents: Arc::new(super::http::incidents::Intake::new(
+            cfg.lease_namespace.clone(),
+            cfg.incident_rate,
+        )),
     };
     let stop_rx = crate::shutdown::watch();
     let stopped = super::run(client, operator, stop_rx).await;

@@ -61,6 +61,8 @@ pub struct OperatorConfig {
     /// Agent check-ins taken by the HTTP server, read by the leader's
     /// `silent` monitor (`super::monitor`).
     pub checkins: Arc<super::monitor::checkin::Checkins>,
+    /// Agents' incident reports, kept in the operator's namespace.
+    pub incidents: Arc<super::http::incidents::Intake>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -221,6 +223,7 @@ pub async fn run(
             leader: leader_rx.clone(),
             client: Some(client.clone()),
             checkins: cfg.checkins.clone(),
+            incidents: cfg.incidents.clone(),
         },
     )
     .await

@@ -18,10 +18,12 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
         "crate",
         &[
             &[
-                "duration", "meta", "names", "net", "quantity", "shutdown", "yaml",
+                "duration", "meta", "names", "net", "quantity", "redact", "shutdown", "yaml",
             ],
             &["crd", "wire"],
-            &["alerts", "cluster", "fleet", "forge", "release", "saga"],
+            &[
+                "alerts", "cluster", "fleet", "forge", "incident", "release", "saga",
+            ],
             &[
                 "agentfs",
                 "audit",

@@ -20,6 +20,7 @@ pub mod operator;
 pub mod postgres;
 pub mod private_env;
 pub mod proxy;
+pub mod raw_http;
 
 pub use crds::install_crds;
 

@@ -75,7 +75,9 @@ async fn token_tag(
     Ok(tag)
 }
 
-async fn check(
+/// Whether `presented` is `agent`'s token (the cached tag, read again
+/// sparingly for a re-created Agent). The incident routes use it too.
+pub(super) async fn check(
     client: Option<&Client>,
     checkins: &Checkins,
     agent: &AgentRef,

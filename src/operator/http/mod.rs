@@ -8,9 +8,12 @@
 //!   sync-requested annotation, which the leader's GitOps engine acts on; so
 //!   any replica can take the push. Checks and answers are in [`hooks`];
 //! - `POST /checkin/<namespace>/<agent>`: an agentlet's check-in, with the
-//!   Agent's token as `Authorization: Bearer`; see [`crate::operator::monitor::checkin`].
+//!   Agent's token as `Authorization: Bearer`; see [`crate::operator::monitor::checkin`];
+//! - `POST /v1/incidents`, `GET /v1/incidents/<id>`: the tenant outbox, an
+//!   agent's incident reports ([`incidents`]).
 
 mod checkin_receiver;
+pub mod incidents;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -49,6 +52,8 @@ pub struct HttpState {
     pub client: Option<Client>,
     /// Agent check-ins (`POST /checkin/<namespace>/<agent>`).
     pub checkins: Arc<Checkins>,
+    /// Agents' incident reports (`/v1/incidents`).
+    pub incidents: Arc<incidents::Intake>,
 }
 
 fn text(status: StatusCode, body: String, content_type: &'static str) -> Response<Full<Bytes>> {
@@ -209,6 +214,15 @@ async fn respond(
     if req.uri().path().starts_with(checkin::PATH_PREFIX) {
         return checkin_receiver::respond(req, state, peer).await;
     }
+    let path = req.uri().path();
+    if path == incidents::PATH
+        || path
+            .strip_prefix(incidents::PATH)
+            .is_some_and(|rest| rest.starts_with('/'))
+    {
+        let intake = state.incidents.clone();
+        return incidents::respond(req, state, &intake, peer).await;
+    }
     if !req.uri().path().starts_with(hooks::PATH_PREFIX) {
         return route(req.uri().path(), state);
     }
@@ -241,7 +255,7 @@ pub async fn bind(
 ) -> std::io::Result<(SocketAddr, impl std::future::Future<Output = ()> + Send)> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
-    info!(addr = %local, "serving /healthz, /readyz, /metrics, /hooks/fleet/ and /checkin/");
+    info!(addr = %local, "serving /healthz, /readyz, /metrics, /hooks/fleet/, /checkin/ and /v1/incidents");
     let serve = async move {
         loop {
             let (stream, peer) = match listener.accept().await {
@@ -288,6 +302,7 @@ mod tests {
                 [0; 32],
                 std::time::Duration::from_secs(60),
             )),
+            incidents: Arc::new(incidents::Intake::new("exo-system".into(), 60)),
         };
         assert_eq!(
             route("/readyz", &state).status(),
