@@ -298,6 +298,41 @@ async fn an_agent_reports_an_incident_and_reads_back_only_its_friendly_side() {
         assert!(!log.contains(gone), "{gone} reached the operator's log");
     }
     assert!(log.contains("incident received"), "the receipt is logged");
+    // The platform's view: `exo incident list|show`, with the detail
+    // (secrets masked); a bad id is refused naming the shape.
+    let exo = |args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_exo"))
+            .args(args)
+            .env("KUBECONFIG", &support::env().kubeconfig)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = exo(&[
+        "incident", "list", "-n", &ns.name, "--tenant", &ns.name, "-o", "json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 4, "{out}");
+    let (code, out, err) = exo(&["incident", "show", &id, "-n", &ns.name]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("Severity:    error") && out.contains("Traceback"),
+        "{out}"
+    );
+    assert!(
+        out.contains("[masked: Anthropic key]") && !out.contains(CANARY_KEY),
+        "{out}"
+    );
+    assert!(!out.contains(token.as_str()), "the agent's token in show");
+    let (code, _, err) = exo(&["incident", "show", "inc-../x", "-n", &ns.name]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("not an incident id"), "{err}");
+
     let (_, metrics) = op.get("/metrics").unwrap();
     assert!(
         metrics.contains("exo_operator_incidents_total{outcome=\"stored\"} 4"),

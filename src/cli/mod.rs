@@ -15,6 +15,7 @@ pub mod fs;
 pub mod fs_cp;
 pub mod fs_route;
 pub mod fs_show;
+pub mod incident;
 pub mod kube_args;
 pub mod logging;
 pub mod operator;
@@ -58,6 +59,9 @@ pub enum Command {
     /// Tenants: list their lifecycle sagas, onboard and offboard them.
     #[command(subcommand)]
     Tenant(tenant::TenantCommand),
+    /// Incidents agents reported: list them, show one with its detail.
+    #[command(subcommand)]
+    Incident(incident::IncidentCommand),
     /// Audit tenant isolation: placement, network, credentials, mounts,
     /// immutability. Exit 0 clean, 1 on findings, 2 on error.
     Audit(audit::AuditArgs),
@@ -85,6 +89,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Operator(cmd) => operator::run(cmd),
         Command::Attach(args) => attach::run(args),
         Command::Fs(args) => fs::run(args),
+        Command::Incident(cmd) => incident::run(cmd),
         Command::Audit(args) => audit::run(args),
         Command::Completion(args) => completion::run(args),
     };
