@@ -150,7 +150,7 @@ mod tests {
         assert_eq!((v.state, v.lane.as_deref()), ("routed", Some("acme-desk")));
         let stale = IncidentView::of(&incident(2, 1));
         assert_eq!((stale.state, stale.lane.as_deref()), ("received", None));
-        let table = list_table(&[v.clone()]);
+        let table = list_table(std::slice::from_ref(&v));
         assert!(
             table.contains("acme-desk") && table.contains("critical"),
             "{table}"
