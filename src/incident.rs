@@ -129,15 +129,7 @@ pub fn name(namespace: &str, agent: &str, idempotency_key: &str) -> String {
     format!("inc-{hex}")
 }
 
-/// Whether `id` has the shape of an incident name (checked before it is
-/// used in a request path).
-pub fn valid_id(id: &str) -> bool {
-    id.len() == 28
-        && id.starts_with("inc-")
-        && id[4..]
-            .bytes()
-            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
-}
+pub use crate::wire::incident::valid_id;
 
 /// The `Incident` to store for `report` from `agent` in `tenant`, in the
 /// operator's namespace `home`. `token` is the agent's own token, masked

@@ -17,7 +17,9 @@ use exo::crd::{Agent, AgentPhase, Incident, IncidentState, Severity};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
-use support::operator::{OperatorProcess, agent, create, restricted_namespace, wait_for};
+use support::operator::{
+    OperatorProcess, agent, agent_token, create, restricted_namespace, wait_for,
+};
 
 /// A canary in a provider key's shape (Anthropic), never a real key.
 const CANARY_KEY: &str = "sk-ant-api03-CANARYcanaryCANARYcanary0123456789";
@@ -49,15 +51,6 @@ fn report(key: &str) -> Value {
     })
 }
 
-async fn token_of(ns: &str, agent: &str) -> String {
-    let client = support::client().await;
-    let s = Api::<Secret>::namespaced(client, ns)
-        .get(&exo::cluster::build::agent_secret_name(agent))
-        .await
-        .unwrap();
-    String::from_utf8(s.data.unwrap()[exo::meta::TOKEN_KEY].0.clone()).unwrap()
-}
-
 async fn incidents_of(home: &str, tenant: &str) -> Vec<Incident> {
     let client = support::client().await;
     Api::<Incident>::namespaced(client, home)
@@ -79,7 +72,7 @@ async fn an_agent_reports_an_incident_and_reads_back_only_its_friendly_side() {
         a.status.as_ref().and_then(|s| s.phase) == Some(AgentPhase::Active)
     })
     .await;
-    let token = token_of(&ns.name, "assistant").await;
+    let token = agent_token(&ns.name, "assistant").await;
     let me = format!("{}/assistant", ns.name);
     let auth = format!("Bearer {token}");
     let who = [

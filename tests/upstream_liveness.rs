@@ -77,6 +77,7 @@ async fn wedging_peer() -> (String, Arc<Mutex<Vec<String>>>) {
                 accepts_rollouts: false,
                 accepts_tenants: false,
                 accepts_registrations: false,
+                accepts_incidents: false,
             });
             ws.send(Message::Text(welcome.to_json().unwrap().into()))
                 .await

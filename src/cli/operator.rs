@@ -117,6 +117,10 @@ pub struct RunArgs {
     /// a burst of a quarter of that is taken at once.
     #[arg(long, default_value_t = 60, env = "EXO_INCIDENT_RATE", value_parser = clap::value_parser!(u32).range(1..))]
     pub incident_rate: u32,
+    /// How long an incident is kept in the cluster once the control plane
+    /// has it (managed operators; unmanaged ones keep every incident).
+    #[arg(long, default_value = "7d", env = "EXO_INCIDENT_RETENTION", value_parser = crate::duration::parse)]
+    pub incident_retention: Duration,
 }
 
 pub fn run(cmd: OperatorCommand) -> u8 {
@@ -208,6 +212,7 @@ fn run_operator(args: RunArgs) -> u8 {
             },
             monitor_interval: args.monitor_interval,
             incident_rate: args.incident_rate,
+            incident_retention: args.incident_retention,
         };
         match assemble::run(client, cfg).await {
             Ok(()) => exit::OK,

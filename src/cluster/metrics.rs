@@ -23,6 +23,8 @@ pub enum Controller {
     Tenant,
     /// The Lease election (acquiring, renewing, releasing).
     Leader,
+    /// The incident dispatcher (routed statuses, expired incidents).
+    Incident,
 }
 
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]

@@ -205,6 +205,10 @@ pub fn router(app: Arc<App>) -> Router {
             get(http::api::tenants),
         )
         .route(
+            "/api/v1/deployments/{name}/incidents",
+            get(http::api::incidents),
+        )
+        .route(
             "/api/v1/deployments/{name}/commands",
             post(http::api::command),
         )

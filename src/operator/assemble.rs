@@ -58,6 +58,8 @@ pub struct Config {
     pub monitor_interval: Duration,
     /// Incidents one agent may post per minute.
     pub incident_rate: u32,
+    /// How long an incident is kept once routed to its lane.
+    pub incident_retention: Duration,
 }
 
 /// Why the operator did not start or stopped with an error.
@@ -140,6 +142,7 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
     // tenant (and its support lane) with the control plane through the
     // upstream connection, which hands back the acks.
     let registrations = crate::upstream::registrations::Registrations::new();
+    let incidents = crate::upstream::registrations::Incidents::new();
     let tenants = crate::tenant::engine::TenantConfig {
         poll: cfg.rollout_poll.max(Duration::from_millis(50)),
         retry: Duration::from_secs(5),
@@ -169,6 +172,16 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
             up.fs_helper = fs_helper.clone();
             up.fs_max_bytes = cfg.fs_max_bytes;
             up.registrations = registrations;
+            up.incidents = incidents.clone();
+            // Incidents agents posted go to their tenants' support lanes.
+            let dispatch = super::dispatch::DispatchConfig {
+                home: cfg.lease_namespace.clone(),
+                outbox: incidents,
+                retention: cfg.incident_retention,
+            };
+            leader_tasks.push(for_the_term(move |ctx| {
+                super::dispatch::run(ctx, dispatch.clone())
+            }));
             up.wedged_after = cfg.wedged_after.unwrap_or(up.wedged_after);
             // The connection and its monitor (metrics, Events, the
             // wedged-upstream alert). The queue outlives a lost Lease:

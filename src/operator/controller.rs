@@ -70,7 +70,7 @@ fn span<K: Resource>(c: Controller, obj: &K) -> Span {
         Controller::Agent => info_span!("reconcile_inner", namespace = ns, agent = name),
         Controller::Tool => info_span!("reconcile_inner", namespace = ns, tool = name),
         Controller::Agentfs => info_span!("reconcile_inner", namespace = ns, agentfs = name),
-        Controller::Rollout | Controller::Tenant | Controller::Leader => {
+        Controller::Rollout | Controller::Tenant | Controller::Leader | Controller::Incident => {
             info_span!("reconcile_inner", namespace = ns, name = name)
         }
     }
@@ -94,6 +94,9 @@ fn warn_failed(c: Controller, name: &str, cat: ErrorCategory, err: &Error) {
         }
         Controller::Leader => {
             warn!(lease = %name, category, error = %err, "lease round failed");
+        }
+        Controller::Incident => {
+            warn!(incident = %name, category, error = %err, "incident dispatch failed");
         }
     }
 }

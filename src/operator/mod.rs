@@ -28,6 +28,7 @@ pub mod agent;
 pub mod agentfs;
 pub mod assemble;
 pub mod controller;
+pub mod dispatch;
 pub mod fs_reaper;
 pub mod hooks;
 pub mod http;

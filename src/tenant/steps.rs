@@ -137,7 +137,7 @@ fn register(cx: &StepCx<'_>, r: Registration, record: String) -> Option<Ran> {
     let r = r.with_uid(cx.tenant.metadata.uid.as_deref().unwrap_or_default());
     let (kind, id, generation) = (r.kind(), r.id().to_owned(), r.generation());
     Some(match registry.request(r) {
-        Progress::Acked => Ran {
+        Progress::Acked(_) => Ran {
             outcome: Outcome::Done,
             ack: Some((
                 kind,

@@ -81,6 +81,9 @@ pub struct UpstreamConfig {
     /// The tenant registrations the tenant sagas ask for; the connection
     /// sends them and hands back the acks (shared with the tenant engine).
     pub registrations: super::registrations::Registrations,
+    /// The incidents the leader's dispatcher asks to deliver; the
+    /// connection sends them and hands back each ack with its lane.
+    pub incidents: super::registrations::Incidents,
 }
 
 impl std::fmt::Debug for UpstreamConfig {
@@ -136,6 +139,7 @@ impl UpstreamConfig {
             fs_helper: crate::agentfs::helper::HelperOpts::default(),
             fs_max_bytes: crate::agentfs::tarstream::Limits::default().max_bytes,
             registrations: super::registrations::Registrations::new(),
+            incidents: super::registrations::Incidents::new(),
         }
     }
 

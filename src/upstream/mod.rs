@@ -13,8 +13,9 @@
 //! and shared by the tracker and the frames; pure), `tracker` (watch
 //! events -> deltas, pure), `outbox` (frame ordering and chunking, pure), `backoff` (pure), `health`,
 //! `actions` (commands and pod control through the CRDs), `monitor` (the
-//! `wedged-upstream` monitor, pure), `registrations` (tenant records for
-//! the control plane and their acks), `conn` (the loop). The bounded alert
+//! `wedged-upstream` monitor, pure), `registrations` (records the control
+//! plane must acknowledge, held and resent per connection: tenant records
+//! and incidents), `conn` (the loop). The bounded alert
 //! buffer it drains is [`crate::alerts`], below it.
 
 pub mod actions;

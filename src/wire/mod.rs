@@ -13,12 +13,14 @@ use serde::{Deserialize, Serialize};
 mod alert;
 pub mod close;
 pub mod fs;
+pub mod incident;
 mod parse;
 mod registry;
 mod resource;
 pub mod token;
 pub use alert::{Alert, AlertAck, AlertError, AlertState, Severity, limits as alert_limits};
 pub use fs::{FsAbort, FsChunk, FsChunkAck};
+pub use incident::{IncidentAck, IncidentRecord};
 pub use parse::FrameError;
 pub use registry::{
     RecordKind, RegisterAck, Registration, RegistrationError, SupportLane, TenantRegister,
@@ -46,11 +48,13 @@ pub enum Frame {
     CommandResult(CommandResult),
     Audit(AuditRecord),
     Alert(Alert),
+    Incident(IncidentRecord),
     TenantRegister(TenantRegister),
     SupportLane(SupportLane),
     // ------------------------------------------------ server -> client
     Welcome(Welcome),
     AlertAck(AlertAck),
+    IncidentAck(IncidentAck),
     RegisterAck(RegisterAck),
     Command(CommandRequest),
     PodControl(PodControlRequest),
@@ -76,10 +80,12 @@ impl Frame {
             Frame::CommandResult(_) => "command_result",
             Frame::Audit(_) => "audit",
             Frame::Alert(_) => "alert",
+            Frame::Incident(_) => "incident",
             Frame::TenantRegister(_) => "tenant_register",
             Frame::SupportLane(_) => "support_lane",
             Frame::Welcome(_) => "welcome",
             Frame::AlertAck(_) => "alert_ack",
+            Frame::IncidentAck(_) => "incident_ack",
             Frame::RegisterAck(_) => "register_ack",
             Frame::Command(_) => "command",
             Frame::PodControl(_) => "pod_control",
@@ -161,6 +167,11 @@ pub struct Welcome {
     /// its tenant sagas wait at the steps that need them.
     #[serde(default)]
     pub accepts_registrations: bool,
+    /// The server takes `incident` frames and answers them with
+    /// `incident_ack`. A client sends none otherwise; its incidents stay
+    /// `Received` in the cluster until one that takes them connects.
+    #[serde(default)]
+    pub accepts_incidents: bool,
 }
 
 /// One chunk of a snapshot. Chunks of one snapshot share `snapshot_id`, are

@@ -438,3 +438,13 @@ pub async fn volume_folder(ns: &super::TestNamespace, claim: &str) -> PathBuf {
         .unwrap();
     PathBuf::from(pv.spec.unwrap().host_path.expect("a hostPath volume").path)
 }
+
+/// The token the operator made for `agent` in `ns` (its Secret's `token`).
+pub async fn agent_token(ns: &str, agent: &str) -> String {
+    let client = super::client().await;
+    let s = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client, ns)
+        .get(&exo::cluster::build::agent_secret_name(agent))
+        .await
+        .unwrap();
+    String::from_utf8(s.data.unwrap()[exo::meta::TOKEN_KEY].0.clone()).unwrap()
+}

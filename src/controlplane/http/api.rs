@@ -152,6 +152,29 @@ pub async fn tenants(State(app): State<Arc<App>>, Path(name): Path<String>) -> R
     }
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IncidentsQuery {
+    /// Only this tenant's incidents.
+    pub tenant: Option<String>,
+}
+
+/// A deployment's incidents, newest first (at most 500): the support
+/// lanes' view, the detail included (secrets masked).
+pub async fn incidents(
+    State(app): State<Arc<App>>,
+    Path(name): Path<String>,
+    Query(q): Query<IncidentsQuery>,
+) -> Response {
+    if let Some(r) = unknown(&app, &name).await {
+        return r;
+    }
+    match app.store.list_incidents(&name, q.tenant.as_deref()).await {
+        Ok(rows) => Json(json!({ "count": rows.len(), "incidents": rows })).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    }
+}
+
 pub async fn stats(State(app): State<Arc<App>>) -> Response {
     Json(app.stats.to_json()).into_response()
 }

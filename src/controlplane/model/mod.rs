@@ -6,6 +6,7 @@ mod alerts;
 mod audit;
 mod deployment;
 mod health;
+mod incidents;
 mod tenants;
 mod tokens;
 
@@ -16,5 +17,8 @@ pub use alerts::{
 pub use audit::{AuditRow, NewAudit};
 pub use deployment::DeploymentView;
 pub use health::{Health, Thresholds};
+pub use incidents::{
+    INCIDENT_COLUMNS, IncidentRow, MAX_LISTED as MAX_INCIDENTS_LISTED, incident_row,
+};
 pub use tenants::{SupportRecord, TENANT_COLUMNS, TenantRecord, tenant_record};
 pub use tokens::{ADMIN_TOKEN_PREFIX, AdminTokenInfo, Authenticated, DeploymentRow, TokenInfo};

@@ -28,10 +28,10 @@ pub use error::StoreError;
 use super::bus::{Bus, Change};
 use super::model::{
     ADMIN_TOKEN_PREFIX, ActiveAlert, AdminTokenInfo, AlertRow, AlertSummary, AuditRow,
-    Authenticated, DeploymentRow, NewAudit, Origin, TenantRecord, TokenInfo,
+    Authenticated, DeploymentRow, IncidentRow, NewAudit, Origin, TenantRecord, TokenInfo,
 };
 use crate::wire::token::SecretToken;
-use crate::wire::{Alert, Registration, Severity, now_ms};
+use crate::wire::{Alert, IncidentRecord, Registration, Severity, now_ms};
 
 /// Where the data lives.
 #[derive(Clone)]
@@ -269,6 +269,29 @@ impl Store {
         on_backend!(self.register(deployment, r))?;
         self.bus.publish(Change::Deployment(deployment.to_owned()));
         Ok(())
+    }
+
+    /// Stores an incident in its tenant's support lane (its detail masked
+    /// once more), unless it is stored already; returns the lane it is
+    /// in, none while the tenant has no lane.
+    pub async fn insert_incident(
+        &self,
+        deployment: &str,
+        i: &IncidentRecord,
+    ) -> Result<Option<String>, StoreError> {
+        let detail = crate::redact::for_lane(&i.detail, &[]);
+        let lane = on_backend!(self.insert_incident(deployment, i, &detail))?;
+        self.bus.publish(Change::Deployment(deployment.to_owned()));
+        Ok(lane)
+    }
+
+    /// A deployment's incidents (one tenant's when given), newest first.
+    pub async fn list_incidents(
+        &self,
+        deployment: &str,
+        tenant: Option<&str>,
+    ) -> Result<Vec<IncidentRow>, StoreError> {
+        on_backend!(self.list_incidents(deployment, tenant))
     }
 
     /// A deployment's registered tenants, by name.

@@ -1,12 +1,15 @@
 //! What a connection does with each frame its operator sends: snapshots,
-//! deltas, heartbeats, command answers, audit records and alerts.
+//! deltas, heartbeats, command answers, audit records, alerts, tenant
+//! registrations and incidents.
 
 use tracing::{info, warn};
 
 use super::{ORD, Outcome, Session};
 use crate::controlplane::live::ToSocket;
 use crate::controlplane::model::{NewAudit, Origin, Source};
-use crate::wire::{Alert, AlertAck, Frame, RegisterAck, Registration, close};
+use crate::wire::{
+    Alert, AlertAck, Frame, IncidentAck, IncidentRecord, RegisterAck, Registration, close,
+};
 
 impl Session {
     /// Stores a valid alert and acknowledges it, also when it was stored
@@ -49,6 +52,27 @@ impl Session {
             }
             Err(e) => {
                 warn!(deployment = %dep, error = %e, "tenant registration write failed; not acknowledged");
+            }
+        }
+    }
+
+    /// Stores a valid incident in its tenant's lane and acknowledges it
+    /// with the lane (also a resend). A failed write is not acknowledged:
+    /// the operator sends it again. Only ids and names are logged.
+    async fn store_incident(&self, dep: &str, i: &IncidentRecord) {
+        match self.app.store.insert_incident(dep, i).await {
+            Ok(lane) => {
+                info!(deployment = %dep, tenant = %i.tenant, incident = %i.id, severity = %i.severity, lane = lane.as_deref().unwrap_or("-"), "incident");
+                if let Some(out) = self.out.as_ref().and_then(|w| w.upgrade()) {
+                    let ack = Frame::IncidentAck(IncidentAck {
+                        id: i.id.clone(),
+                        lane,
+                    });
+                    let _ = out.send(ToSocket::Send(Box::new(ack)));
+                }
+            }
+            Err(e) => {
+                warn!(deployment = %dep, error = %e, "incident write failed; not acknowledged");
             }
         }
     }
@@ -115,6 +139,10 @@ impl Session {
                 self.stored(&dep, a.validate(), self.store_alert(&dep, &a))
                     .await
             }
+            Frame::Incident(i) => {
+                self.stored(&dep, i.validate(), self.store_incident(&dep, &i))
+                    .await
+            }
             Frame::TenantRegister(t) => {
                 let r = Registration::Tenant(t);
                 self.stored(&dep, r.validate(), self.store_registration(&dep, &r))
@@ -140,6 +168,7 @@ impl Session {
             | Frame::AttachOpen(_)
             | Frame::AttachResize(_)
             | Frame::AlertAck(_)
+            | Frame::IncidentAck(_)
             | Frame::RegisterAck(_) => {
                 self.app.stats.frames_rejected.fetch_add(1, ORD);
                 return Err(Outcome::Close(

@@ -301,6 +301,7 @@ impl Session {
             accepts_rollouts: true,
             accepts_tenants: true,
             accepts_registrations: true,
+            accepts_incidents: true,
         });
         // With replicas, the database decides who holds the deployment; the
         // claim and the registration here happen in one order per

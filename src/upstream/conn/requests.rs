@@ -32,6 +32,7 @@ pub(super) struct Requests {
     fs_max_bytes: u64,
     alerts: AlertQueue,
     registrations: crate::upstream::registrations::Registrations,
+    incidents: crate::upstream::registrations::Incidents,
 }
 
 impl Requests {
@@ -51,6 +52,7 @@ impl Requests {
             fs_max_bytes: cfg.fs_max_bytes,
             alerts,
             registrations: cfg.registrations.clone(),
+            incidents: cfg.incidents.clone(),
         }
     }
 
@@ -180,8 +182,13 @@ impl Requests {
                     debug!(id = %a.id, "ack for an alert not held");
                 }
             }
+            Frame::IncidentAck(a) => {
+                if !self.incidents.ack(&a.id, a.lane) {
+                    debug!(id = %a.id, "ack for an incident not held");
+                }
+            }
             Frame::RegisterAck(a) => {
-                if !self.registrations.ack(&a.id) {
+                if !self.registrations.ack(&a.id, None) {
                     debug!(id = %a.id, "ack for a registration not held");
                 }
             }

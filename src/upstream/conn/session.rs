@@ -186,6 +186,13 @@ impl Ctx {
                 "upstream: the control plane does not take tenant registrations; holding them"
             );
         }
+        cfg.incidents.connected(welcome.accepts_incidents);
+        if !welcome.accepts_incidents && !cfg.incidents.is_empty() {
+            warn!(
+                incidents = cfg.incidents.len(),
+                "upstream: the control plane does not take incidents; holding them"
+            );
+        }
         let writer = tokio::spawn(writer(
             sink,
             ctl_rx,
@@ -197,6 +204,7 @@ impl Ctx {
             Held {
                 alerts,
                 registrations: cfg.registrations.clone(),
+                incidents: cfg.incidents.clone(),
             },
         ));
         let mut link = Link {
@@ -238,6 +246,7 @@ impl Ctx {
         };
         link.requests.abort_all();
         cfg.registrations.disconnected();
+        cfg.incidents.disconnected();
         let goodbye = match &end {
             End::Shutdown => Some("operator shutting down"),
             End::Redial(_) => Some("token rotated; reconnecting"),

@@ -17,7 +17,7 @@ use crate::upstream::actions;
 use crate::upstream::health::HealthHandle;
 use crate::upstream::outbox::{DataItem, Outbox};
 use crate::upstream::packed::DataFrame;
-use crate::upstream::registrations::Registrations;
+use crate::upstream::registrations::{Incidents, Registrations};
 use crate::wire::{self, AuditRecord, CommandAck, CommandResult, Frame, Heartbeat, close};
 
 /// Why a frame could not go out; the session retries the connection with
@@ -117,11 +117,12 @@ where
 }
 
 /// What waits for a connection beyond the resources: alerts (`None` when
-/// the control plane takes none) and tenant registrations (the book sends
-/// none to a control plane that does not take them).
+/// the control plane takes none), tenant registrations and incidents (each
+/// book sends none to a control plane that does not take them).
 pub(super) struct Held {
     pub alerts: Option<AlertQueue>,
     pub registrations: Registrations,
+    pub incidents: Incidents,
 }
 
 /// Sends control frames first, heartbeats on time, alerts and tenant
@@ -157,6 +158,7 @@ where
     let Held {
         alerts,
         registrations,
+        incidents,
     } = held;
     let alert_wake = async |q: &Option<AlertQueue>| match q {
         Some(q) => q.queued().await,
@@ -184,6 +186,10 @@ where
         }
         if snapshot_sent && let Some(r) = registrations.next_to_send() {
             send(&mut sink, &r.frame()).await?;
+            continue;
+        }
+        if snapshot_sent && let Some(i) = incidents.next_to_send() {
+            send(&mut sink, &Frame::Incident(i)).await?;
             continue;
         }
         while outbox.queued() < 256 {
@@ -218,6 +224,7 @@ where
             // Loops back to the top, which sends it.
             _ = alert_wake(&alerts), if snapshot_sent => {}
             () = registrations.queued(), if snapshot_sent => {}
+            () = incidents.queued(), if snapshot_sent => {}
             item = data_rx.recv() => match item {
                 Some(item) => outbox.push(item),
                 None => return Ok(()),

@@ -21,6 +21,7 @@
 mod admin;
 mod alerts;
 mod audit;
+mod incidents;
 pub mod schema;
 mod tenants;
 mod tokens;

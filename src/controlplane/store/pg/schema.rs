@@ -109,7 +109,29 @@ pub const MIGRATIONS: &[&str] = &[
     REPLICAS,
     // 3: the tenant registry.
     TENANTS,
+    // 4: the support lanes' incidents.
+    INCIDENTS,
 ];
+
+/// Version 4: the support lanes' incidents, one row per deployment and
+/// incident id.
+const INCIDENTS: &str = "
+CREATE TABLE incidents (
+    deployment TEXT NOT NULL,
+    id TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    severity TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    correlation_id TEXT NOT NULL,
+    received_at TEXT NOT NULL,
+    lane TEXT,
+    stored_ms BIGINT NOT NULL,
+    PRIMARY KEY (deployment, id)
+);
+CREATE INDEX incidents_by_time ON incidents (deployment, stored_ms);
+";
 
 /// Version 3: the tenant registry, one row per tenant of a deployment
 /// (its enrollment and its support lane, each with the generation it is

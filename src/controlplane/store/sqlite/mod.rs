@@ -15,6 +15,7 @@
 mod admin;
 mod alerts;
 mod audit;
+mod incidents;
 mod schema;
 mod tenants;
 mod tokens;

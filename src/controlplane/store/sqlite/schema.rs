@@ -69,7 +69,8 @@ type Migration = fn(&rusqlite::Transaction<'_>) -> rusqlite::Result<()>;
 const MIGRATIONS: &[Migration] = &[
     // 1: alert keys and states, the active set.
     migrate_v1, // 2: the tenant registry.
-    migrate_v2,
+    migrate_v2, // 3: the support lanes' incidents.
+    migrate_v3,
 ];
 
 /// Runs the migrations a database has not had, each in an immediate
@@ -145,6 +146,28 @@ fn migrate_v2(tx: &Transaction<'_>) -> rusqlite::Result<()> {
             lane_uid TEXT NOT NULL DEFAULT '',
             PRIMARY KEY (deployment, tenant)
         );",
+    )
+}
+
+/// Schema version 3: the support lanes' incidents, one row per
+/// deployment and incident id.
+fn migrate_v3(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS incidents (
+            deployment TEXT NOT NULL,
+            id TEXT NOT NULL,
+            tenant TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            severity TEXT NOT NULL,
+            summary TEXT NOT NULL,
+            detail TEXT NOT NULL,
+            correlation_id TEXT NOT NULL,
+            received_at TEXT NOT NULL,
+            lane TEXT,
+            stored_ms INTEGER NOT NULL,
+            PRIMARY KEY (deployment, id)
+        );
+        CREATE INDEX IF NOT EXISTS incidents_by_time ON incidents (deployment, stored_ms);",
     )
 }
 
