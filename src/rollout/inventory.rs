@@ -80,9 +80,12 @@ pub fn carried_over(legacy: &[InventoryEntry]) -> Vec<InventoryEntry> {
 /// Only the leader writes them, and one reconcile at a time per Rollout,
 /// so a copy is what the apiserver holds unless someone else wrote it;
 /// then the guarded write conflicts and the copy is dropped.
+/// A copy is kept with the uid of the Rollout it was loaded for: a
+/// Rollout deleted and made again (a tenant offboarded and onboarded
+/// again within the term) reads its inventory afresh.
 #[derive(Default)]
 pub struct Inventories {
-    held: Mutex<HashMap<String, Arc<Inventory>>>,
+    held: Mutex<HashMap<String, (String, Arc<Inventory>)>>,
 }
 
 fn key(ns: &str, name: &str) -> String {
@@ -100,7 +103,10 @@ impl Inventories {
             .ok_or(Error::MissingField("metadata.namespace"))?;
         let name = ro.name_any();
         let k = key(&ns, &name);
-        if let Some(held) = self.copy(&k) {
+        let owner = ro.metadata.uid.clone().unwrap_or_default();
+        if let Some((for_uid, held)) = self.copy(&k)
+            && for_uid == owner
+        {
             return Ok(held);
         }
         let read = op
@@ -122,7 +128,7 @@ impl Inventories {
             }
         };
         let inv = Arc::new(inv);
-        self.keep(k, inv.clone());
+        self.keep(k, owner, inv.clone());
         Ok(inv)
     }
 
@@ -150,7 +156,8 @@ impl Inventories {
         match op.put_guarded(Controller::Rollout, &next).await {
             Ok(written) => {
                 let written = Arc::new(written);
-                self.keep(k, written.clone());
+                let owner = self.copy(&k).map(|(uid, _)| uid).unwrap_or_default();
+                self.keep(k, owner, written.clone());
                 Ok(written)
             }
             Err(e) => {
@@ -165,7 +172,7 @@ impl Inventories {
         }
     }
 
-    fn copy(&self, k: &str) -> Option<Arc<Inventory>> {
+    fn copy(&self, k: &str) -> Option<(String, Arc<Inventory>)> {
         self.held
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -173,11 +180,11 @@ impl Inventories {
             .cloned()
     }
 
-    fn keep(&self, k: String, inv: Arc<Inventory>) {
+    fn keep(&self, k: String, owner: String, inv: Arc<Inventory>) {
         self.held
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(k, inv);
+            .insert(k, (owner, inv));
     }
 
     fn forget(&self, k: &str) {
