@@ -112,10 +112,13 @@ pub async fn run(op: Arc<Ctx>, cfg: DispatchConfig) {
         }
     }
     info!(namespace = %cfg.home, "incident dispatcher started");
-    // Refusals already logged, so a held incident is logged once.
+    // Refusals already logged, so a held incident is logged once; and the
+    // incidents this term marked routed that the watch does not show so
+    // yet (a stale copy is not sent, acked and written again).
     let mut refused: BTreeSet<String> = BTreeSet::new();
+    let mut routed: BTreeSet<String> = BTreeSet::new();
     loop {
-        let pending = pass(&op, &cfg, &store.state(), &mut refused).await;
+        let pending = pass(&op, &cfg, &store.state(), &mut refused, &mut routed).await;
         // An ack arrives on the connection, not on the watch: look again
         // soon while something is on its way.
         let tick = if pending {
@@ -140,11 +143,22 @@ async fn pass(
     cfg: &DispatchConfig,
     incidents: &[Arc<Incident>],
     refused: &mut BTreeSet<String>,
+    routed: &mut BTreeSet<String>,
 ) -> bool {
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
     let mut pending = false;
+    // Forget what the watch now shows routed (or gone).
+    let waiting: BTreeSet<&str> = incidents
+        .iter()
+        .filter(|i| i.state() == IncidentState::Received)
+        .filter_map(|i| i.metadata.name.as_deref())
+        .collect();
+    routed.retain(|n| waiting.contains(n.as_str()));
     for inc in incidents {
         let name = inc.metadata.name.clone().unwrap_or_default();
+        if routed.contains(&name) {
+            continue;
+        }
         match next(inc, now, cfg.retention) {
             Next::Keep => {}
             Next::Expire => {
@@ -187,7 +201,8 @@ async fn pass(
                             .await
                         {
                             Ok(()) => {
-                                info!(incident = %name, tenant = %inc.spec.tenant, lane = lane.as_deref().unwrap_or("-"), "incident routed")
+                                info!(incident = %name, tenant = %inc.spec.tenant, lane = lane.as_deref().unwrap_or("-"), "incident routed");
+                                routed.insert(name);
                             }
                             Err(e) => {
                                 // Asked again next pass: acked again at once.
