@@ -49,7 +49,12 @@ pub enum ControlPlaneCommand {
 pub enum AdminTokenCommand {
     /// Create an admin token and print it (once, on stdout). From then on
     /// the API and the status page need an admin token.
-    Create,
+    Create {
+        /// Limit the token to one support lane: its incidents on the API
+        /// (`/api/v1/lanes/LANE`) and its dashboard page, nothing else.
+        #[arg(long)]
+        lane: Option<String>,
+    },
     /// List admin token ids (never the tokens).
     List,
     /// Revoke an admin token by id.
@@ -248,17 +253,30 @@ async fn run_in(args: ControlPlaneArgs) -> u8 {
 
 async fn admin_token(c: AdminTokenCommand, store: &Store) -> Result<(), String> {
     match c {
-        AdminTokenCommand::Create => store.create_admin_token().await.map(|(info, token)| {
-            eprintln!(
-                "created admin token {} (shown once, store it now); the API now needs an admin token",
-                info.id
-            );
-            println!("{}", token.expose());
-        }),
+        AdminTokenCommand::Create { lane } => store
+            .create_admin_token(lane.as_deref())
+            .await
+            .map(|(info, token)| {
+                let scope = match &info.lane {
+                    Some(l) => format!(" for support lane {l} only"),
+                    None => String::new(),
+                };
+                eprintln!(
+                    "created admin token {}{scope} (shown once, store it now); the API now needs an admin token",
+                    info.id
+                );
+                println!("{}", token.expose());
+            }),
         AdminTokenCommand::List => store.list_admin_tokens().await.map(|rows| {
-            println!("ID\tCREATED_MS\tREVOKED_MS");
+            println!("ID\tCREATED_MS\tREVOKED_MS\tLANE");
             for t in rows {
-                println!("{}\t{}\t{}", t.id, t.created_ms, fmt_ms(t.revoked_ms));
+                println!(
+                    "{}\t{}\t{}\t{}",
+                    t.id,
+                    t.created_ms,
+                    fmt_ms(t.revoked_ms),
+                    t.lane.as_deref().unwrap_or("*")
+                );
             }
         }),
         AdminTokenCommand::Revoke { id } => store

@@ -22,6 +22,7 @@ pub mod operator;
 pub mod operator_connect;
 pub mod plane;
 pub mod release;
+pub mod support;
 pub mod table;
 pub mod tenant;
 pub mod terminal;
@@ -62,6 +63,9 @@ pub enum Command {
     /// Incidents agents reported: list them, show one with its detail.
     #[command(subcommand)]
     Incident(incident::IncidentCommand),
+    /// Support lanes on the control plane: list, show, acknowledge and
+    /// resolve incidents; route tenants to lanes.
+    Support(support::SupportArgs),
     /// Audit tenant isolation: placement, network, credentials, mounts,
     /// immutability. Exit 0 clean, 1 on findings, 2 on error.
     Audit(audit::AuditArgs),
@@ -90,6 +94,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Attach(args) => attach::run(args),
         Command::Fs(args) => fs::run(args),
         Command::Incident(cmd) => incident::run(cmd),
+        Command::Support(args) => support::run(args),
         Command::Audit(args) => audit::run(args),
         Command::Completion(args) => completion::run(args),
     };

@@ -1,6 +1,6 @@
-//! Reaching the control plane from the CLI (`exo attach`, `exo fs`): the
-//! flags, the admin token, and the WebSocket dial with refusals turned
-//! into plain messages.
+//! Reaching the control plane from the CLI (`exo attach`, `exo fs`,
+//! `exo support`): the flags, the admin token, the WebSocket dial and the
+//! JSON API call, with refusals turned into plain messages.
 
 use clap::Args;
 use tokio::net::TcpStream;
@@ -47,6 +47,14 @@ pub enum PlaneError {
     },
     #[error("refused by the control plane (HTTP {status}): {message}")]
     Refused { status: u16, message: String },
+    #[error("{base}: {source}")]
+    Http {
+        base: String,
+        #[source]
+        source: crate::net::NetError,
+    },
+    #[error("{base} answered {status} with a body that is not JSON")]
+    NotJson { base: String, status: u16 },
     #[error("connect {base}: {source}")]
     Connect {
         base: String,
@@ -132,6 +140,65 @@ impl PlaneArgs {
                 },
             })?;
         Ok(ws)
+    }
+}
+
+/// How long one API call may take, the answer included.
+const CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl PlaneArgs {
+    /// Calls the JSON API: `method path` with the admin token and an
+    /// optional JSON body. A refusal (4xx, 5xx) comes back as its status
+    /// and the server's message; the token is never part of an error.
+    pub async fn call(
+        &self,
+        method: hyper::Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Result<serde_json::Value, PlaneError> {
+        use http_body_util::Full;
+        use hyper::body::Bytes;
+        let base = self.control_plane.trim_end_matches('/').to_owned();
+        let net = |source| PlaneError::Http {
+            base: base.clone(),
+            source,
+        };
+        let client = if base.starts_with("https://") {
+            crate::net::client()
+        } else {
+            crate::net::plain_client()
+        }
+        .map_err(net)?;
+        let mut req = hyper::Request::builder()
+            .method(method)
+            .uri(format!("{base}{path}"))
+            .header("accept", "application/json");
+        if let Some(t) = self.admin_token()? {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        let payload = match body {
+            Some(v) => {
+                req = req.header("content-type", "application/json");
+                Bytes::from(v.to_string())
+            }
+            None => Bytes::new(),
+        };
+        let req = req
+            .body(Full::new(payload))
+            .map_err(|_| PlaneError::TokenHeader)?;
+        let answer = crate::net::send(&client, req, CALL_DEADLINE)
+            .await
+            .map_err(net)?;
+        let status = answer.status.as_u16();
+        let value: Option<serde_json::Value> = serde_json::from_slice(&answer.body).ok();
+        if !answer.status.is_success() {
+            let message = value
+                .as_ref()
+                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
+                .unwrap_or_else(|| String::from_utf8_lossy(&answer.body).trim().to_owned());
+            return Err(PlaneError::Refused { status, message });
+        }
+        value.ok_or(PlaneError::NotJson { base, status })
     }
 }
 

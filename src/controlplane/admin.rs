@@ -14,11 +14,15 @@
 //! - Without any admin token the API is open, and `serve` then refuses a
 //!   non-loopback address unless told `--allow-unauthenticated-api`.
 //! - A deployment token is not an admin token (separate table).
+//! - An admin token made for one support lane (`admin-token create
+//!   --lane`) reaches that lane's API and dashboard page only
+//!   ([`Scope`]); anything else is 403, naming the lane.
 
 use std::net::SocketAddr;
 use std::path::Path;
 
 pub use super::model::ADMIN_TOKEN_PREFIX;
+use super::model::Scope;
 use super::store::{Store, StoreError};
 use crate::wire::token::hash_token;
 
@@ -81,13 +85,18 @@ impl AdminAuth {
         Ok(self.file_hash.is_some() || store.admin_auth_enabled().await?)
     }
 
-    /// Whether the admin token with this SHA-256 is valid now (the file's,
-    /// or one in the database that is not revoked).
-    pub async fn hash_valid(&self, store: &Store, hash: &str) -> Result<bool, AdminError> {
+    /// Who the admin token with this SHA-256 is (its id; `token-file`
+    /// for the file's) and what it may reach now (the file's reaches
+    /// everything); `None` when it is not valid.
+    pub async fn hash_scope(
+        &self,
+        store: &Store,
+        hash: &str,
+    ) -> Result<Option<(String, Scope)>, AdminError> {
         if self.file_hash.as_deref() == Some(hash) {
-            return Ok(true);
+            return Ok(Some(("token-file".to_owned(), Scope::All)));
         }
-        Ok(store.admin_hash_valid(hash).await?)
+        Ok(store.admin_hash_scope(hash).await?)
     }
 
     /// Refuses an unauthenticated API on a non-loopback address.
@@ -120,8 +129,8 @@ mod tests {
         for b in backends().await {
             let store = b.store();
             assert!(!store.admin_auth_enabled().await.unwrap(), "{b}");
-            let (info, token) = store.create_admin_token().await.unwrap();
-            let (second, _) = store.create_admin_token().await.unwrap();
+            let (info, token) = store.create_admin_token(None).await.unwrap();
+            let (second, _) = store.create_admin_token(None).await.unwrap();
             assert!(token.expose().starts_with(ADMIN_TOKEN_PREFIX), "{b}");
             assert!(store.admin_token_valid(&token).await.unwrap(), "{b}");
             assert!(
@@ -194,7 +203,7 @@ mod tests {
                 open.check_exposure(store, public, true).await.is_ok(),
                 "{b}"
             );
-            store.create_admin_token().await.unwrap();
+            store.create_admin_token(None).await.unwrap();
             assert!(
                 open.check_exposure(store, public, false).await.is_ok(),
                 "{b}"

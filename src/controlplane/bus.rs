@@ -36,18 +36,26 @@ pub enum Change {
     Alerts(String),
     /// A heartbeat frame arrived: the deployment's last frame is now.
     Heartbeat(String),
+    /// Something in the support lane changed (an incident arrived or
+    /// moved, a tenant joined it).
+    Lane(String),
+    /// The deployment's operator is owed `incident_update`s.
+    IncidentUpdates(String),
 }
 
 impl Change {
-    /// The deployment the change is about.
-    pub fn deployment(&self) -> &str {
+    /// The deployment the change is about; none for a lane's (a lane
+    /// spans deployments).
+    pub fn deployment(&self) -> Option<&str> {
         match self {
             Change::Deployment(d)
             | Change::Resources(d)
             | Change::Alerts(d)
-            | Change::Heartbeat(d) => d,
-            Change::Resource { deployment, .. } => deployment,
-            Change::Audit(a) => &a.deployment,
+            | Change::Heartbeat(d)
+            | Change::IncidentUpdates(d) => Some(d),
+            Change::Resource { deployment, .. } => Some(deployment),
+            Change::Audit(a) => Some(&a.deployment),
+            Change::Lane(_) => None,
         }
     }
 }

@@ -28,6 +28,8 @@ use crate::wire::{CommandResult, Delta, Frame, Hello, Resource, SnapshotChunk};
 pub enum ToSocket {
     Send(Box<Frame>),
     Close(u16, String),
+    /// Look for `incident_update`s owed to the operator (`ws::updates`).
+    LookForUpdates,
 }
 
 #[derive(Debug)]
@@ -404,6 +406,26 @@ impl Live {
             .send(ToSocket::Send(Box::new(frame)))
             .map_err(|_| LiveError::Offline(deployment.to_owned()))?;
         Ok(rx)
+    }
+
+    /// Tells the deployment's connection on this replica, if any, to look
+    /// for the incident updates its operator is owed.
+    pub fn nudge(&self, deployment: &str) {
+        if let Ok(deps) = self.deps()
+            && let Some(c) = deps.get(deployment).and_then(|d| d.conn.as_ref())
+        {
+            let _ = c.tx.send(ToSocket::LookForUpdates);
+        }
+    }
+
+    /// [`nudge`](Self::nudge) for every connection on this replica (after
+    /// changes may have been missed).
+    pub fn nudge_all(&self) {
+        if let Ok(deps) = self.deps() {
+            for c in deps.values().filter_map(|d| d.conn.as_ref()) {
+                let _ = c.tx.send(ToSocket::LookForUpdates);
+            }
+        }
     }
 
     /// Sends a frame (no answer expected) to the deployment's live connection.

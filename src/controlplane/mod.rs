@@ -186,6 +186,26 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/deployments/{name}/{page}", get(dashboard::subpage))
         .route("/logout", post(dashboard::logout))
         .route("/status", get(dashboard::status::page))
+        .route("/lanes/{lane}", get(dashboard::lane))
+        .route("/api/v1/lanes", get(http::lanes::list))
+        .route("/api/v1/lanes/{lane}", get(http::lanes::get))
+        .route(
+            "/api/v1/lanes/{lane}/incidents",
+            get(http::lanes::incidents),
+        )
+        .route(
+            "/api/v1/lanes/{lane}/incidents/{id}",
+            get(http::lanes::incident),
+        )
+        .route(
+            "/api/v1/lanes/{lane}/incidents/{id}/{verb}",
+            post(http::lanes::act_on),
+        )
+        .route(
+            "/api/v1/lanes/{lane}/tenants/{deployment}/{tenant}",
+            axum::routing::put(http::lanes::assign),
+        )
+        .route("/api/v1/lanes/{lane}/events", get(http::lanes::events))
         .route("/api/v1/events", get(http::sse::events))
         .route("/api/v1/stats", get(http::api::stats))
         .route("/api/v1/deployments", get(http::api::list))
@@ -337,6 +357,7 @@ pub async fn serve(
         ]
     });
     let checker = tokio::spawn(ws::token_checker(app.clone()));
+    let updates = tokio::spawn(ws::updates::relay(app.clone()));
     let offline_check = tokio::spawn(disconnect::watch(app.clone()));
     let health = tokio::spawn(view::watch_health(app.clone()));
     let app2 = app.clone();
@@ -374,6 +395,7 @@ pub async fn serve(
         tracing::warn!(left, drain = ?SHUTDOWN_DRAIN, "operator sockets still open after the drain time");
     }
     checker.abort();
+    updates.abort();
     offline_check.abort();
     health.abort();
     for t in replica_tasks.into_iter().flatten() {

@@ -107,6 +107,16 @@ pub enum IncidentState {
 }
 
 impl IncidentState {
+    /// Its place in the order an incident moves through (never back).
+    pub fn rank(self) -> u8 {
+        match self {
+            IncidentState::Received => 0,
+            IncidentState::Routed => 1,
+            IncidentState::Acknowledged => 2,
+            IncidentState::Resolved => 3,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             IncidentState::Received => "received",
@@ -138,6 +148,15 @@ pub struct IncidentStatus {
 }
 
 impl Incident {
+    /// When it last moved (routed, acknowledged or resolved), if ever.
+    pub fn last_moved(&self) -> Option<&Time> {
+        let s = self.status.as_ref()?;
+        [&s.routed_at, &s.acknowledged_at, &s.resolved_at]
+            .into_iter()
+            .flatten()
+            .max_by_key(|t| t.0)
+    }
+
     /// The state the tenant is told: `received` until a status for this
     /// spec says otherwise.
     pub fn state(&self) -> IncidentState {

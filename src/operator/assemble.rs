@@ -177,6 +177,7 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
             let dispatch = super::dispatch::DispatchConfig {
                 home: cfg.lease_namespace.clone(),
                 outbox: incidents,
+                updates: up.incident_updates.clone(),
                 retention: cfg.incident_retention,
             };
             leader_tasks.push(for_the_term(move |ctx| {

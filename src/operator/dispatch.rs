@@ -2,8 +2,11 @@
 //! incident in the operator's namespace that has not reached the control
 //! plane is handed to the upstream connection's incident outbox; once the
 //! control plane has stored it in the tenant's lane and acknowledged it,
-//! its status says `Routed` and names the lane. Delivered incidents are
-//! deleted once they are older than the retention.
+//! its status says `Routed` and names the lane. What support does next
+//! (acknowledged, resolved) comes back down as `incident_update`s, which
+//! the dispatcher records in the status, so the tenant's view follows.
+//! Delivered incidents are deleted once they have not moved for the
+//! retention.
 //!
 //! Guarantees:
 //! - nothing is lost: an incident is marked routed only on the control
@@ -14,7 +17,10 @@
 //!   id, and the id is the `Incident`'s name;
 //! - one watch of the operator's namespace's Incidents, no polling LIST;
 //! - an `Incident` whose fields could not pass the wire's check (made by
-//!   hand) is never sent, so it cannot break the connection; it is logged.
+//!   hand) is never sent, so it cannot break the connection; it is logged;
+//! - an update is answered only once the status shows it (or the
+//!   incident is gone); the state only moves forward, so an old update
+//!   sent again changes nothing.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -29,15 +35,18 @@ use crate::cluster::apply::Ctx;
 use crate::cluster::metrics::Controller;
 use crate::crd::{Incident, IncidentState, IncidentStatus};
 use crate::meta::{LABEL_MANAGED_BY, MANAGED_BY};
+use crate::upstream::inbox::IncidentInbox;
 use crate::upstream::registrations::{Incidents, Progress};
-use crate::wire::IncidentRecord;
+use crate::wire::{IncidentRecord, IncidentUpdate, LaneState};
 
 #[derive(Clone)]
 pub struct DispatchConfig {
     /// The operator's namespace, where incidents are kept.
     pub home: String,
     pub outbox: Incidents,
-    /// How long a routed incident is kept.
+    /// The updates coming down from the control plane.
+    pub updates: IncidentInbox,
+    /// How long a routed incident is kept after it last moved.
     pub retention: Duration,
 }
 
@@ -69,15 +78,85 @@ pub fn next(inc: &Incident, now_s: i64, retention: Duration) -> Next {
     if inc.state() == IncidentState::Received {
         return Next::Deliver;
     }
-    let routed = inc
-        .status
-        .as_ref()
-        .and_then(|s| s.routed_at.as_ref())
-        .map(|t| t.0.as_second());
+    let routed = inc.last_moved().map(|t| t.0.as_second());
     let retention = i64::try_from(retention.as_secs()).unwrap_or(i64::MAX);
     match routed {
         Some(at) if now_s.saturating_sub(at) > retention => Next::Expire,
         _ => Next::Keep,
+    }
+}
+
+/// The status that records `u`, or `None` when the status shows it
+/// already (the state never moves back). Pure.
+pub fn with_update(inc: &Incident, u: &IncidentUpdate) -> Option<IncidentStatus> {
+    let target = match u.state {
+        LaneState::Routed => IncidentState::Routed,
+        LaneState::Acknowledged => IncidentState::Acknowledged,
+        LaneState::Resolved => IncidentState::Resolved,
+    };
+    let current = inc.state();
+    let mut status = inc
+        .status
+        .clone()
+        .filter(|_| current != IncidentState::Received)
+        .unwrap_or_default();
+    let lane_news = u.lane.is_some() && u.lane != status.lane;
+    if target.rank() <= current.rank() && !lane_news {
+        return None;
+    }
+    let at =
+        u.at.parse::<k8s_openapi::jiff::Timestamp>()
+            .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time)
+            .unwrap_or_else(|_| crate::rollout::now());
+    if target.rank() > current.rank() {
+        status.state = Some(target);
+    }
+    if u.lane.is_some() {
+        status.lane = u.lane.clone();
+    }
+    status.routed_at.get_or_insert_with(|| at.clone());
+    match target {
+        IncidentState::Acknowledged => {
+            status.acknowledged_at.get_or_insert(at);
+        }
+        IncidentState::Resolved => {
+            status.resolved_at.get_or_insert(at);
+        }
+        IncidentState::Received | IncidentState::Routed => {}
+    }
+    status.observed_generation = inc.metadata.generation;
+    Some(status)
+}
+
+/// Records one update from the control plane in its incident's status.
+/// Returns whether it may be answered (recorded, shown already, or the
+/// incident is gone).
+async fn record_update(
+    op: &Ctx,
+    cfg: &DispatchConfig,
+    incidents: &reflector::Store<Incident>,
+    u: &IncidentUpdate,
+) -> bool {
+    let key = reflector::ObjectRef::new(&u.id).within(&cfg.home);
+    let Some(inc) = incidents.get(&key) else {
+        debug!(incident = %u.id, "update for an incident no longer kept");
+        return true;
+    };
+    let Some(status) = with_update(&inc, u) else {
+        return true;
+    };
+    match op
+        .apply_status::<Incident>(Controller::Incident, &cfg.home, &u.id, &status)
+        .await
+    {
+        Ok(()) => {
+            info!(incident = %u.id, tenant = %inc.spec.tenant, state = u.state.as_str(), "incident moved by support");
+            true
+        }
+        Err(e) => {
+            warn!(incident = %u.id, error = %e, "cannot record the incident's update; the control plane sends it again");
+            false
+        }
     }
 }
 
@@ -112,6 +191,7 @@ pub async fn run(op: Arc<Ctx>, cfg: DispatchConfig) {
         }
     }
     info!(namespace = %cfg.home, "incident dispatcher started");
+    let mut inbox = cfg.updates.take().await;
     // Refusals already logged, so a held incident is logged once; and the
     // incidents this term marked routed that the watch does not show so
     // yet (a stale copy is not sent, acked and written again).
@@ -132,6 +212,12 @@ pub async fn run(op: Arc<Ctx>, cfg: DispatchConfig) {
                 None => return,
                 Some(Ok(_)) => {}
             },
+            got = inbox.recv() => {
+                let Some((u, done)) = got else { return };
+                if record_update(&op, &cfg, &store, &u).await {
+                    let _ = done.send(());
+                }
+            }
             () = tokio::time::sleep(tick) => {}
         }
     }
@@ -253,6 +339,54 @@ mod tests {
             ..IncidentStatus::default()
         });
         inc
+    }
+
+    #[test]
+    fn updates_move_the_status_forward_only() {
+        let u = |state, lane: Option<&str>| IncidentUpdate {
+            id: "inc-0123456789abcdef01234567".into(),
+            state,
+            at: "2026-12-06T10:00:00Z".into(),
+            lane: lane.map(str::to_owned),
+        };
+        let mut routed = incident(Some(IncidentState::Routed), Some(1000), 1);
+        routed.status.as_mut().unwrap().lane = Some("desk".into());
+        let acked = with_update(&routed, &u(LaneState::Acknowledged, Some("desk"))).unwrap();
+        assert_eq!(acked.state, Some(IncidentState::Acknowledged));
+        assert_eq!(acked.lane.as_deref(), Some("desk"));
+        assert_eq!(
+            acked.routed_at.as_ref().map(|t| t.0.as_second()),
+            Some(1000),
+            "kept"
+        );
+        assert!(acked.acknowledged_at.is_some() && acked.resolved_at.is_none());
+        let mut now_acked = routed.clone();
+        now_acked.status = Some(acked);
+        assert_eq!(
+            with_update(&now_acked, &u(LaneState::Acknowledged, Some("desk"))),
+            None,
+            "shown already"
+        );
+        assert_eq!(
+            with_update(&now_acked, &u(LaneState::Routed, None)),
+            None,
+            "never back"
+        );
+        let resolved = with_update(&now_acked, &u(LaneState::Resolved, None)).unwrap();
+        assert_eq!(resolved.state, Some(IncidentState::Resolved));
+        assert!(resolved.acknowledged_at.is_some() && resolved.resolved_at.is_some());
+        // A lane given later to an unrouted incident is recorded.
+        let unrouted = incident(Some(IncidentState::Routed), Some(1000), 1);
+        let laned = with_update(&unrouted, &u(LaneState::Routed, Some("desk"))).unwrap();
+        assert_eq!(laned.state, Some(IncidentState::Routed));
+        assert_eq!(laned.lane.as_deref(), Some("desk"));
+        // Retention counts from the last move.
+        let mut moved = now_acked.clone();
+        moved.status.as_mut().unwrap().resolved_at = Some(Time(
+            k8s_openapi::jiff::Timestamp::from_second(5000).unwrap(),
+        ));
+        let day = Duration::from_secs(86_400);
+        assert_eq!(next(&moved, 4000 + 86_400, day), Next::Keep);
     }
 
     #[test]

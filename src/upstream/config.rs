@@ -84,6 +84,9 @@ pub struct UpstreamConfig {
     /// The incidents the leader's dispatcher asks to deliver; the
     /// connection sends them and hands back each ack with its lane.
     pub incidents: super::registrations::Incidents,
+    /// The `incident_update`s from the control plane, for the leader's
+    /// dispatcher to record.
+    pub incident_updates: super::inbox::IncidentInbox,
 }
 
 impl std::fmt::Debug for UpstreamConfig {
@@ -140,6 +143,7 @@ impl UpstreamConfig {
             fs_max_bytes: crate::agentfs::tarstream::Limits::default().max_bytes,
             registrations: super::registrations::Registrations::new(),
             incidents: super::registrations::Incidents::new(),
+            incident_updates: super::inbox::IncidentInbox::default(),
         }
     }
 

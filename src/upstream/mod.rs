@@ -15,7 +15,8 @@
 //! `actions` (commands and pod control through the CRDs), `monitor` (the
 //! `wedged-upstream` monitor, pure), `registrations` (records the control
 //! plane must acknowledge, held and resent per connection: tenant records
-//! and incidents), `conn` (the loop). The bounded alert
+//! and incidents), `inbox` (incident updates on their way down to the
+//! dispatcher), `conn` (the loop). The bounded alert
 //! buffer it drains is [`crate::alerts`], below it.
 
 pub mod actions;
@@ -24,6 +25,7 @@ pub mod backoff;
 pub mod config;
 pub mod conn;
 pub mod health;
+pub mod inbox;
 pub mod monitor;
 pub mod outbox;
 pub mod packed;

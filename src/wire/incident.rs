@@ -1,6 +1,10 @@
 //! The `incident` frame (operator -> control plane) and its
 //! acknowledgement `incident_ack` (control plane -> operator): an agent's
 //! incident on its way to its tenant's support lane (docs/support.md).
+//! And the way back: `incident_update` (control plane -> operator) says
+//! support acknowledged or resolved one, and `incident_update_ack`
+//! (operator -> control plane) says the cluster's copy shows it; only
+//! an operator that advertises [`CAP_INCIDENT_UPDATES`] is sent them.
 //!
 //! Guarantees: every field has a byte bound ([`limits`]) and
 //! [`IncidentRecord::validate`] checks them and the shapes; the operator
@@ -57,8 +61,86 @@ pub struct IncidentAck {
     pub lane: Option<String>,
 }
 
+/// The capability (in `hello`) of an operator that takes
+/// `incident_update` frames.
+pub const CAP_INCIDENT_UPDATES: &str = "incident-updates";
+
+/// Where support has taken an incident, as its tenant is told. Only moves
+/// forward: routed, acknowledged, resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LaneState {
+    Routed,
+    Acknowledged,
+    Resolved,
+}
+
+impl LaneState {
+    pub const ALL: [LaneState; 3] = [
+        LaneState::Routed,
+        LaneState::Acknowledged,
+        LaneState::Resolved,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LaneState::Routed => "routed",
+            LaneState::Acknowledged => "acknowledged",
+            LaneState::Resolved => "resolved",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+}
+
+/// Control plane -> operator: support moved incident `id` to `state` at
+/// `at` (RFC 3339, the control plane's clock). Sent again until
+/// acknowledged with the same state; applying it twice changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IncidentUpdate {
+    pub id: String,
+    pub state: LaneState,
+    pub at: String,
+    /// The lane it is in.
+    #[serde(default)]
+    pub lane: Option<String>,
+}
+
+impl IncidentUpdate {
+    pub fn validate(&self) -> Result<(), IncidentError> {
+        if !valid_id(&self.id) {
+            return Err(IncidentError::BadId(self.id.clone()));
+        }
+        if self.at.len() > limits::RECEIVED_AT
+            || self.at.parse::<k8s_openapi::jiff::Timestamp>().is_err()
+        {
+            return Err(IncidentError::BadTime(self.at.clone()));
+        }
+        if let Some(l) = &self.lane
+            && !crate::names::is_dns1123_label(l)
+        {
+            return Err(IncidentError::BadLane(l.clone()));
+        }
+        Ok(())
+    }
+}
+
+/// Operator -> control plane: the cluster's copy of `id` shows `state`
+/// (or the incident is gone there: past its retention).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IncidentUpdateAck {
+    pub id: String,
+    pub state: LaneState,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IncidentError {
+    #[error("field at {0:?} is not an RFC 3339 time")]
+    BadTime(String),
+    #[error("field lane {0:?} is not a DNS label")]
+    BadLane(String),
     #[error("field {0} is empty")]
     Empty(&'static str),
     #[error("field {field} has {len} bytes; the limit is {max}")]
@@ -185,6 +267,36 @@ mod tests {
                 lane: None
             }))
         );
+
+        let up = Frame::IncidentUpdate(IncidentUpdate {
+            id: "inc-0123456789abcdef01234567".into(),
+            state: LaneState::Acknowledged,
+            at: "2026-12-06T10:00:00Z".into(),
+            lane: Some("acme-desk".into()),
+        });
+        let text = up.to_json().unwrap_or_default();
+        assert!(text.contains(r#""state":"acknowledged""#), "{text}");
+        assert_eq!(Frame::from_json(&text).ok(), Some(up.clone()));
+        if let Frame::IncidentUpdate(u) = up {
+            assert_eq!(u.validate(), Ok(()));
+            let late = IncidentUpdate {
+                at: "yesterday".into(),
+                ..u.clone()
+            };
+            assert!(matches!(late.validate(), Err(IncidentError::BadTime(_))));
+            let lane = IncidentUpdate {
+                lane: Some("A B".into()),
+                ..u
+            };
+            assert!(matches!(lane.validate(), Err(IncidentError::BadLane(_))));
+        }
+        assert!(
+            Frame::from_json(r#"{"type":"incident_update_ack","id":"x","state":"reopened"}"#)
+                .is_err(),
+            "an unknown state is refused"
+        );
+        assert!(LaneState::Routed < LaneState::Acknowledged);
+        assert_eq!(LaneState::parse("resolved"), Some(LaneState::Resolved));
 
         assert_eq!(record().validate(), Ok(()));
         let bad: Vec<(IncidentRecord, &str)> = vec![

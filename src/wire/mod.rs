@@ -20,7 +20,9 @@ mod resource;
 pub mod token;
 pub use alert::{Alert, AlertAck, AlertError, AlertState, Severity, limits as alert_limits};
 pub use fs::{FsAbort, FsChunk, FsChunkAck};
-pub use incident::{IncidentAck, IncidentRecord};
+pub use incident::{
+    CAP_INCIDENT_UPDATES, IncidentAck, IncidentRecord, IncidentUpdate, IncidentUpdateAck, LaneState,
+};
 pub use parse::FrameError;
 pub use registry::{
     RecordKind, RegisterAck, Registration, RegistrationError, SupportLane, TenantRegister,
@@ -49,12 +51,14 @@ pub enum Frame {
     Audit(AuditRecord),
     Alert(Alert),
     Incident(IncidentRecord),
+    IncidentUpdateAck(IncidentUpdateAck),
     TenantRegister(TenantRegister),
     SupportLane(SupportLane),
     // ------------------------------------------------ server -> client
     Welcome(Welcome),
     AlertAck(AlertAck),
     IncidentAck(IncidentAck),
+    IncidentUpdate(IncidentUpdate),
     RegisterAck(RegisterAck),
     Command(CommandRequest),
     PodControl(PodControlRequest),
@@ -81,11 +85,13 @@ impl Frame {
             Frame::Audit(_) => "audit",
             Frame::Alert(_) => "alert",
             Frame::Incident(_) => "incident",
+            Frame::IncidentUpdateAck(_) => "incident_update_ack",
             Frame::TenantRegister(_) => "tenant_register",
             Frame::SupportLane(_) => "support_lane",
             Frame::Welcome(_) => "welcome",
             Frame::AlertAck(_) => "alert_ack",
             Frame::IncidentAck(_) => "incident_ack",
+            Frame::IncidentUpdate(_) => "incident_update",
             Frame::RegisterAck(_) => "register_ack",
             Frame::Command(_) => "command",
             Frame::PodControl(_) => "pod_control",

@@ -150,8 +150,30 @@ fn shell(page: &str, via: &Via) -> Response {
     .into_response()
 }
 
-pub async fn overview(Extension(via): Extension<Via>) -> Response {
-    shell("overview", &via)
+/// `GET /`: the fleet; a lane's token is sent on to its lane's page.
+pub async fn overview(
+    Extension(via): Extension<Via>,
+    Extension(scope): Extension<authn::Scope>,
+) -> Response {
+    match scope {
+        authn::Scope::Lane(l) => Redirect::to(&format!("/lanes/{l}")).into_response(),
+        authn::Scope::All => shell("overview", &via),
+    }
+}
+
+/// `GET /lanes/{lane}`: one support lane's incidents, live.
+pub async fn lane(
+    Path(lane): Path<String>,
+    Extension(via): Extension<Via>,
+    Extension(scope): Extension<authn::Scope>,
+) -> Response {
+    if !crate::names::is_dns1123_label(&lane) {
+        return (StatusCode::NOT_FOUND, "no such lane\n").into_response();
+    }
+    if !scope.allows_lane(&lane) {
+        return (StatusCode::FORBIDDEN, "this token may not read that lane\n").into_response();
+    }
+    shell("lane", &via)
 }
 
 async fn unknown_deployment(app: &App, name: &str) -> Option<Response> {
@@ -252,8 +274,8 @@ pub async fn login(
         );
     }
     let token = SecretToken::new(form.token.trim());
-    let valid = match app.admin.hash_valid(&app.store, &token.hash()).await {
-        Ok(v) => v && !token.expose().is_empty(),
+    let valid = match app.admin.hash_scope(&app.store, &token.hash()).await {
+        Ok(v) => v.is_some() && !token.expose().is_empty(),
         Err(e) => {
             tracing::warn!(error = %e, "admin token lookup failed");
             return login_page(

@@ -11,6 +11,10 @@
 //!   every request, so revoking it ends the session;
 //! - nothing, while no admin token exists (the open, loopback-only mode).
 //!
+//! A token limited to one support lane is let in only to that lane's
+//! routes ([`Scope::allows_path`]); elsewhere it gets 403 naming the lane.
+//! Handlers read the [`Scope`] from the request's extensions.
+//!
 //! A browser asking for a page without a session is sent to `/login`; an
 //! API client gets 401 with a message that says what is missing, never the
 //! presented value.
@@ -26,6 +30,7 @@ use tracing::warn;
 
 use super::hop::PEER_HEADER;
 use crate::controlplane::App;
+pub use crate::controlplane::model::Scope;
 pub use crate::controlplane::session::CSRF_HEADER;
 use crate::controlplane::session::{self, Session};
 use crate::wire::token::SecretToken;
@@ -41,8 +46,13 @@ pub enum Via {
     Peer,
 }
 
+/// Who was let in, for the records an action leaves: an admin token's id
+/// (never the token), `token-file`, `open` or `peer`.
+#[derive(Debug, Clone)]
+pub struct Actor(pub String);
+
 enum Verdict {
-    Allowed(Via),
+    Allowed(Via, Scope, Actor),
     Missing,
     Invalid,
     Failed(String),
@@ -71,7 +81,9 @@ async fn judge(app: &App, headers: &HeaderMap) -> Verdict {
             .zip(presented.to_str().ok())
             .is_some_and(|(r, p)| r.is_peer(p));
         return if ok {
-            Verdict::Allowed(Via::Peer)
+            // The replica that forwarded it let it in for a deployment's
+            // route, which a lane token cannot reach.
+            Verdict::Allowed(Via::Peer, Scope::All, Actor("peer".into()))
         } else {
             Verdict::Invalid
         };
@@ -81,7 +93,7 @@ async fn judge(app: &App, headers: &HeaderMap) -> Verdict {
         Err(e) => return Verdict::Failed(e.to_string()),
     };
     if !required {
-        return Verdict::Allowed(Via::Open);
+        return Verdict::Allowed(Via::Open, Scope::All, Actor("open".into()));
     }
     // An Authorization header decides alone: a wrong Bearer token is not
     // rescued by a cookie.
@@ -89,9 +101,9 @@ async fn judge(app: &App, headers: &HeaderMap) -> Verdict {
         let Some(token) = presented else {
             return Verdict::Invalid;
         };
-        return match app.admin.hash_valid(&app.store, &token.hash()).await {
-            Ok(true) => Verdict::Allowed(Via::Bearer),
-            Ok(false) => Verdict::Invalid,
+        return match app.admin.hash_scope(&app.store, &token.hash()).await {
+            Ok(Some((id, scope))) => Verdict::Allowed(Via::Bearer, scope, Actor(id)),
+            Ok(None) => Verdict::Invalid,
             Err(e) => Verdict::Failed(e.to_string()),
         };
     }
@@ -101,9 +113,9 @@ async fn judge(app: &App, headers: &HeaderMap) -> Verdict {
     let Some(s) = app.sessions.get(id) else {
         return Verdict::Missing;
     };
-    match app.admin.hash_valid(&app.store, &s.admin_hash).await {
-        Ok(true) => Verdict::Allowed(Via::Session(s)),
-        Ok(false) => {
+    match app.admin.hash_scope(&app.store, &s.admin_hash).await {
+        Ok(Some((id, scope))) => Verdict::Allowed(Via::Session(s), scope, Actor(id)),
+        Ok(None) => {
             app.sessions.close(id);
             Verdict::Missing
         }
@@ -137,7 +149,8 @@ fn is_upgrade(headers: &HeaderMap) -> bool {
 /// A page a browser navigates to (as opposed to the API).
 fn is_page(req: &Request) -> bool {
     let p = req.uri().path();
-    req.method() == Method::GET && (p == "/" || p == "/status" || p.starts_with("/deployments"))
+    req.method() == Method::GET
+        && (p == "/" || p == "/status" || p.starts_with("/deployments") || p.starts_with("/lanes"))
 }
 
 fn forbidden(msg: &str) -> Response {
@@ -151,7 +164,21 @@ fn forbidden(msg: &str) -> Response {
 /// Middleware for every admin route.
 pub async fn require(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
     let msg = match judge(&app, req.headers()).await {
-        Verdict::Allowed(via) => {
+        Verdict::Allowed(via, scope, actor) => {
+            if !scope.allows_path(req.uri().path()) {
+                app.stats
+                    .admin_rejected
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let lane = match &scope {
+                    Scope::Lane(l) => l.as_str(),
+                    Scope::All => "",
+                };
+                tracing::info!(path = %req.uri().path(), lane, "refused: outside the token's lane");
+                return forbidden(&format!(
+                    "this admin token is limited to support lane {lane:?}: only /api/v1/lanes/{lane} \
+                     and /lanes/{lane} are open to it"
+                ));
+            }
             if let Via::Session(s) = &via {
                 if changes_state(req.method()) {
                     let presented = req
@@ -175,6 +202,8 @@ pub async fn require(State(app): State<Arc<App>>, mut req: Request, next: Next) 
                 }
             }
             req.extensions_mut().insert(via);
+            req.extensions_mut().insert(scope);
+            req.extensions_mut().insert(actor);
             return next.run(req).await;
         }
         Verdict::Failed(e) => {

@@ -1,5 +1,6 @@
 //! The HTTP side: the JSON API (`api`), the events stream (`sse`), the
-//! user sockets of shell attach (`attach`) and file copy (`fs`), who may use
+//! user sockets of shell attach (`attach`) and file copy (`fs`), the support
+//! lanes (`lanes`), who may use
 //! them (`authn`) and the hop to the replica that holds a deployment
 //! (`hop`). Nothing below this module names it.
 
@@ -8,4 +9,5 @@ pub mod attach;
 pub mod authn;
 pub mod fs;
 pub mod hop;
+pub mod lanes;
 pub mod sse;

@@ -90,11 +90,14 @@ impl Subscriber {
                 }
                 Err(broadcast::error::RecvError::Closed) => return None,
             };
-            if self
-                .only
-                .as_deref()
-                .is_some_and(|d| d != change.deployment())
-            {
+            // The fleet's stream and a deployment's carry no lane's
+            // changes: those go to the lane's own stream (`lanes`).
+            match (self.only.as_deref(), change.deployment()) {
+                (_, None) => continue,
+                (Some(d), Some(c)) if d != c => continue,
+                _ => {}
+            }
+            if matches!(*change, Change::IncidentUpdates(_)) {
                 continue;
             }
             if let Some(d) = self.only.as_deref()
@@ -133,6 +136,8 @@ impl Subscriber {
                 "heartbeat",
                 &json!({ "deployment": d, "last_frame_at_ms": crate::wire::now_ms() }),
             ),
+            // Filtered out above.
+            Change::Lane(_) | Change::IncidentUpdates(_) => sse("resync", &json!({})),
         }
     }
 }

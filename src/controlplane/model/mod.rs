@@ -18,7 +18,11 @@ pub use audit::{AuditRow, NewAudit};
 pub use deployment::DeploymentView;
 pub use health::{Health, Thresholds};
 pub use incidents::{
-    INCIDENT_COLUMNS, IncidentRow, MAX_LISTED as MAX_INCIDENTS_LISTED, incident_row,
+    INCIDENT_COLUMNS, IncidentProgress, IncidentRow, IncidentText, LaneAction, LaneRow,
+    MAX_LIMIT as MAX_INCIDENTS_LIMIT, MAX_LISTED as MAX_INCIDENTS_LISTED, MAX_NOTE, MAX_PENDING,
+    Outcome, PendingUpdate, decide, incident_row,
 };
 pub use tenants::{SupportRecord, TENANT_COLUMNS, TenantRecord, tenant_record};
-pub use tokens::{ADMIN_TOKEN_PREFIX, AdminTokenInfo, Authenticated, DeploymentRow, TokenInfo};
+pub use tokens::{
+    ADMIN_TOKEN_PREFIX, AdminTokenInfo, Authenticated, DeploymentRow, Scope, TokenInfo,
+};

@@ -49,4 +49,88 @@ pub struct AdminTokenInfo {
     pub id: String,
     pub created_ms: u64,
     pub revoked_ms: Option<u64>,
+    /// The one support lane it may read and act on; `None`: everything.
+    pub lane: Option<String>,
+}
+
+impl AdminTokenInfo {
+    pub fn scope(&self) -> Scope {
+        Scope::of(self.lane.clone())
+    }
+}
+
+/// What an admin token (or a session opened with one) may reach.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase", tag = "kind", content = "lane")]
+pub enum Scope {
+    /// The whole API and dashboard.
+    All,
+    /// One support lane: its incidents (`/api/v1/lanes/{lane}/…`), its
+    /// dashboard page (`/lanes/{lane}`) and nothing else.
+    Lane(String),
+}
+
+impl Scope {
+    /// The scope a stored lane column means.
+    pub fn of(lane: Option<String>) -> Self {
+        lane.map_or(Scope::All, Scope::Lane)
+    }
+
+    pub fn allows_lane(&self, lane: &str) -> bool {
+        match self {
+            Scope::All => true,
+            Scope::Lane(l) => l == lane,
+        }
+    }
+
+    /// Whether a request for `path` is inside the scope. A lane token
+    /// reaches its lane's API and page, the lane list (which shows it its
+    /// lane only), the root (sent on to its lane's page) and logout.
+    pub fn allows_path(&self, path: &str) -> bool {
+        let Scope::Lane(lane) = self else {
+            return true;
+        };
+        let under = |prefix: &str| {
+            path.strip_prefix(prefix)
+                .and_then(|rest| rest.strip_prefix(lane.as_str()))
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        };
+        matches!(path, "/" | "/logout" | "/api/v1/lanes")
+            || under("/api/v1/lanes/")
+            || under("/lanes/")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lane_scope_reaches_its_lane_only() {
+        let s = Scope::Lane("acme-desk".into());
+        for ok in [
+            "/",
+            "/logout",
+            "/api/v1/lanes",
+            "/api/v1/lanes/acme-desk",
+            "/api/v1/lanes/acme-desk/incidents/inc-1/ack",
+            "/lanes/acme-desk",
+        ] {
+            assert!(s.allows_path(ok), "{ok}");
+        }
+        for no in [
+            "/api/v1/lanes/acme-desk2/incidents",
+            "/api/v1/lanes/other",
+            "/lanes/acme",
+            "/api/v1/deployments",
+            "/api/v1/events",
+            "/deployments/d",
+            "/status",
+        ] {
+            assert!(!s.allows_path(no), "{no}");
+        }
+        assert!(s.allows_lane("acme-desk") && !s.allows_lane("other"));
+        assert!(Scope::All.allows_path("/api/v1/deployments"));
+        assert!(Scope::All.allows_lane("any"));
+    }
 }

@@ -12,6 +12,7 @@ use tracing::{info, warn};
 use super::{CHANNEL, Eviction, FLUSH, REAP, Replica, ReplicaError, ms};
 use crate::controlplane::App;
 use crate::controlplane::live::Live;
+use crate::controlplane::store::pg::NOTICES;
 use crate::controlplane::store::to_i64;
 use crate::wire::{close, now_ms};
 
@@ -69,7 +70,10 @@ pub async fn listen(replica: Arc<Replica>, app: Arc<App>) {
                     while let Some(m) = messages.next().await {
                         match m {
                             Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
-                                if tx.send(n.payload().to_owned()).is_err() {
+                                if tx
+                                    .send((n.channel().to_owned(), n.payload().to_owned()))
+                                    .is_err()
+                                {
                                     break;
                                 }
                             }
@@ -81,14 +85,22 @@ pub async fn listen(replica: Arc<Replica>, app: Arc<App>) {
                         }
                     }
                 });
-                match client.batch_execute(&format!("LISTEN {CHANNEL}")).await {
+                let listen = format!("LISTEN {CHANNEL}; LISTEN {NOTICES}");
+                match client.batch_execute(&listen).await {
                     Err(e) => warn!(error = %e, "eviction listener: LISTEN failed"),
                     Ok(()) => {
                         backoff = Duration::from_millis(200);
                         if let Err(e) = reconcile(&replica, live, close::EVICTED_REASON).await {
                             warn!(error = %e, "reconcile after LISTEN failed");
                         }
-                        while let Some(payload) = rx.recv().await {
+                        // Notices said while it was away are lost: look
+                        // for owed incident updates once on every socket.
+                        live.nudge_all();
+                        while let Some((channel, payload)) = rx.recv().await {
+                            if channel == NOTICES {
+                                app.store.heard(&payload);
+                                continue;
+                            }
                             match serde_json::from_str::<Eviction>(&payload) {
                                 Ok(e) => on_eviction(&replica, live, &e).await,
                                 Err(e) => warn!(error = %e, "unreadable eviction notice"),

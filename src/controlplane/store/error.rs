@@ -18,6 +18,17 @@ pub enum StoreError {
     NoDeployment(String),
     #[error("invalid deployment name {0:?}: use 1-63 characters a-z, 0-9 and '-'")]
     BadName(String),
+    #[error("invalid lane name {0:?}: use 1-63 characters a-z, 0-9 and '-'")]
+    BadLane(String),
+    #[error("invalid tenant name {0:?}: use 1-63 characters a-z, 0-9 and '-'")]
+    BadTenant(String),
+    #[error(
+        "tenant {tenant:?} is in lane {lane:?}, registered by its operator from the Tenant's \
+         spec.support; change it there"
+    )]
+    LaneFromOperator { tenant: String, lane: String },
+    #[error("the note has {0} bytes; the limit is 2000")]
+    NoteTooLong(usize),
     #[error("admin token {0:?} does not exist")]
     NoAdminToken(String),
     #[error("token {0:?} does not exist in deployment {1:?}")]

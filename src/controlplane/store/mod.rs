@@ -14,6 +14,7 @@
 
 mod codec;
 mod error;
+pub mod incidents;
 pub mod pg;
 mod sqlite;
 
@@ -24,14 +25,16 @@ use std::time::Duration;
 
 pub use codec::{to_i64, to_u64};
 pub use error::StoreError;
+pub use incidents::Act;
 
 use super::bus::{Bus, Change};
 use super::model::{
     ADMIN_TOKEN_PREFIX, ActiveAlert, AdminTokenInfo, AlertRow, AlertSummary, AuditRow,
-    Authenticated, DeploymentRow, IncidentRow, NewAudit, Origin, TenantRecord, TokenInfo,
+    Authenticated, DeploymentRow, IncidentRow, LaneRow, NewAudit, Origin, PendingUpdate, Scope,
+    TenantRecord, TokenInfo,
 };
 use crate::wire::token::SecretToken;
-use crate::wire::{Alert, IncidentRecord, Registration, Severity, now_ms};
+use crate::wire::{Alert, IncidentRecord, LaneState, Registration, Severity, now_ms};
 
 /// Where the data lives.
 #[derive(Clone)]
@@ -53,6 +56,11 @@ macro_rules! on_backend {
         }
     };
 }
+
+/// The `lane_uid` of a lane set by hand, before the admin token's id: a
+/// lane registered by an operator (with its `Tenant`'s uid) is not
+/// overwritten by hand, and one set by hand gives way to the operator's.
+const ASSIGNED_BY_ADMIN: &str = "admin:";
 
 #[derive(Clone)]
 pub struct Store {
@@ -103,6 +111,40 @@ impl Store {
     /// publishes on the same bus.
     pub fn bus(&self) -> &Bus {
         &self.bus
+    }
+
+    /// Publishes a lane's change on this server's bus and, on PostgreSQL,
+    /// to the other replicas (`NOTIFY`; they publish it on theirs,
+    /// [`heard`](Self::heard)). Only [`Change::Lane`] and
+    /// [`Change::IncidentUpdates`] cross; a failed notice is logged (the
+    /// other replicas' periodic looks still find the change).
+    async fn announce(&self, c: Change) {
+        if let Backend::Pg(p) = &self.backend {
+            let payload = match &c {
+                Change::Lane(l) => Some(format!("lane:{l}")),
+                Change::IncidentUpdates(d) => Some(format!("updates:{d}")),
+                _ => None,
+            };
+            if let Some(payload) = payload
+                && let Err(e) = p.notify(&payload).await
+            {
+                tracing::warn!(error = %e, "change notice to the other replicas failed");
+            }
+        }
+        self.bus.publish(c);
+    }
+
+    /// Publishes on this server's bus what another replica announced.
+    pub fn heard(&self, payload: &str) {
+        let c = match payload.split_once(':') {
+            Some(("lane", l)) => Change::Lane(l.to_owned()),
+            Some(("updates", d)) => Change::IncidentUpdates(d.to_owned()),
+            _ => {
+                tracing::debug!(payload, "unknown change notice");
+                return;
+            }
+        };
+        self.bus.publish(c);
     }
 
     /// Creates a deployment and its first token. The token is returned in
@@ -170,13 +212,23 @@ impl Store {
         on_backend!(self.token_valid(token_id))
     }
 
-    /// Creates an admin token; the clear text is returned exactly once.
-    pub async fn create_admin_token(&self) -> Result<(AdminTokenInfo, SecretToken), StoreError> {
+    /// Creates an admin token (limited to one support lane when `lane`
+    /// is given); the clear text is returned exactly once.
+    pub async fn create_admin_token(
+        &self,
+        lane: Option<&str>,
+    ) -> Result<(AdminTokenInfo, SecretToken), StoreError> {
+        if let Some(l) = lane
+            && !crate::names::is_dns1123_label(l)
+        {
+            return Err(StoreError::BadLane(l.to_owned()));
+        }
         let secret = SecretToken::generate_with_prefix(ADMIN_TOKEN_PREFIX)?;
         let info = AdminTokenInfo {
             id: format!("adm_{}", &crate::wire::random_id()[..12]),
             created_ms: now_ms(),
             revoked_ms: None,
+            lane: lane.map(str::to_owned),
         };
         let hash = secret.hash();
         on_backend!(self.insert_admin_token(&info, &hash))?;
@@ -210,7 +262,16 @@ impl Store {
 
     /// Whether the admin token with this SHA-256 exists and is not revoked.
     pub async fn admin_hash_valid(&self, hash: &str) -> Result<bool, StoreError> {
-        on_backend!(self.admin_hash_valid(hash))
+        Ok(self.admin_hash_scope(hash).await?.is_some())
+    }
+
+    /// The id of the admin token with this SHA-256 and what it may
+    /// reach; `None` when it does not exist or is revoked.
+    pub async fn admin_hash_scope(
+        &self,
+        hash: &str,
+    ) -> Result<Option<(String, Scope)>, StoreError> {
+        Ok(on_backend!(self.admin_hash_scope(hash))?.map(|(id, lane)| (id, Scope::of(lane))))
     }
 
     pub async fn append_audit(&self, a: &NewAudit<'_>) -> Result<(), StoreError> {
@@ -268,6 +329,13 @@ impl Store {
     pub async fn register(&self, deployment: &str, r: &Registration) -> Result<(), StoreError> {
         on_backend!(self.register(deployment, r))?;
         self.bus.publish(Change::Deployment(deployment.to_owned()));
+        if let Registration::Support(s) = r {
+            if let Some(l) = &s.lane {
+                self.announce(Change::Lane(l.clone())).await;
+            }
+            self.announce(Change::IncidentUpdates(deployment.to_owned()))
+                .await;
+        }
         Ok(())
     }
 
@@ -282,7 +350,124 @@ impl Store {
         let detail = crate::redact::for_lane(&i.detail, &[]);
         let lane = on_backend!(self.insert_incident(deployment, i, &detail))?;
         self.bus.publish(Change::Deployment(deployment.to_owned()));
+        if let Some(l) = &lane {
+            self.announce(Change::Lane(l.clone())).await;
+        }
         Ok(lane)
+    }
+
+    /// A lane's incidents (in one state when given), newest first, at most
+    /// `limit` (itself at most
+    /// [`MAX_INCIDENTS_LIMIT`](super::model::MAX_INCIDENTS_LIMIT)).
+    pub async fn lane_incidents(
+        &self,
+        lane: &str,
+        state: Option<LaneState>,
+        limit: usize,
+    ) -> Result<Vec<IncidentRow>, StoreError> {
+        let limit = limit.min(super::model::MAX_INCIDENTS_LIMIT);
+        on_backend!(self.lane_incidents(lane, state, limit))
+    }
+
+    /// The incidents of a lane with this id: one per deployment that has
+    /// it (one deployment's when given).
+    pub async fn lane_incident(
+        &self,
+        lane: &str,
+        id: &str,
+        deployment: Option<&str>,
+    ) -> Result<Vec<IncidentRow>, StoreError> {
+        on_backend!(self.lane_incident(lane, id, deployment))
+    }
+
+    /// Moves an incident forward (acknowledged, resolved; never back).
+    /// Returns the row after it and whether this call moved it; `None`
+    /// when there is no such incident. A move owes the operator an
+    /// `incident_update`, announced on the bus.
+    pub async fn act_on_incident(
+        &self,
+        a: &Act<'_>,
+    ) -> Result<Option<(IncidentRow, bool)>, StoreError> {
+        if a.note.len() > super::model::MAX_NOTE {
+            return Err(StoreError::NoteTooLong(a.note.len()));
+        }
+        let out = on_backend!(self.act_on_incident(a))?;
+        if let Some((row, true)) = &out {
+            self.announce(Change::IncidentUpdates(row.deployment.clone()))
+                .await;
+            if let Some(l) = &row.lane {
+                self.announce(Change::Lane(l.clone())).await;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Up to `limit` updates the deployment's operator has not confirmed,
+    /// oldest first.
+    pub async fn pending_updates(
+        &self,
+        deployment: &str,
+        limit: usize,
+    ) -> Result<Vec<PendingUpdate>, StoreError> {
+        on_backend!(self.pending_updates(deployment, limit))
+    }
+
+    /// Records the operator's `incident_update_ack`; returns whether it
+    /// settled an owed update.
+    pub async fn mark_delivered(
+        &self,
+        deployment: &str,
+        id: &str,
+        state: LaneState,
+    ) -> Result<bool, StoreError> {
+        on_backend!(self.mark_delivered(deployment, id, state))
+    }
+
+    /// Every support lane (one when `only` is given): its tenants and its
+    /// incidents by state, by name.
+    pub async fn lanes(&self, only: Option<&str>) -> Result<Vec<LaneRow>, StoreError> {
+        Ok(on_backend!(self.lane_counts(only))?.lanes())
+    }
+
+    /// Sets a tenant's support lane by hand (`exo support lane create`)
+    /// and puts the tenant's unrouted incidents in it; returns how many.
+    /// Refused when the tenant's operator registered another lane (from
+    /// its `Tenant`): that one is changed there.
+    pub async fn assign_lane(
+        &self,
+        deployment: &str,
+        tenant: &str,
+        lane: &str,
+        contacts: &[String],
+        by: &str,
+    ) -> Result<usize, StoreError> {
+        if !crate::names::is_dns1123_label(lane) {
+            return Err(StoreError::BadLane(lane.to_owned()));
+        }
+        if !crate::names::is_dns1123_label(tenant) {
+            return Err(StoreError::BadTenant(tenant.to_owned()));
+        }
+        if !self.deployment_exists(deployment).await? {
+            return Err(StoreError::NoDeployment(deployment.to_owned()));
+        }
+        if let Some((Some(current), uid)) = on_backend!(self.tenant_lane(deployment, tenant))?
+            && current != lane
+            && !uid.is_empty()
+            && !uid.starts_with(ASSIGNED_BY_ADMIN)
+        {
+            return Err(StoreError::LaneFromOperator {
+                tenant: tenant.to_owned(),
+                lane: current,
+            });
+        }
+        let contacts = serde_json::to_string(contacts).unwrap_or_default();
+        let by = format!("{ASSIGNED_BY_ADMIN}{by}");
+        let n = on_backend!(self.assign_lane(deployment, tenant, lane, &contacts, &by))?;
+        self.announce(Change::Lane(lane.to_owned())).await;
+        self.announce(Change::IncidentUpdates(deployment.to_owned()))
+            .await;
+        self.bus.publish(Change::Deployment(deployment.to_owned()));
+        Ok(n)
     }
 
     /// A deployment's incidents (one tenant's when given), newest first.

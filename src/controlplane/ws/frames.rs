@@ -1,6 +1,6 @@
 //! What a connection does with each frame its operator sends: snapshots,
 //! deltas, heartbeats, command answers, audit records, alerts, tenant
-//! registrations and incidents.
+//! registrations, incidents and the answers to incident updates.
 
 use tracing::{info, warn};
 
@@ -153,6 +153,15 @@ impl Session {
                 self.stored(&dep, r.validate(), self.store_registration(&dep, &r))
                     .await
             }
+            Frame::IncidentUpdateAck(a) => match self.on_update_ack(&a).await {
+                Err(e) => Some(Err(e)),
+                Ok(more) => {
+                    if more && let Some(out) = self.out.as_ref().and_then(|w| w.upgrade()) {
+                        let _ = out.send(ToSocket::LookForUpdates);
+                    }
+                    self.app.live.with_session(&dep, &self.session, |_| Ok(()))
+                }
+            },
             f @ (Frame::FsChunk(_) | Frame::FsChunkAck(_) | Frame::FsAbort(_)) => {
                 self.app.transfers.deliver(&dep, f);
                 self.app.live.with_session(&dep, &self.session, |_| Ok(()))
@@ -169,6 +178,7 @@ impl Session {
             | Frame::AttachResize(_)
             | Frame::AlertAck(_)
             | Frame::IncidentAck(_)
+            | Frame::IncidentUpdate(_)
             | Frame::RegisterAck(_) => {
                 self.app.stats.frames_rejected.fetch_add(1, ORD);
                 return Err(Outcome::Close(

@@ -27,6 +27,7 @@ use crate::wire::token::SecretToken;
 use crate::wire::{self, Frame, PROTOCOL_VERSION, Welcome, close};
 
 mod frames;
+pub mod updates;
 
 pub fn bearer(headers: &HeaderMap) -> Option<SecretToken> {
     let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
@@ -137,6 +138,8 @@ struct Session {
     /// This connection's own queue to its socket (acknowledgements). Weak:
     /// the registry's sender alone decides when the queue ends.
     out: Option<mpsc::WeakUnboundedSender<ToSocket>>,
+    /// The `incident_update`s sent and not answered (`updates`).
+    updates: updates::InFlight,
 }
 
 enum Outcome {
@@ -162,6 +165,7 @@ impl Session {
             boot_id: None,
             host: String::new(),
             out: None,
+            updates: updates::InFlight::default(),
         };
         let (tx, rx) = mpsc::unbounded_channel();
         let mut stopping = s.app.shutdown.subscribe();
@@ -286,6 +290,7 @@ impl Session {
         self.boot_id = Some(hello.boot_id.clone());
         self.host = hello.host.hostname.clone();
         self.out = Some(tx.downgrade());
+        self.updates = updates::InFlight::for_capabilities(&hello.capabilities);
         let dep = self.auth.deployment.clone();
         let detail = serde_json::json!({
             "boot_id": hello.boot_id, "agent_version": hello.agent_version,
@@ -351,7 +356,12 @@ impl Session {
             )
             .await;
         }
-        self.send(socket, &welcome).await
+        self.send(socket, &welcome).await?;
+        // What support did while the operator was away.
+        for f in self.owed_updates().await {
+            self.send(socket, &f).await?;
+        }
+        Ok(())
     }
 
     async fn send(&self, socket: &mut WebSocket, frame: &Frame) -> Result<(), Outcome> {
@@ -437,6 +447,8 @@ impl Session {
         ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut awaiting_pong: Option<Instant> = None;
         let mut shutdown = self.app.shutdown.subscribe();
+        let mut retry = tokio::time::interval(updates::RETRY);
+        retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 // `wait_for`, not `changed`: a socket that subscribed after
@@ -472,7 +484,21 @@ impl Session {
                             return o;
                         }
                     }
+                    Some(ToSocket::LookForUpdates) => {
+                        for f in self.owed_updates().await {
+                            if let Err(o) = self.send(socket, &f).await {
+                                return o;
+                            }
+                        }
+                    }
                 },
+                _ = retry.tick(), if self.updates.waiting() => {
+                    for f in self.owed_updates().await {
+                        if let Err(o) = self.send(socket, &f).await {
+                            return o;
+                        }
+                    }
+                }
                 _ = ping.tick() => {
                     if let Some(since) = awaiting_pong
                         && since.elapsed() >= cfg.pong_timeout

@@ -1,13 +1,14 @@
 //! Requests from the control plane on one connection: commands (and
 //! streamed copies), pod control and shell attaches, each carried out in a
 //! task of its own whose answers go through the writer's control queue;
-//! and acknowledgements of the alerts sent.
+//! acknowledgements of the alerts, registrations and incidents sent; and
+//! incident updates, handed to the dispatcher and answered once recorded.
 
 use std::collections::HashMap;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::Out;
 use super::copy;
@@ -16,7 +17,7 @@ use crate::agentfs::helper::HelperOpts;
 use crate::alerts::AlertQueue;
 use crate::upstream::actions;
 use crate::upstream::config::UpstreamConfig;
-use crate::wire::Frame;
+use crate::wire::{Frame, IncidentUpdateAck};
 
 /// The requests of one connection. It holds what they need of the
 /// connection (the client, the copy settings, the alerts to acknowledge)
@@ -33,6 +34,7 @@ pub(super) struct Requests {
     alerts: AlertQueue,
     registrations: crate::upstream::registrations::Registrations,
     incidents: crate::upstream::registrations::Incidents,
+    updates: crate::upstream::inbox::IncidentInbox,
 }
 
 impl Requests {
@@ -53,6 +55,7 @@ impl Requests {
             alerts,
             registrations: cfg.registrations.clone(),
             incidents: cfg.incidents.clone(),
+            updates: cfg.incident_updates.clone(),
         }
     }
 
@@ -186,6 +189,30 @@ impl Requests {
                 if !self.incidents.ack(&a.id, a.lane) {
                     debug!(id = %a.id, "ack for an incident not held");
                 }
+            }
+            Frame::IncidentUpdate(u) => {
+                if let Err(e) = u.validate() {
+                    // Not answered: nothing is recorded from a bad update.
+                    warn!(id = %u.id, error = %e, "incident update refused");
+                    return;
+                }
+                let (id, state) = (u.id.clone(), u.state);
+                let Some(recorded) = self.updates.offer(u) else {
+                    debug!(%id, "incident update inbox full; the control plane sends it again");
+                    return;
+                };
+                let tx = self.ctl_tx.clone();
+                self.tasks.spawn(async move {
+                    match tokio::time::timeout(crate::upstream::inbox::ANSWER_WITHIN, recorded)
+                        .await
+                    {
+                        Ok(Ok(())) => {
+                            let ack = Frame::IncidentUpdateAck(IncidentUpdateAck { id, state });
+                            let _ = tx.send(Out::Frame(Box::new(ack))).await;
+                        }
+                        _ => debug!(%id, "incident update not recorded in time; left unanswered"),
+                    }
+                });
             }
             Frame::RegisterAck(a) => {
                 if !self.registrations.ack(&a.id, None) {

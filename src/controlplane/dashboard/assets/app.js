@@ -13,6 +13,7 @@ import { pageWaves } from './app/waves.js';
 import { pageStorage } from './app/storage.js';
 import { pageAudit } from './app/audit.js';
 import { pageShell } from './app/shell.js';
+import { pageLane } from './app/lane.js';
 
 function boot() {
   setupTheme();
@@ -28,7 +29,7 @@ function boot() {
   buildNav(r);
   setupLogout();
   const main = $('#main');
-  const titles = { overview: 'Fleet', deployment: r.deployment, waves: 'Waves', storage: 'Storage', audit: 'Audit', shell: 'Shell' };
+  const titles = { overview: 'Fleet', deployment: r.deployment, waves: 'Waves', storage: 'Storage', audit: 'Audit', shell: 'Shell', lane: `Support lane ${r.lane}` };
   document.title = `${r.deployment && r.page !== 'deployment' ? `${titles[r.page]} · ${r.deployment}` : titles[r.page] || 'Not found'} · Exo`;
   switch (r.page) {
     case 'overview': pageOverview(main); break;
@@ -37,6 +38,7 @@ function boot() {
     case 'storage': pageStorage(main, r.deployment); break;
     case 'audit': pageAudit(main, r.deployment); break;
     case 'shell': pageShell(main, r.deployment); break;
+    case 'lane': pageLane(main, r.lane); break;
     default:
       document.body.dataset.live = 'closed';
       clear(main).append(pageHead('Not found', null), el('p', null, el('a', { href: '/' }, 'Back to the fleet')));

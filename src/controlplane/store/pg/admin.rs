@@ -14,8 +14,8 @@ impl Pg {
         hash: &str,
     ) -> Result<(), StoreError> {
         self.execute(
-            "INSERT INTO admin_tokens (id, hash, created_ms) VALUES ($1, $2, $3)",
-            &[&info.id, &hash, &to_i64(info.created_ms)],
+            "INSERT INTO admin_tokens (id, hash, created_ms, lane) VALUES ($1, $2, $3, $4)",
+            &[&info.id, &hash, &to_i64(info.created_ms), &info.lane],
         )
         .await?;
         Ok(())
@@ -23,7 +23,7 @@ impl Pg {
 
     pub async fn list_admin_tokens(&self) -> Result<Vec<AdminTokenInfo>, StoreError> {
         self.rows(
-            "SELECT id, created_ms, revoked_ms FROM admin_tokens
+            "SELECT id, created_ms, revoked_ms, lane FROM admin_tokens
              ORDER BY created_ms, id COLLATE \"C\"",
             &[],
         )
@@ -34,6 +34,7 @@ impl Pg {
                 id: r.try_get(0)?,
                 created_ms: to_u64(r.try_get(1)?),
                 revoked_ms: r.try_get::<_, Option<i64>>(2)?.map(to_u64),
+                lane: r.try_get(3)?,
             })
         })
         .collect()
@@ -58,13 +59,20 @@ impl Pg {
             .is_some())
     }
 
-    pub async fn admin_hash_valid(&self, hash: &str) -> Result<bool, StoreError> {
-        Ok(self
+    /// The scope of a valid admin token (see the SQLite backend).
+    pub async fn admin_hash_scope(
+        &self,
+        hash: &str,
+    ) -> Result<Option<(String, Option<String>)>, StoreError> {
+        match self
             .row(
-                "SELECT 1 FROM admin_tokens WHERE hash = $1 AND revoked_ms IS NULL",
+                "SELECT id, lane FROM admin_tokens WHERE hash = $1 AND revoked_ms IS NULL",
                 &[&hash],
             )
             .await?
-            .is_some())
+        {
+            Some(r) => Ok(Some((r.try_get(0)?, r.try_get(1)?))),
+            None => Ok(None),
+        }
     }
 }

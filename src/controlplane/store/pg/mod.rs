@@ -61,6 +61,11 @@ pub fn redact(url: &str) -> String {
     }
 }
 
+/// The channel on which a replica tells the others about a change they
+/// show live but did not make (a lane's incidents; updates owed to an
+/// operator one of them holds). The payload is `Store::announce`'s.
+pub const NOTICES: &str = "exo_notice";
+
 #[derive(Clone)]
 pub struct Pg {
     pool: Pool,
@@ -162,6 +167,13 @@ impl Pg {
         let c = self.client().await?;
         let st = c.prepare_cached(sql).await?;
         Ok(c.query_opt(&st, params).await?)
+    }
+
+    /// Tells the other replicas (`LISTEN exo_notice`).
+    pub async fn notify(&self, payload: &str) -> Result<(), StoreError> {
+        self.execute("SELECT pg_notify($1, $2)", &[&NOTICES, &payload])
+            .await
+            .map(|_| ())
     }
 
     /// Like [`Pg::rows`], for a statement that returns no rows: how many it

@@ -111,7 +111,26 @@ pub const MIGRATIONS: &[&str] = &[
     TENANTS,
     // 4: the support lanes' incidents.
     INCIDENTS,
+    // 5: what support did with them; lane-scoped admin tokens.
+    LANE_STATES,
 ];
+
+/// Version 5: an incident's state in its lane (acknowledged, resolved, by
+/// whom, support's note) and the state its operator last confirmed; the
+/// lane an admin token is limited to.
+const LANE_STATES: &str = "
+ALTER TABLE incidents
+    ADD COLUMN state TEXT NOT NULL DEFAULT 'routed',
+    ADD COLUMN acknowledged_ms BIGINT,
+    ADD COLUMN acknowledged_by TEXT,
+    ADD COLUMN resolved_ms BIGINT,
+    ADD COLUMN resolved_by TEXT,
+    ADD COLUMN note TEXT NOT NULL DEFAULT '',
+    ADD COLUMN delivered_state TEXT NOT NULL DEFAULT 'routed';
+ALTER TABLE admin_tokens ADD COLUMN lane TEXT;
+CREATE INDEX incidents_undelivered ON incidents (deployment) WHERE delivered_state <> state;
+CREATE INDEX incidents_by_lane ON incidents (lane, stored_ms);
+";
 
 /// Version 4: the support lanes' incidents, one row per deployment and
 /// incident id.

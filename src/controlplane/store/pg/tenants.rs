@@ -27,7 +27,8 @@ fn row(r: &Row) -> Result<TenantRecord, tokio_postgres::Error> {
 
 impl Pg {
     /// Stores a registration unless a newer one of its kind is stored for
-    /// the tenant.
+    /// the tenant; a lane also takes in the tenant's incidents that had
+    /// none (in the same transaction).
     pub async fn register(&self, deployment: &str, r: &Registration) -> Result<(), StoreError> {
         let now = to_i64(now_ms());
         let c = self.client().await?;
@@ -56,7 +57,9 @@ impl Pg {
                 .await?
             }
             Registration::Support(s) => {
-                c.execute(
+                let mut c = c;
+                let tx = c.transaction().await?;
+                tx.execute(
                     "INSERT INTO tenants (deployment, tenant, updated_ms, lane, contacts,
                      lane_generation, lane_updated_ms, lane_uid)
                      VALUES ($1, $2, $3, $4, $5, $6, $3, $7)
@@ -76,7 +79,11 @@ impl Pg {
                         &s.uid,
                     ],
                 )
-                .await?
+                .await?;
+                tx.execute(super::incidents::ADOPT, &[&deployment, &s.tenant])
+                    .await?;
+                tx.commit().await?;
+                0
             }
         };
         Ok(())

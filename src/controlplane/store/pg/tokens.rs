@@ -252,7 +252,7 @@ mod tests {
             .rotate("prod-eu", std::time::Duration::from_secs(60))
             .await
             .unwrap();
-        let (_, admin) = s.create_admin_token().await.unwrap();
+        let (_, admin) = s.create_admin_token(None).await.unwrap();
         let pg = s.pg().unwrap();
         let c = pg.client().await.unwrap();
         let tables: Vec<String> = c

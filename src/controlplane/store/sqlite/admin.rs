@@ -12,8 +12,8 @@ impl Sqlite {
     pub fn insert_admin_token(&self, info: &AdminTokenInfo, hash: &str) -> Result<(), StoreError> {
         self.with(|c| {
             c.execute(
-                "INSERT INTO admin_tokens (id, hash, created_ms) VALUES (?1, ?2, ?3)",
-                params![info.id, hash, to_i64(info.created_ms)],
+                "INSERT INTO admin_tokens (id, hash, created_ms, lane) VALUES (?1, ?2, ?3, ?4)",
+                params![info.id, hash, to_i64(info.created_ms), info.lane],
             )?;
             Ok(())
         })
@@ -22,7 +22,7 @@ impl Sqlite {
     pub fn list_admin_tokens(&self) -> Result<Vec<AdminTokenInfo>, StoreError> {
         self.with(|c| {
             let mut st = c.prepare(
-                "SELECT id, created_ms, revoked_ms FROM admin_tokens ORDER BY created_ms, id",
+                "SELECT id, created_ms, revoked_ms, lane FROM admin_tokens ORDER BY created_ms, id",
             )?;
             let rows = st
                 .query_map([], |r| {
@@ -32,6 +32,7 @@ impl Sqlite {
                         revoked_ms: r
                             .get::<_, Option<i64>>(2)?
                             .map(|v| u64::try_from(v).unwrap_or(0)),
+                        lane: r.get(3)?,
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
@@ -67,15 +68,19 @@ impl Sqlite {
         })
     }
 
-    /// Whether the admin token with this SHA-256 exists and is not revoked.
-    pub fn admin_hash_valid(&self, hash: &str) -> Result<bool, StoreError> {
+    /// The id and lane of the admin token with this SHA-256 when it
+    /// exists and is not revoked (no lane: every lane).
+    pub fn admin_hash_scope(
+        &self,
+        hash: &str,
+    ) -> Result<Option<(String, Option<String>)>, StoreError> {
         self.with(|c| {
-            let n: i64 = c.query_row(
-                "SELECT count(*) FROM admin_tokens WHERE hash = ?1 AND revoked_ms IS NULL",
+            Ok(c.query_row(
+                "SELECT id, lane FROM admin_tokens WHERE hash = ?1 AND revoked_ms IS NULL",
                 [hash],
-                |r| r.get(0),
-            )?;
-            Ok(n > 0)
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?)
         })
     }
 }

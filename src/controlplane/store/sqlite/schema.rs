@@ -70,7 +70,8 @@ const MIGRATIONS: &[Migration] = &[
     // 1: alert keys and states, the active set.
     migrate_v1, // 2: the tenant registry.
     migrate_v2, // 3: the support lanes' incidents.
-    migrate_v3,
+    migrate_v3, // 4: what support did with them; lane-scoped admin tokens.
+    migrate_v4,
 ];
 
 /// Runs the migrations a database has not had, each in an immediate
@@ -168,6 +169,30 @@ fn migrate_v3(tx: &Transaction<'_>) -> rusqlite::Result<()> {
             PRIMARY KEY (deployment, id)
         );
         CREATE INDEX IF NOT EXISTS incidents_by_time ON incidents (deployment, stored_ms);",
+    )
+}
+
+/// Schema version 4: an incident's state in its lane (acknowledged,
+/// resolved, by whom, support's note) and the state its operator last
+/// confirmed; the lane an admin token is limited to.
+fn migrate_v4(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    add_column(tx, "incidents", "state", "TEXT NOT NULL DEFAULT 'routed'")?;
+    add_column(tx, "incidents", "acknowledged_ms", "INTEGER")?;
+    add_column(tx, "incidents", "acknowledged_by", "TEXT")?;
+    add_column(tx, "incidents", "resolved_ms", "INTEGER")?;
+    add_column(tx, "incidents", "resolved_by", "TEXT")?;
+    add_column(tx, "incidents", "note", "TEXT NOT NULL DEFAULT ''")?;
+    add_column(
+        tx,
+        "incidents",
+        "delivered_state",
+        "TEXT NOT NULL DEFAULT 'routed'",
+    )?;
+    add_column(tx, "admin_tokens", "lane", "TEXT")?;
+    tx.execute_batch(
+        "CREATE INDEX IF NOT EXISTS incidents_undelivered ON incidents (deployment)
+           WHERE delivered_state <> state;
+         CREATE INDEX IF NOT EXISTS incidents_by_lane ON incidents (lane, stored_ms);",
     )
 }
 

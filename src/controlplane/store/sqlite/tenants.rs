@@ -26,7 +26,8 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TenantRecord> {
 
 impl Sqlite {
     /// Stores a registration unless a newer one of its kind is stored for
-    /// the tenant. One statement.
+    /// the tenant. One transaction; a lane also takes in the tenant's
+    /// incidents that had none.
     pub fn register(&self, deployment: &str, r: &Registration) -> Result<(), StoreError> {
         let now = to_i64(now_ms());
         self.with(|c| {
@@ -51,8 +52,10 @@ impl Sqlite {
                         t.uid
                     ],
                 )?,
-                Registration::Support(s) => c.execute(
-                    "INSERT INTO tenants (deployment, tenant, updated_ms, lane, contacts,
+                Registration::Support(s) => {
+                    let tx = c.transaction()?;
+                    tx.execute(
+                        "INSERT INTO tenants (deployment, tenant, updated_ms, lane, contacts,
                      lane_generation, lane_updated_ms, lane_uid)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?3, ?7)
                      ON CONFLICT (deployment, tenant) DO UPDATE SET
@@ -61,16 +64,20 @@ impl Sqlite {
                        lane_updated_ms = excluded.lane_updated_ms, lane_uid = excluded.lane_uid
                      WHERE excluded.lane_uid <> tenants.lane_uid
                         OR excluded.lane_generation >= tenants.lane_generation",
-                    params![
-                        deployment,
-                        s.tenant,
-                        now,
-                        s.lane,
-                        serde_json::to_string(&s.contacts).unwrap_or_default(),
-                        s.generation,
-                        s.uid
-                    ],
-                )?,
+                        params![
+                            deployment,
+                            s.tenant,
+                            now,
+                            s.lane,
+                            serde_json::to_string(&s.contacts).unwrap_or_default(),
+                            s.generation,
+                            s.uid
+                        ],
+                    )?;
+                    super::incidents::adopt(&tx, deployment, &s.tenant)?;
+                    tx.commit()?;
+                    0
+                }
             };
             Ok(())
         })

@@ -2,6 +2,7 @@
 
 mod active;
 mod alerts;
+mod lanes;
 mod tenants;
 
 use std::time::Duration;

@@ -8,6 +8,13 @@ import { frameSeen, tickHeartbeats } from './heartbeat.js';
 // onResync() called on every reconnect and on `resync`.
 export function live(deployment, handlers, onResync) {
   const url = '/api/v1/events' + (deployment ? `?deployment=${enc(deployment)}` : '');
+  liveAt(url, '/api/v1/deployments', handlers, onResync);
+}
+
+// The same for any events stream at `url`; `probe` is a JSON path the
+// session may read, fetched after the stream fails so that an ended
+// session goes to the login page.
+export function liveAt(url, probe, handlers, onResync) {
   const body = document.body;
   let hellos = 0;
   let retry = 0;
@@ -30,7 +37,7 @@ export function live(deployment, handlers, onResync) {
         // The browser gave up (an HTTP error answer): see whether the
         // session ended, else open a new stream after a back-off.
         setLive('closed');
-        getJSON('/api/v1/deployments').catch(() => {});
+        getJSON(probe).catch(() => {});
         retry = Math.min(retry + 1, 6);
         setTimeout(open, 1000 * 2 ** retry);
       } else {

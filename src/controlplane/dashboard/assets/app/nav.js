@@ -7,6 +7,8 @@ import { setStatus } from './page.js';
 export function route(pathname) {
   if (pathname === '/' || pathname === '') return { page: 'overview' };
   if (pathname === '/login') return { page: 'login' };
+  const lane = pathname.match(/^\/lanes\/([a-z0-9-]{1,63})\/?$/);
+  if (lane) return { page: 'lane', lane: lane[1] };
   const m = pathname.match(/^\/deployments\/([^/]+)(?:\/(waves|storage|audit|shell))?\/?$/);
   if (!m) return { page: 'notfound' };
   let name;
@@ -20,6 +22,11 @@ export function buildNav(r) {
   clear(nav);
   const link = (href, text, current) =>
     el('a', { href, 'aria-current': current ? 'page' : null }, text);
+  if (r.page === 'lane') {
+    // A lane's token reaches this page only: no link to the fleet.
+    nav.append(link(location.pathname, `Support lane · ${r.lane}`, true));
+    return;
+  }
   nav.append(link('/', 'Fleet', r.page === 'overview'));
   if (!r.deployment) return;
   const base = `/deployments/${enc(r.deployment)}`;
