@@ -22,7 +22,7 @@
 //!   incident is gone); the state only moves forward, so an old update
 //!   sent again changes nothing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +38,11 @@ use crate::meta::{LABEL_MANAGED_BY, MANAGED_BY};
 use crate::upstream::inbox::IncidentInbox;
 use crate::upstream::registrations::{Incidents, Progress};
 use crate::wire::{IncidentRecord, IncidentUpdate, LaneState};
+
+/// Updates taken from the inbox at once, and written at most this many at
+/// a time (one status write each).
+const UPDATE_BATCH: usize = 256;
+const UPDATE_WRITERS: usize = 8;
 
 #[derive(Clone)]
 pub struct DispatchConfig {
@@ -86,19 +91,33 @@ pub fn next(inc: &Incident, now_s: i64, retention: Duration) -> Next {
     }
 }
 
-/// The status that records `u`, or `None` when the status shows it
-/// already (the state never moves back). Pure.
-pub fn with_update(inc: &Incident, u: &IncidentUpdate) -> Option<IncidentStatus> {
-    let target = match u.state {
+/// The cluster's state for a lane's.
+pub fn state_of(s: LaneState) -> IncidentState {
+    match s {
         LaneState::Routed => IncidentState::Routed,
         LaneState::Acknowledged => IncidentState::Acknowledged,
         LaneState::Resolved => IncidentState::Resolved,
+    }
+}
+
+/// The status that records `u`, or `None` when the status shows it
+/// already (the state never moves back). `written` is what this term
+/// wrote last that the (possibly older) cached `inc` may not show yet.
+/// Pure.
+pub fn with_update(
+    inc: &Incident,
+    written: Option<IncidentState>,
+    u: &IncidentUpdate,
+) -> Option<IncidentStatus> {
+    let target = state_of(u.state);
+    let current = match written {
+        Some(w) if w.rank() > inc.state().rank() => w,
+        _ => inc.state(),
     };
-    let current = inc.state();
     let mut status = inc
         .status
         .clone()
-        .filter(|_| current != IncidentState::Received)
+        .filter(|_| inc.state() != IncidentState::Received)
         .unwrap_or_default();
     let lane_news = u.lane.is_some() && u.lane != status.lane;
     if target.rank() <= current.rank() && !lane_news {
@@ -108,9 +127,11 @@ pub fn with_update(inc: &Incident, u: &IncidentUpdate) -> Option<IncidentStatus>
         u.at.parse::<k8s_openapi::jiff::Timestamp>()
             .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time)
             .unwrap_or_else(|_| crate::rollout::now());
-    if target.rank() > current.rank() {
-        status.state = Some(target);
-    }
+    status.state = Some(if target.rank() > current.rank() {
+        target
+    } else {
+        current
+    });
     if u.lane.is_some() {
         status.lane = u.lane.clone();
     }
@@ -128,34 +149,94 @@ pub fn with_update(inc: &Incident, u: &IncidentUpdate) -> Option<IncidentStatus>
     Some(status)
 }
 
+/// The updates of one batch for one incident as one: the furthest state,
+/// and the lane any of them names. Pure.
+pub fn merge(updates: &[IncidentUpdate]) -> Option<IncidentUpdate> {
+    let mut best = updates
+        .iter()
+        .max_by_key(|u| state_of(u.state).rank())?
+        .clone();
+    if best.lane.is_none() {
+        best.lane = updates.iter().find_map(|u| u.lane.clone());
+    }
+    Some(best)
+}
+
 /// Records one update from the control plane in its incident's status.
 /// Returns whether it may be answered (recorded, shown already, or the
-/// incident is gone).
+/// incident is gone), and the state written.
 async fn record_update(
     op: &Ctx,
     cfg: &DispatchConfig,
     incidents: &reflector::Store<Incident>,
+    written: Option<IncidentState>,
     u: &IncidentUpdate,
-) -> bool {
+) -> (bool, Option<IncidentState>) {
     let key = reflector::ObjectRef::new(&u.id).within(&cfg.home);
     let Some(inc) = incidents.get(&key) else {
         debug!(incident = %u.id, "update for an incident no longer kept");
-        return true;
+        return (true, None);
     };
-    let Some(status) = with_update(&inc, u) else {
-        return true;
+    let Some(status) = with_update(&inc, written, u) else {
+        return (true, None);
     };
+    let state = status.state;
     match op
         .apply_status::<Incident>(Controller::Incident, &cfg.home, &u.id, &status)
         .await
     {
         Ok(()) => {
             info!(incident = %u.id, tenant = %inc.spec.tenant, state = u.state.as_str(), "incident moved by support");
-            true
+            (true, state)
         }
         Err(e) => {
             warn!(incident = %u.id, error = %e, "cannot record the incident's update; the control plane sends it again");
-            false
+            (false, None)
+        }
+    }
+}
+
+/// Takes a batch of updates off the inbox and records them, a few at a
+/// time, one write per incident; answers each once its incident's status
+/// shows it.
+async fn record_batch(
+    op: &Ctx,
+    cfg: &DispatchConfig,
+    incidents: &reflector::Store<Incident>,
+    batch: Vec<crate::upstream::inbox::Delivery>,
+    written: &mut HashMap<String, IncidentState>,
+) {
+    let mut by_id: HashMap<String, (Vec<IncidentUpdate>, Vec<tokio::sync::oneshot::Sender<()>>)> =
+        HashMap::new();
+    for (u, done) in batch {
+        let e = by_id.entry(u.id.clone()).or_default();
+        e.0.push(u);
+        e.1.push(done);
+    }
+    let jobs: Vec<_> = by_id
+        .into_values()
+        .filter_map(|(us, dones)| Some((merge(&us)?, dones)))
+        .map(|(u, dones)| {
+            let w = written.get(&u.id).copied();
+            (u, w, dones)
+        })
+        .collect();
+    let results: Vec<(String, Option<IncidentState>)> = futures::stream::iter(jobs)
+        .map(|(u, w, dones)| async move {
+            let (answer, wrote) = record_update(op, cfg, incidents, w, &u).await;
+            if answer {
+                for d in dones {
+                    let _ = d.send(());
+                }
+            }
+            (u.id, wrote)
+        })
+        .buffer_unordered(UPDATE_WRITERS)
+        .collect()
+        .await;
+    for (id, wrote) in results {
+        if let Some(s) = wrote {
+            written.insert(id, s);
         }
     }
 }
@@ -193,12 +274,13 @@ pub async fn run(op: Arc<Ctx>, cfg: DispatchConfig) {
     info!(namespace = %cfg.home, "incident dispatcher started");
     let mut inbox = cfg.updates.take().await;
     // Refusals already logged, so a held incident is logged once; and the
-    // incidents this term marked routed that the watch does not show so
-    // yet (a stale copy is not sent, acked and written again).
+    // state this term wrote of each incident whose cached copy does not
+    // show it yet (a stale copy is not sent, acked and marked routed
+    // again, which would also undo what support did meanwhile).
     let mut refused: BTreeSet<String> = BTreeSet::new();
-    let mut routed: BTreeSet<String> = BTreeSet::new();
+    let mut written: HashMap<String, IncidentState> = HashMap::new();
     loop {
-        let pending = pass(&op, &cfg, &store.state(), &mut refused, &mut routed).await;
+        let pending = pass(&op, &cfg, &store.state(), &mut refused, &mut written).await;
         // An ack arrives on the connection, not on the watch: look again
         // soon while something is on its way.
         let tick = if pending {
@@ -213,10 +295,15 @@ pub async fn run(op: Arc<Ctx>, cfg: DispatchConfig) {
                 Some(Ok(_)) => {}
             },
             got = inbox.recv() => {
-                let Some((u, done)) = got else { return };
-                if record_update(&op, &cfg, &store, &u).await {
-                    let _ = done.send(());
+                let Some(first) = got else { return };
+                // What else has come meanwhile, in the same batch.
+                let mut batch = vec![first];
+                while batch.len() < UPDATE_BATCH
+                    && let Ok(more) = inbox.try_recv()
+                {
+                    batch.push(more);
                 }
+                record_batch(&op, &cfg, &store, batch, &mut written).await;
             }
             () = tokio::time::sleep(tick) => {}
         }
@@ -229,20 +316,19 @@ async fn pass(
     cfg: &DispatchConfig,
     incidents: &[Arc<Incident>],
     refused: &mut BTreeSet<String>,
-    routed: &mut BTreeSet<String>,
+    written: &mut HashMap<String, IncidentState>,
 ) -> bool {
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
     let mut pending = false;
-    // Forget what the watch now shows routed (or gone).
-    let waiting: BTreeSet<&str> = incidents
+    // Forget what the watch now shows (or shows gone).
+    let seen: HashMap<&str, IncidentState> = incidents
         .iter()
-        .filter(|i| i.state() == IncidentState::Received)
-        .filter_map(|i| i.metadata.name.as_deref())
+        .filter_map(|i| Some((i.metadata.name.as_deref()?, i.state())))
         .collect();
-    routed.retain(|n| waiting.contains(n.as_str()));
+    written.retain(|n, s| seen.get(n.as_str()).is_some_and(|c| c.rank() < s.rank()));
     for inc in incidents {
         let name = inc.metadata.name.clone().unwrap_or_default();
-        if routed.contains(&name) {
+        if written.contains_key(&name) {
             continue;
         }
         match next(inc, now, cfg.retention) {
@@ -288,7 +374,7 @@ async fn pass(
                         {
                             Ok(()) => {
                                 info!(incident = %name, tenant = %inc.spec.tenant, lane = lane.as_deref().unwrap_or("-"), "incident routed");
-                                routed.insert(name);
+                                written.insert(name, IncidentState::Routed);
                             }
                             Err(e) => {
                                 // Asked again next pass: acked again at once.
@@ -351,7 +437,7 @@ mod tests {
         };
         let mut routed = incident(Some(IncidentState::Routed), Some(1000), 1);
         routed.status.as_mut().unwrap().lane = Some("desk".into());
-        let acked = with_update(&routed, &u(LaneState::Acknowledged, Some("desk"))).unwrap();
+        let acked = with_update(&routed, None, &u(LaneState::Acknowledged, Some("desk"))).unwrap();
         assert_eq!(acked.state, Some(IncidentState::Acknowledged));
         assert_eq!(acked.lane.as_deref(), Some("desk"));
         assert_eq!(
@@ -363,23 +449,47 @@ mod tests {
         let mut now_acked = routed.clone();
         now_acked.status = Some(acked);
         assert_eq!(
-            with_update(&now_acked, &u(LaneState::Acknowledged, Some("desk"))),
+            with_update(&now_acked, None, &u(LaneState::Acknowledged, Some("desk"))),
             None,
             "shown already"
         );
         assert_eq!(
-            with_update(&now_acked, &u(LaneState::Routed, None)),
+            with_update(&now_acked, None, &u(LaneState::Routed, None)),
             None,
             "never back"
         );
-        let resolved = with_update(&now_acked, &u(LaneState::Resolved, None)).unwrap();
+        let resolved = with_update(&now_acked, None, &u(LaneState::Resolved, None)).unwrap();
         assert_eq!(resolved.state, Some(IncidentState::Resolved));
         assert!(resolved.acknowledged_at.is_some() && resolved.resolved_at.is_some());
         // A lane given later to an unrouted incident is recorded.
         let unrouted = incident(Some(IncidentState::Routed), Some(1000), 1);
-        let laned = with_update(&unrouted, &u(LaneState::Routed, Some("desk"))).unwrap();
+        let laned = with_update(&unrouted, None, &u(LaneState::Routed, Some("desk"))).unwrap();
         assert_eq!(laned.state, Some(IncidentState::Routed));
         assert_eq!(laned.lane.as_deref(), Some("desk"));
+        // A stale cached copy does not undo what this term wrote.
+        assert_eq!(
+            with_update(
+                &routed,
+                Some(IncidentState::Resolved),
+                &u(LaneState::Acknowledged, None)
+            ),
+            None
+        );
+        let resolved_over_stale = with_update(
+            &routed,
+            Some(IncidentState::Acknowledged),
+            &u(LaneState::Resolved, None),
+        )
+        .unwrap();
+        assert_eq!(resolved_over_stale.state, Some(IncidentState::Resolved));
+        // One batch's updates of one incident are one, the furthest.
+        let merged = merge(&[
+            u(LaneState::Resolved, None),
+            u(LaneState::Acknowledged, Some("desk")),
+        ])
+        .unwrap();
+        assert_eq!(merged.state, LaneState::Resolved);
+        assert_eq!(merged.lane.as_deref(), Some("desk"));
         // Retention counts from the last move.
         let mut moved = now_acked.clone();
         moved.status.as_mut().unwrap().resolved_at = Some(Time(

@@ -115,7 +115,10 @@ impl ControlPlane {
             .arg(self.db())
             .args(["serve", "--listen", &self.addr])
             .args(&self.args)
-            .env("RUST_LOG", "info")
+            .env(
+                "RUST_LOG",
+                std::env::var("EXO_TEST_CP_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -310,7 +313,10 @@ impl Connector {
             .env("AUTONOMIC_MANAGED", "true")
             .env("AUTONOMIC_BASE_URL", base)
             .envs(env.iter().copied())
-            .env("RUST_LOG", "info")
+            .env(
+                "RUST_LOG",
+                std::env::var("EXO_TEST_CP_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()

@@ -485,9 +485,28 @@ impl Session {
                         }
                     }
                     Some(ToSocket::LookForUpdates) => {
+                        // A burst of nudges (one per support action) is one
+                        // look; what else is queued is kept, in order.
+                        let mut after = Vec::new();
+                        while let Ok(m) = rx.try_recv() {
+                            if !matches!(m, ToSocket::LookForUpdates) {
+                                after.push(m);
+                            }
+                        }
                         for f in self.owed_updates().await {
                             if let Err(o) = self.send(socket, &f).await {
                                 return o;
+                            }
+                        }
+                        for m in after {
+                            match m {
+                                ToSocket::Close(code, reason) => return Outcome::Close(code, reason),
+                                ToSocket::Send(frame) => {
+                                    if let Err(o) = self.send(socket, &frame).await {
+                                        return o;
+                                    }
+                                }
+                                ToSocket::LookForUpdates => {}
                             }
                         }
                     }

@@ -16,6 +16,27 @@ use crate::controlplane::store::codec::to_i64;
 use crate::controlplane::store::incidents::{Act, LaneCounts, PENDING_SQL};
 use crate::wire::{IncidentRecord, LaneState, now_ms};
 
+/// The class of the per-tenant advisory lock ("LN") taken by an incident's
+/// insert and by a change of the tenant's lane: without it, an incident
+/// stored while its tenant is given a lane could read no lane and miss the
+/// lane's adoption of the unrouted ones, and stay unrouted.
+pub const LANE_LOCK: i32 = 0x4c4e;
+
+/// Takes [`LANE_LOCK`] for one tenant until the transaction ends.
+pub(super) async fn lock_tenant(
+    tx: &tokio_postgres::Transaction<'_>,
+    deployment: &str,
+    tenant: &str,
+) -> Result<(), tokio_postgres::Error> {
+    let key = format!("{deployment}/{tenant}");
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+        &[&LANE_LOCK, &key],
+    )
+    .await
+    .map(|_| ())
+}
+
 /// Puts a tenant's unrouted incidents into its lane ($1 deployment, $2
 /// tenant), owing their operator an update that names it.
 pub(super) const ADOPT: &str = "UPDATE incidents SET lane = t.lane, delivered_state = ''
@@ -59,7 +80,8 @@ fn rows(rs: &[Row]) -> Result<Vec<IncidentRow>, StoreError> {
 
 impl Pg {
     /// Stores an incident in its tenant's lane unless it is stored
-    /// already; returns the lane it is in.
+    /// already; returns the lane it is in. One transaction, under the
+    /// tenant's [`LANE_LOCK`].
     pub async fn insert_incident(
         &self,
         deployment: &str,
@@ -67,7 +89,9 @@ impl Pg {
         detail: &str,
     ) -> Result<Option<String>, StoreError> {
         let now = to_i64(now_ms());
-        let c = self.client().await?;
+        let mut c = self.client().await?;
+        let c = c.transaction().await?;
+        lock_tenant(&c, deployment, &i.tenant).await?;
         c.execute(
             "INSERT INTO incidents (deployment, id, tenant, agent, severity, summary, detail,
              correlation_id, received_at, lane, stored_ms)
@@ -94,6 +118,7 @@ impl Pg {
                 &[&deployment, &i.id],
             )
             .await?;
+        c.commit().await?;
         Ok(match row {
             Some(r) => r.try_get(0)?,
             None => None,
@@ -322,6 +347,7 @@ impl Pg {
         let now = to_i64(now_ms());
         let mut c = self.client().await?;
         let tx = c.transaction().await?;
+        lock_tenant(&tx, deployment, tenant).await?;
         tx.execute(
             "INSERT INTO tenants (deployment, tenant, updated_ms, lane, contacts,
              lane_generation, lane_updated_ms, lane_uid)

@@ -59,6 +59,7 @@ impl Pg {
             Registration::Support(s) => {
                 let mut c = c;
                 let tx = c.transaction().await?;
+                super::incidents::lock_tenant(&tx, deployment, &s.tenant).await?;
                 tx.execute(
                     "INSERT INTO tenants (deployment, tenant, updated_ms, lane, contacts,
                      lane_generation, lane_updated_ms, lane_uid)
