@@ -31,7 +31,4 @@ pub use error::{Error, ErrorCategory};
 /// What this operator can do, advertised to the control plane and on the
 /// Lease. `mount-filesystems`: Agents may mount AgentFS volumes through
 /// `spec.filesystems` with the omitted-preserves rule.
-pub const CAPABILITIES: &[&str] = &[
-    crate::wire::fs::CAP_MOUNT_FILESYSTEMS,
-    crate::wire::CAP_INCIDENT_UPDATES,
-];
+pub const CAPABILITIES: &[&str] = &[crate::wire::fs::CAP_MOUNT_FILESYSTEMS];

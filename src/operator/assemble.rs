@@ -183,6 +183,10 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
             leader_tasks.push(for_the_term(move |ctx| {
                 super::dispatch::run(ctx, dispatch.clone())
             }));
+            // Its dispatcher records what support does: it takes
+            // `incident_update`s.
+            up.capabilities
+                .push(crate::wire::CAP_INCIDENT_UPDATES.to_owned());
             up.wedged_after = cfg.wedged_after.unwrap_or(up.wedged_after);
             // The connection and its monitor (metrics, Events, the
             // wedged-upstream alert). The queue outlives a lost Lease:

@@ -72,7 +72,8 @@ pub struct UpstreamConfig {
     pub max_frame_bytes: usize,
     pub agent_version: String,
     /// Sent in `hello`; the control plane sends AgentFS commands only when
-    /// it holds `mount-filesystems`.
+    /// it holds `mount-filesystems`, and `incident_update`s only when it
+    /// holds `incident-updates`.
     pub capabilities: Vec<String>,
     /// The helper pod `exo fs` starts when no running pod mounts a volume.
     pub fs_helper: crate::agentfs::helper::HelperOpts,

@@ -16,6 +16,7 @@ mod support;
 mod upstream_support;
 
 mod deployment;
+mod lanes;
 mod login;
 mod waves;
 
