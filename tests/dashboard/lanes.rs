@@ -75,13 +75,21 @@ async fn a_lane_token_sees_its_lane_live_acknowledges_and_reaches_no_other() {
     s.wait_for_in(&row(&first, "routed"), Duration::from_secs(30))
         .await;
     assert!(
-        s.text("table#incidents").await.contains("The first report failed."),
+        s.text("table#incidents")
+            .await
+            .contains("The first report failed."),
         "the summary is shown"
     );
 
     // A new incident appears without a reload.
     s.js("window.__marker = 1; return null;", vec![]).await;
-    let second = post_incident(&op.addr, &ns.name, &token, "k2", "The second report failed.");
+    let second = post_incident(
+        &op.addr,
+        &ns.name,
+        &token,
+        "k2",
+        "The second report failed.",
+    );
     s.wait_for_in(&row(&second, "routed"), Duration::from_secs(30))
         .await;
     assert_eq!(

@@ -154,7 +154,7 @@ impl Session {
                     .await
             }
             Frame::IncidentUpdateAck(a) => match self.on_update_ack(&a).await {
-                Err(e) => Some(Err(e)),
+                Err(e) => Some(Err(e.to_string())),
                 Ok(more) => {
                     if more && let Some(out) = self.out.as_ref().and_then(|w| w.upgrade()) {
                         let _ = out.send(ToSocket::LookForUpdates);

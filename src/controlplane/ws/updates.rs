@@ -25,6 +25,7 @@ use super::Session;
 use crate::controlplane::App;
 use crate::controlplane::bus::Change;
 use crate::controlplane::model::MAX_PENDING;
+use crate::wire::incident::IncidentError;
 use crate::wire::{CAP_INCIDENT_UPDATES, Frame, IncidentUpdate, IncidentUpdateAck, LaneState};
 
 /// How long a sent update waits for its answer before it is sent again.
@@ -100,9 +101,12 @@ impl Session {
 
     /// Records the operator's answer. Returns whether to look for more
     /// (nothing is in flight any longer: the next batch may be waiting).
-    pub(super) async fn on_update_ack(&mut self, a: &IncidentUpdateAck) -> Result<bool, String> {
+    pub(super) async fn on_update_ack(
+        &mut self,
+        a: &IncidentUpdateAck,
+    ) -> Result<bool, IncidentError> {
         if !crate::wire::incident::valid_id(&a.id) {
-            return Err(format!("{:?} is not an incident id", a.id));
+            return Err(IncidentError::BadId(a.id.clone()));
         }
         let dep = &self.auth.deployment;
         if let Err(e) = self.app.store.mark_delivered(dep, &a.id, a.state).await {
@@ -141,5 +145,18 @@ pub async fn relay(app: Arc<App>) {
             Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => app.live.nudge_all(),
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_operator_that_says_so_is_sent_updates() {
+        assert!(!InFlight::for_capabilities(&["mount-filesystems".into()]).enabled);
+        assert!(InFlight::for_capabilities(&[CAP_INCIDENT_UPDATES.into()]).enabled);
+        assert!(!InFlight::default().waiting());
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
     }
 }
