@@ -13,6 +13,14 @@
 #   with the store's own statement, one transaction each, one after the
 #   other (python's sqlite3 on the same file settings: WAL, the default
 #   synchronous): what one lane's storage costs with nothing else.
+# - The way back: support acknowledges every one of them through the lane
+#   API (4 clients), and the control plane sends each down to the operator,
+#   which writes the Incident's status and answers; measured from the first
+#   ack to the last incident marked delivered (the tenant's view shows it),
+#   and per incident from its ack to that. Its floor: the same number of
+#   status writes straight to the apiserver (a merge patch each through
+#   `kubectl proxy`, one after the other), the one write per incident the
+#   way back cannot do without.
 #
 # RUNS runs of each, medians. Needs the test environment (`scripts/testenv
 # up`). Knobs: AGENTS (10), INCIDENTS (400 per run; the lane's listing
@@ -71,6 +79,13 @@ wait_until 120 "the operator connected upstream" connected
 for i in $(seq 0 $((AGENTS - 1))); do
   kubectl -n "$ns" get secret "agent-token-a$i" -o jsonpath='{.data.token}' | base64 -d >"$work/token-a$i"
 done
+# The tenant's lane, by hand.
+curl -sf -X PUT -H 'Content-Type: application/json' -d '{}' \
+  "$base/api/v1/lanes/bench-desk/tenants/bench/$ns" >/dev/null
+proxy_port=$(free_port)
+kubectl proxy --port "$proxy_port" >"$work/proxy.log" 2>&1 &
+pids+=($!)
+wait_until 30 "kubectl proxy" curl -sf "http://127.0.0.1:$proxy_port/version" -o /dev/null
 
 for run in $(seq "$RUNS"); do
   log "run $run: $INCIDENTS incidents from $AGENTS agents"
@@ -114,6 +129,58 @@ q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))]
 secs = (max(stored.values()) - start) / 1000
 print(json.dumps({"side": "exo", "run": int(run), "secs": secs, "per_sec": total / secs,
                   "p50_ms": q(0.5), "p99_ms": q(0.99), "max_ms": lat[-1]}))
+sys.stdout.flush()
+# The way back: support acknowledges each; the tenant's view follows.
+ids = sorted(posted)
+acked = {}
+def support(chunk):
+    c = http.client.HTTPConnection(*base.removeprefix("http://").split(":"))
+    for i in chunk:
+        t = time.time() * 1000
+        c.request("POST", f"/api/v1/lanes/bench-desk/incidents/{i}/ack", "{}", {"Content-Type": "application/json"})
+        r = c.getresponse(); data = r.read()
+        if r.status != 200:
+            sys.exit(f"ack {i}: {r.status} {data!r}")
+        with lock:
+            acked[i] = t
+threads = [threading.Thread(target=support, args=(ids[k::4],)) for k in range(4)]
+start = time.time() * 1000
+for t in threads: t.start()
+for t in threads: t.join()
+seen = {}
+deadline = time.time() + 120
+while len(seen) < total:
+    rows = json.load(urllib.request.urlopen(f"{base}/api/v1/lanes/bench-desk/incidents?limit=5000&state=acknowledged"))["incidents"]
+    now = time.time() * 1000
+    for r in rows:
+        if r["id"] in acked and r["delivered"] and r["id"] not in seen:
+            seen[r["id"]] = now
+    if time.time() > deadline:
+        sys.exit(f"only {len(seen)} of {total} acknowledgements reached the cluster after 120 s")
+    time.sleep(0.02)
+lat = sorted(seen[i] - acked[i] for i in ids)
+secs = (max(seen.values()) - start) / 1000
+print(json.dumps({"side": "back", "run": int(run), "secs": secs, "per_sec": total / secs,
+                  "p50_ms": q(0.5), "p99_ms": q(0.99), "max_ms": lat[-1]}))
+json.dump(ids, open(f"{work}/ids-{run}.json", "w"))
+PY
+  tail -2 "$work/runs.jsonl" >&2
+  # The way back's floor: one status write per incident, straight to the
+  # apiserver.
+  python3 - "$proxy_port" "$ns" "$work/ids-$run.json" "$run" >>"$work/runs.jsonl" <<'PY'
+import http.client, json, sys, time
+port, ns, ids, run = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3])), int(sys.argv[4])
+c = http.client.HTTPConnection("127.0.0.1", int(port))
+start = time.time()
+for i in ids:
+    body = json.dumps({"status": {"state": "Resolved", "resolvedAt": "2026-12-06T00:00:00Z", "observedGeneration": 1}})
+    c.request("PATCH", f"/apis/autonomic.sh/v1alpha1/namespaces/{ns}/incidents/{i}/status", body,
+              {"Content-Type": "application/merge-patch+json"})
+    r = c.getresponse(); data = r.read()
+    if r.status != 200:
+        sys.exit(f"patch {i}: {r.status} {data[:200]!r}")
+secs = time.time() - start
+print(json.dumps({"side": "back-floor", "run": run, "secs": secs, "per_sec": len(ids) / secs}))
 PY
   tail -1 "$work/runs.jsonl" >&2
   # The floor, on a database of its own with the control plane's schema.
@@ -154,6 +221,13 @@ print(f"| {total} incidents from {agents} agents, {len(exo)} runs | Exo: post ->
 print("exo per run (/s): " + ", ".join(f"{r['per_sec']:.0f}" for r in exo)
       + "; floor per run (/s): " + ", ".join(f"{r['per_sec']:.0f}" for r in floor))
 print(f"post -> stored in the lane (ms, median of runs): p50 {m(exo, 'p50_ms'):.0f}, p99 {m(exo, 'p99_ms'):.0f}, max {m(exo, 'max_ms'):.0f}")
+back = [r for r in rows if r["side"] == "back"]; bfloor = [r for r in rows if r["side"] == "back-floor"]
+b, bf = m(back, "per_sec"), m(bfloor, "per_sec")
+print(f"| {total} acknowledgements, {len(back)} runs | Exo: ack -> control plane -> operator status write -> delivered | "
+      f"**{b:.0f}/s** | status write straight to the apiserver, one after the other | **{bf:.0f}/s** | **{b / bf:.2f}** |")
+print("back per run (/s): " + ", ".join(f"{r['per_sec']:.0f}" for r in back)
+      + "; floor per run (/s): " + ", ".join(f"{r['per_sec']:.0f}" for r in bfloor))
+print(f"ack -> the tenant's view shows it (ms, median of runs): p50 {m(back, 'p50_ms'):.0f}, p99 {m(back, 'p99_ms'):.0f}, max {m(back, 'max_ms'):.0f}")
 PY
 cat "$OUT/incidents-summary.txt"
 cp "$work/runs.jsonl" "$OUT/incidents-runs.jsonl"
