@@ -19,8 +19,8 @@
 #   ack to the last incident marked delivered (the tenant's view shows it),
 #   and per incident from its ack to that. Its floor: the same number of
 #   status writes straight to the apiserver (a merge patch each through
-#   `kubectl proxy`, one after the other), the one write per incident the
-#   way back cannot do without.
+#   `kubectl proxy`, 8 at a time as the dispatcher writes), the one write
+#   per incident the way back cannot do without.
 #
 # RUNS runs of each, medians. Needs the test environment (`scripts/testenv
 # up`). Knobs: AGENTS (10), INCIDENTS (400 per run; the lane's listing
@@ -168,17 +168,22 @@ PY
   # The way back's floor: one status write per incident, straight to the
   # apiserver.
   python3 - "$proxy_port" "$ns" "$work/ids-$run.json" "$run" >>"$work/runs.jsonl" <<'PY'
-import http.client, json, sys, time
+import http.client, json, sys, threading, time
 port, ns, ids, run = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3])), int(sys.argv[4])
-c = http.client.HTTPConnection("127.0.0.1", int(port))
+def writer(chunk):
+    c = http.client.HTTPConnection("127.0.0.1", int(port))
+    for i in chunk:
+        body = json.dumps({"status": {"state": "Resolved", "resolvedAt": "2026-12-06T00:00:00Z", "observedGeneration": 1}})
+        c.request("PATCH", f"/apis/autonomic.sh/v1alpha1/namespaces/{ns}/incidents/{i}/status", body,
+                  {"Content-Type": "application/merge-patch+json"})
+        r = c.getresponse(); data = r.read()
+        if r.status != 200:
+            sys.exit(f"patch {i}: {r.status} {data[:200]!r}")
+# As many writers at once as the dispatcher uses (UPDATE_WRITERS).
+threads = [threading.Thread(target=writer, args=(ids[k::8],)) for k in range(8)]
 start = time.time()
-for i in ids:
-    body = json.dumps({"status": {"state": "Resolved", "resolvedAt": "2026-12-06T00:00:00Z", "observedGeneration": 1}})
-    c.request("PATCH", f"/apis/autonomic.sh/v1alpha1/namespaces/{ns}/incidents/{i}/status", body,
-              {"Content-Type": "application/merge-patch+json"})
-    r = c.getresponse(); data = r.read()
-    if r.status != 200:
-        sys.exit(f"patch {i}: {r.status} {data[:200]!r}")
+for t in threads: t.start()
+for t in threads: t.join()
 secs = time.time() - start
 print(json.dumps({"side": "back-floor", "run": run, "secs": secs, "per_sec": len(ids) / secs}))
 PY
@@ -224,7 +229,7 @@ print(f"post -> stored in the lane (ms, median of runs): p50 {m(exo, 'p50_ms'):.
 back = [r for r in rows if r["side"] == "back"]; bfloor = [r for r in rows if r["side"] == "back-floor"]
 b, bf = m(back, "per_sec"), m(bfloor, "per_sec")
 print(f"| {total} acknowledgements, {len(back)} runs | Exo: ack -> control plane -> operator status write -> delivered | "
-      f"**{b:.0f}/s** | status write straight to the apiserver, one after the other | **{bf:.0f}/s** | **{b / bf:.2f}** |")
+      f"**{b:.0f}/s** | status write straight to the apiserver, 8 at a time | **{bf:.0f}/s** | **{b / bf:.2f}** |")
 print("back per run (/s): " + ", ".join(f"{r['per_sec']:.0f}" for r in back)
       + "; floor per run (/s): " + ", ".join(f"{r['per_sec']:.0f}" for r in bfloor))
 print(f"ack -> the tenant's view shows it (ms, median of runs): p50 {m(back, 'p50_ms'):.0f}, p99 {m(back, 'p99_ms'):.0f}, max {m(back, 'max_ms'):.0f}")
