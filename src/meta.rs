@@ -77,12 +77,6 @@ pub const ANNOTATION_CAPABILITIES: &str = "autonomic.sh/capabilities";
 /// Annotation on an Agent: the time of its last check-in (RFC 3339),
 /// written by the replica that took it (at most once per write interval).
 pub const ANNOTATION_LAST_CHECKIN: &str = "autonomic.sh/last-checkin";
-/// On a workload: the release of the last saga run that changed it and
-/// verified it (a run stamps only its changed set).
-pub const ANNOTATION_RELEASE: &str = "autonomic.sh/release";
-/// When the live content of a workload was last verified by a saga run
-/// that changed it (the Rollout's `lastFullCheck` covers the re-checks).
-pub const ANNOTATION_VERIFIED_AT: &str = "autonomic.sh/verified-at";
 /// On an Agent and its pod: the hash of the tenant's access scopes (models
 /// and capabilities). The pod takes the tenant's keys from
 /// [`TENANT_ACCESS_SECRET`] as env, and a new hash rolls it onto new keys.

@@ -24,8 +24,8 @@ use crate::cluster::metrics::Controller;
 use crate::crd::{Agent, Tool};
 use crate::fleet::configmap;
 use crate::meta::{
-    ANNOTATION_CONTENT_SHA256, ANNOTATION_RELEASE, ANNOTATION_VERIFIED_AT, LABEL_BASELINE,
-    LABEL_FLEET, LABEL_FLEET_NAMESPACE, LABEL_MANAGED_BY, MANAGED_BY,
+    ANNOTATION_CONTENT_SHA256, LABEL_BASELINE, LABEL_FLEET, LABEL_FLEET_NAMESPACE,
+    LABEL_MANAGED_BY, MANAGED_BY,
 };
 
 /// Whether `labels` (a Rollout's) name the Fleet `name` in `namespace`.
@@ -371,47 +371,16 @@ async fn verify_live(ctx: &StepCtx<'_>, workloads: &[Workload]) -> Outcome {
     .await
 }
 
+/// The run's result is projected where readers look for it: the Rollout's
+/// status (written by the engine when the run ends: `Verified`, the
+/// release, the commit, the time, the changed set), which the CLI, the
+/// gates, the dashboard and the upstream read. No workload is written:
+/// a stamp per Agent was one more write per changed workload, and nothing
+/// read it. What is left is collecting the baseline versions the release
+/// no longer uses.
 async fn project(ctx: &StepCtx<'_>) -> Outcome {
-    let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    let now = now.as_str();
-    let outcome = each(
-        ctx.workloads
-            .iter()
-            .map(|w| project_one(ctx, w, now))
-            .collect(),
-    )
-    .await;
-    if outcome == Outcome::Done {
-        collect_old_configmaps(ctx).await;
-    }
-    outcome
-}
-
-/// Stamps the release and the verification time on one workload of the
-/// run's changed set (the others keep the stamp of the run that last
-/// changed them).
-async fn project_one(ctx: &StepCtx<'_>, w: &Workload, now: &str) -> Outcome {
-    let release = &ctx.release.metadata.name;
-    let meta = serde_json::json!({"annotations": {
-        ANNOTATION_RELEASE: release, ANNOTATION_VERIFIED_AT: now,
-    }});
-    let name = w.name();
-    let result = match w {
-        Workload::Agent(_) => {
-            ctx.op
-                .patch_metadata::<Agent>(Controller::Rollout, ctx.namespace, name, None, meta)
-                .await
-        }
-        Workload::Tool(_) => {
-            ctx.op
-                .patch_metadata::<Tool>(Controller::Rollout, ctx.namespace, name, None, meta)
-                .await
-        }
-    };
-    match result {
-        Ok(()) => Outcome::Done,
-        Err(e) => blocked_op(&format!("annotate {} {name}", w.kind()), &e),
-    }
+    collect_old_configmaps(ctx).await;
+    Outcome::Done
 }
 
 /// Deletes Exo's baseline ConfigMaps in the namespace that the release does
