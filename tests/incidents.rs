@@ -291,6 +291,14 @@ async fn an_agent_reports_an_incident_and_reads_back_only_its_friendly_side() {
         assert!(!log.contains(gone), "{gone} reached the operator's log");
     }
     assert!(log.contains("incident received"), "the receipt is logged");
+    // Nor any Event, in the tenant's namespace or the operator's (here the
+    // same one) or anywhere else the test cluster holds.
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::all(support::client().await);
+    let all =
+        serde_json::to_string(&events.list(&ListParams::default()).await.unwrap().items).unwrap();
+    for gone in [CANARY_KEY, token.as_str(), HOST, ADDRESS, "Traceback"] {
+        assert!(!all.contains(gone), "{gone} reached an Event");
+    }
     // The platform's view: `exo incident list|show`, with the detail
     // (secrets masked); a bad id is refused naming the shape.
     let exo = |args: &[&str]| {

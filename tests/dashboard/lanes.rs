@@ -55,6 +55,16 @@ async fn a_lane_token_sees_its_lane_live_acknowledges_and_reaches_no_other() {
         Some(&json!({})),
     );
     assert_eq!(status, 200, "{v}");
+    // A full admin's overview lists the lane, with its open incident.
+    let (_admin, full) = logged_in(&cp).await;
+    let lane_row = r#"table#lanes tr[data-lane="desk"]"#;
+    full.wait_for_in(
+        &format!("{lane_row} a[href=\"/lanes/desk\"]"),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(full.text(&format!("{lane_row} .open")).await, "1");
+    full.close().await;
     let lane_token = {
         let out = cp.admin(&["admin-token", "create", "--lane", "desk"]);
         assert!(out.status.success(), "{out:?}");

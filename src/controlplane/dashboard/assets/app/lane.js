@@ -32,7 +32,7 @@ export function pageLane(main, lane) {
         filter = s;
         history.replaceState(null, '', s === 'all' ? location.pathname : `?state=${s}`);
         drawTabs();
-        load();
+        reload();
       });
       tabs.append(b);
     }
@@ -49,7 +49,7 @@ export function pageLane(main, lane) {
       setStatus(`${i.id}: ${res.error}`, 'failed');
       button.disabled = false;
     }
-    load();
+    reload();
   };
 
   const row = (i) => {
@@ -98,7 +98,19 @@ export function pageLane(main, lane) {
     }
   };
 
+  // A busy lane sends an event per incident: at most one reload in
+  // flight, and one more after it when something came meanwhile.
+  let loading = null;
+  let again = false;
+  const reload = () => {
+    if (loading) { again = true; return; }
+    loading = load().finally(() => {
+      loading = null;
+      if (again) { again = false; setTimeout(reload, 250); }
+    });
+  };
+
   drawTabs();
-  load();
-  liveAt(`${base}/events`, base, { lane: () => load() }, load);
+  reload();
+  liveAt(`${base}/events`, base, { lane: reload }, reload);
 }

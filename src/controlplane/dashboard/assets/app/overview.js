@@ -14,7 +14,30 @@ export function pageOverview(main) {
     'Deployment', 'State', 'Last heartbeat', 'Operator version', 'Capabilities', 'Active alerts',
   ]);
   const count = el('p', { class: 'sub' }, 'Loading…');
-  clear(main).append(pageHead('Fleet', null, count), el('div', { class: 'card table-wrap' }, table));
+  const lanes = dataTable('lanes', ['Support lane', 'Open', 'Acknowledged', 'Resolved', 'Tenants']);
+  const lanesCard = el('section', { class: 'card table-wrap', hidden: true },
+    el('h2', null, 'Support lanes'), lanes.table);
+  clear(main).append(pageHead('Fleet', null, count), el('div', { class: 'card table-wrap' }, table), lanesCard);
+
+  // The support lanes and their open incidents (docs/support.md); each
+  // links to its lane's page (live there). Read again every 15 s and on
+  // every resync.
+  const loadLanes = async () => {
+    try {
+      const res = await getJSON('/api/v1/lanes');
+      const list = Array.isArray(res.lanes) ? res.lanes : [];
+      clear(lanes.tbody);
+      for (const l of list) {
+        lanes.tbody.append(el('tr', { dataset: { lane: str(l.lane) } },
+          el('th', { scope: 'row' }, el('a', { href: `/lanes/${enc(l.lane)}` }, str(l.lane))),
+          el('td', { class: 'open' }, String(l.routed || 0)),
+          el('td', null, String(l.acknowledged || 0)),
+          el('td', null, String(l.resolved || 0)),
+          el('td', null, (l.tenants || []).join(', '))));
+      }
+      lanesCard.hidden = list.length === 0;
+    } catch (_) { lanesCard.hidden = true; }
+  };
 
   const renderAlerts = (cell, d) => {
     clear(cell);
@@ -93,6 +116,8 @@ export function pageOverview(main) {
   };
 
   load();
+  loadLanes();
+  setInterval(loadLanes, 15000);
   setInterval(tickHeartbeats, 1000);
   live(null, {
     deployment: (d) => {
@@ -103,5 +128,5 @@ export function pageOverview(main) {
     },
     alerts: (a) => { const row = rows.get(a.deployment); if (row) fetchAlerts(row.d); },
     resource: (ev) => { if (rows.has(ev.deployment)) frameSeen(ev.deployment); },
-  }, load);
+  }, () => { load(); loadLanes(); });
 }
