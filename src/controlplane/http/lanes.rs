@@ -63,8 +63,21 @@ fn outside(scope: &Scope, lane: &str) -> Option<Response> {
     })
 }
 
-fn bad_lane(lane: &str) -> Option<Response> {
-    (!crate::names::is_dns1123_label(lane)).then(|| store_error(StoreError::BadLane(lane.into())))
+/// The answer for a lane that is not a lane name (400) or that the
+/// token may not read (403); `None` when the request may go on.
+fn refused(scope: &Scope, lane: &str) -> Option<Response> {
+    if !crate::names::is_dns1123_label(lane) {
+        return Some(store_error(StoreError::BadLane(lane.into())));
+    }
+    outside(scope, lane)
+}
+
+/// A lane with nothing in it yet.
+fn empty(lane: &str) -> LaneRow {
+    LaneRow {
+        lane: lane.to_owned(),
+        ..LaneRow::default()
+    }
 }
 
 /// `GET /api/v1/lanes`: every lane the token may read, with its tenants
@@ -79,10 +92,7 @@ pub async fn list(State(app): State<Arc<App>>, Extension(scope): Extension<Scope
             if let Scope::Lane(l) = &scope
                 && rows.is_empty()
             {
-                rows.push(LaneRow {
-                    lane: l.clone(),
-                    ..LaneRow::default()
-                });
+                rows.push(empty(l));
             }
             Json(json!({ "count": rows.len(), "lanes": rows })).into_response()
         }
@@ -96,15 +106,11 @@ pub async fn get(
     Extension(scope): Extension<Scope>,
     Path(lane): Path<String>,
 ) -> Response {
-    if let Some(r) = bad_lane(&lane).or_else(|| outside(&scope, &lane)) {
+    if let Some(r) = refused(&scope, &lane) {
         return r;
     }
     match app.store.lanes(Some(&lane)).await {
-        Ok(rows) => Json(rows.into_iter().next().unwrap_or(LaneRow {
-            lane,
-            ..LaneRow::default()
-        }))
-        .into_response(),
+        Ok(rows) => Json(rows.into_iter().next().unwrap_or_else(|| empty(&lane))).into_response(),
         Err(e) => store_error(e),
     }
 }
@@ -126,7 +132,7 @@ pub async fn incidents(
     Path(lane): Path<String>,
     Query(q): Query<IncidentsQuery>,
 ) -> Response {
-    if let Some(r) = bad_lane(&lane).or_else(|| outside(&scope, &lane)) {
+    if let Some(r) = refused(&scope, &lane) {
         return r;
     }
     let state = match q.state.as_deref().map(|s| (s, LaneState::parse(s))) {
@@ -200,7 +206,7 @@ pub async fn incident(
     Path((lane, id)): Path<(String, String)>,
     Query(q): Query<OneQuery>,
 ) -> Response {
-    if let Some(r) = bad_lane(&lane).or_else(|| outside(&scope, &lane)) {
+    if let Some(r) = refused(&scope, &lane) {
         return r;
     }
     match one(&app, &lane, &id, q.deployment.as_deref()).await {
@@ -226,7 +232,7 @@ async fn act(
     body: ActBody,
     action: LaneAction,
 ) -> Response {
-    if let Some(r) = bad_lane(&lane).or_else(|| outside(scope, &lane)) {
+    if let Some(r) = refused(scope, &lane) {
         return r;
     }
     if body.note.len() > MAX_NOTE {
@@ -366,7 +372,7 @@ pub async fn events(
     Extension(scope): Extension<Scope>,
     Path(lane): Path<String>,
 ) -> Response {
-    if let Some(r) = bad_lane(&lane).or_else(|| outside(&scope, &lane)) {
+    if let Some(r) = refused(&scope, &lane) {
         return r;
     }
     let state = Follower {
