@@ -85,7 +85,7 @@ pub fn fleet_yaml(data: &[u8]) {
         releases: parse::<Release>(text).map(sourced).into_iter().collect(),
         waves: parse::<WavePointers>(text).map(sourced),
         tiers: parse::<crate::crd::tenant::tiers::TiersDoc>(text).map(sourced),
-        tenants: BTreeMap::from([(TENANT.to_owned(), tenant)]),
+        tenants: BTreeMap::from([(TENANT.to_owned(), std::sync::Arc::new(tenant))]),
         baselines: Vec::new(),
     };
     let _ = lint::lint_fleet(&fleet);

@@ -28,6 +28,7 @@ pub mod repo;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -44,7 +45,10 @@ pub enum FleetError {
     Unusable(Vec<String>),
 }
 
-/// A file that was read, for messages that name it.
+/// A file that was read, for messages that name it. A tenant's objects
+/// carry their path relative to the repository root
+/// (`manifests/acme/router.yaml`): a tenant taken over from the load of
+/// another checkout is then shared as it is, not copied and moved.
 #[derive(Debug, Clone)]
 pub struct Sourced<T> {
     pub path: PathBuf,
@@ -67,7 +71,9 @@ pub struct Fleet {
     /// Sorted by file name.
     pub releases: Vec<Sourced<Release>>,
     pub waves: Option<Sourced<WavePointers>>,
-    pub tenants: BTreeMap<String, Tenant>,
+    /// Shared: a sync takes an unchanged tenant over from its last load
+    /// without copying it (its cost is the change, not the fleet).
+    pub tenants: BTreeMap<String, Arc<Tenant>>,
     /// Every baseline source folder, sorted by folder.
     pub baselines: Vec<Sourced<Baseline>>,
     /// `manifests/tiers.yaml`, when the repository has one.
@@ -160,7 +166,7 @@ fn load_tenants(
     root: &Path,
     reuse: &Reuse<'_>,
     problems: &mut Vec<String>,
-) -> BTreeMap<String, Tenant> {
+) -> BTreeMap<String, Arc<Tenant>> {
     let mut tenants = BTreeMap::new();
     let dir = root.join("manifests");
     let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -183,7 +189,7 @@ fn load_tenants(
             ));
             continue;
         }
-        if let Some(t) = reuse.tenant(&name, root) {
+        if let Some(t) = reuse.tenant(&name) {
             tenants.insert(name, t);
             continue;
         }
@@ -193,15 +199,18 @@ fn load_tenants(
         };
         // The folder changed; the files in it that did not are taken over.
         let earlier = reuse.files(&name);
-        for path in yaml_files(&tdir, problems) {
-            if let Some(e) = path
+        for full in yaml_files(&tdir, problems) {
+            // Kept relative to the root (see `Sourced`); read by its full path.
+            let rel = full.strip_prefix(root).unwrap_or(&full).to_owned();
+            if let Some(e) = rel
                 .file_name()
                 .and_then(|f| earlier.get(f))
-                .filter(|_| reuse.file_unchanged(&name, &path))
+                .filter(|_| reuse.file_unchanged(&name, &rel))
             {
-                e.push_to(&mut tenant, path);
+                e.push_to(&mut tenant, rel);
                 continue;
             }
+            let path = full;
             let text = match crate::yaml::read(&path) {
                 Ok(t) => t,
                 Err(e) => {
@@ -227,7 +236,7 @@ fn load_tenants(
                 "Agent" => match crate::yaml::from_str::<Agent>(&path, &text) {
                     Ok(mut value) if ns_ok(value.metadata.namespace.as_ref()) => {
                         value.metadata.namespace = Some(name.clone());
-                        tenant.agents.push(Sourced { path, value });
+                        tenant.agents.push(Sourced { path: rel, value });
                     }
                     Ok(_) => problems.push(wrong_ns(&path)),
                     Err(e) => problems.push(e.to_string()),
@@ -235,7 +244,7 @@ fn load_tenants(
                 "Tool" => match crate::yaml::from_str::<Tool>(&path, &text) {
                     Ok(mut value) if ns_ok(value.metadata.namespace.as_ref()) => {
                         value.metadata.namespace = Some(name.clone());
-                        tenant.tools.push(Sourced { path, value });
+                        tenant.tools.push(Sourced { path: rel, value });
                     }
                     Ok(_) => problems.push(wrong_ns(&path)),
                     Err(e) => problems.push(e.to_string()),
@@ -243,7 +252,7 @@ fn load_tenants(
                 "AgentFS" => match crate::yaml::from_str::<AgentFS>(&path, &text) {
                     Ok(mut value) if ns_ok(value.metadata.namespace.as_ref()) => {
                         value.metadata.namespace = Some(name.clone());
-                        tenant.filesystems.push(Sourced { path, value });
+                        tenant.filesystems.push(Sourced { path: rel, value });
                     }
                     Ok(_) => problems.push(wrong_ns(&path)),
                     Err(e) => problems.push(e.to_string()),
@@ -278,7 +287,7 @@ fn load_tenants(
                 )),
             }
         }
-        tenants.insert(name, tenant);
+        tenants.insert(name, Arc::new(tenant));
     }
     tenants
 }
@@ -400,26 +409,14 @@ impl<'a> Reuse<'a> {
         }
     }
 
-    /// `name`'s folder as loaded before, its paths moved under `root`.
-    fn tenant(&self, name: &str, root: &Path) -> Option<Tenant> {
+    /// `name`'s folder as loaded before: shared, not copied (its paths
+    /// are relative to the root, so they hold in any checkout).
+    fn tenant(&self, name: &str) -> Option<Arc<Tenant>> {
         let previous = self.previous?;
         if !(self.unchanged)(&format!("manifests/{name}")) {
             return None;
         }
-        let t = previous.tenants.get(name)?;
-        let from = previous.root.as_path();
-        let moved = |p: &Path| root.join(p.strip_prefix(from).unwrap_or(p));
-        let mut t = t.clone();
-        for a in &mut t.agents {
-            a.path = moved(&a.path);
-        }
-        for x in &mut t.tools {
-            x.path = moved(&x.path);
-        }
-        for f in &mut t.filesystems {
-            f.path = moved(&f.path);
-        }
-        Some(t)
+        previous.tenants.get(name).map(Arc::clone)
     }
 
     /// The objects of tenant `name` as loaded before, by file name: what

@@ -64,6 +64,20 @@ fn a_changed_folder_reads_only_its_changed_files() {
     for (x, y) in a.agents.iter().zip(&s.agents) {
         assert_eq!(x.value, y.value);
     }
+    // Paths are relative to the root, so an unchanged tenant is shared
+    // with the earlier load as it is: no copy, whatever its size.
+    assert!(
+        a.agents
+            .iter()
+            .all(|x| x.path.starts_with("manifests/acme")),
+        "{:?}",
+        names(a)
+    );
+    assert!(Arc::ptr_eq(
+        &again.tenants["globex"],
+        &first.tenants["globex"]
+    ));
+    assert!(!Arc::ptr_eq(&again.tenants["acme"], &first.tenants["acme"]));
     // Nothing taken over: the unreadable file is read, and refused.
     let e = load(two.path()).unwrap_err().to_string();
     assert!(e.contains("assistant.yaml"), "{e}");

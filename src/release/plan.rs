@@ -129,7 +129,7 @@ pub fn apply_order(r: &Release) -> Vec<&crate::fleet::release::Component> {
 /// Which tenants each wave of `r` selects, given the fleet's tenants.
 pub fn wave_tenants(
     r: &Release,
-    tenants: &BTreeMap<String, Tenant>,
+    tenants: &BTreeMap<String, std::sync::Arc<Tenant>>,
 ) -> Vec<(WaveName, Vec<String>)> {
     let explicit: BTreeSet<&String> = r.spec.waves.iter().flat_map(|w| &w.tenants).collect();
     let mut taken: BTreeSet<String> = BTreeSet::new();

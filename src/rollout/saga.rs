@@ -129,32 +129,43 @@ impl Workload {
 /// The tenant's workloads re-pointed to `release`: images by repository,
 /// baselines by name. Everything else is the manifest as written.
 pub fn desired_workloads(tenant: &Tenant, release: &Release) -> Vec<Workload> {
-    let mut out = Vec::new();
-    for t in &tenant.tools {
-        let mut tool = t.value.clone();
-        tool.spec.container.image = repoint::image(&tool.spec.container.image, release);
-        tool.spec.node_tier.clone_from(&tenant.settings.node_tier);
-        tool.spec.run_as_user = tenant.settings.uid_range.map(|r| i64::from(r.start));
-        tool.status = None;
-        out.push(Workload::Tool(tool));
+    let tools = tenant
+        .tools
+        .iter()
+        .map(|t| desired_tool(&t.value, tenant, release));
+    let agents = tenant
+        .agents
+        .iter()
+        .map(|a| desired_agent(&a.value, tenant, release));
+    tools.chain(agents).collect()
+}
+
+/// One Tool of `tenant` as [`desired_workloads`] renders it.
+pub fn desired_tool(t: &Tool, tenant: &Tenant, release: &Release) -> Workload {
+    let mut tool = t.clone();
+    tool.spec.container.image = repoint::image(&tool.spec.container.image, release);
+    tool.spec.node_tier.clone_from(&tenant.settings.node_tier);
+    tool.spec.run_as_user = tenant.settings.uid_range.map(|r| i64::from(r.start));
+    tool.status = None;
+    Workload::Tool(tool)
+}
+
+/// One Agent of `tenant` as [`desired_workloads`] renders it.
+pub fn desired_agent(a: &Agent, tenant: &Tenant, release: &Release) -> Workload {
+    let mut agent = a.clone();
+    agent.spec.runtime.image = repoint::image(&agent.spec.runtime.image, release);
+    agent.spec.agentlet.image = repoint::image(&agent.spec.agentlet.image, release);
+    if let Some(b) = agent.spec.baseline.as_mut() {
+        b.config_map = repoint::baseline(&b.config_map, release);
     }
-    for a in &tenant.agents {
-        let mut agent = a.value.clone();
-        agent.spec.runtime.image = repoint::image(&agent.spec.runtime.image, release);
-        agent.spec.agentlet.image = repoint::image(&agent.spec.agentlet.image, release);
-        if let Some(b) = agent.spec.baseline.as_mut() {
-            b.config_map = repoint::baseline(&b.config_map, release);
-        }
-        agent.spec.node_tier.clone_from(&tenant.settings.node_tier);
-        // The tenant's keys: a change of scopes is a change of every Agent
-        // (its pod rolls onto the new keys).
-        let scopes = crate::tenant::access::Scopes::of(&tenant.settings);
-        agent.spec.access_scopes = (!scopes.is_empty()).then(|| scopes.hash());
-        agent.spec.run_as_user = tenant.settings.uid_range.map(|r| i64::from(r.start));
-        agent.status = None;
-        out.push(Workload::Agent(agent));
-    }
-    out
+    agent.spec.node_tier.clone_from(&tenant.settings.node_tier);
+    // The tenant's keys: a change of scopes is a change of every Agent
+    // (its pod rolls onto the new keys).
+    let scopes = crate::tenant::access::Scopes::of(&tenant.settings);
+    agent.spec.access_scopes = (!scopes.is_empty()).then(|| scopes.hash());
+    agent.spec.run_as_user = tenant.settings.uid_range.map(|r| i64::from(r.start));
+    agent.status = None;
+    Workload::Agent(agent)
 }
 
 /// The component a workload rolls with: the last, in apply order, of the

@@ -146,7 +146,7 @@ mod tests {
             }
         }
         // Take it; the next one is another.
-        let any = fleet.tenants.values_mut().next().unwrap();
+        let any = std::sync::Arc::make_mut(fleet.tenants.values_mut().next().unwrap());
         any.settings.uid_range = Some(r);
         let next = free_uid_range(&fleet);
         assert_ne!(next, r);

@@ -143,27 +143,39 @@ fn every_rule_fires_on_its_bad_input() {
         (
             "mutable-tag",
             Box::new(|f| {
-                let t = f.tenants.get_mut("acme").unwrap();
+                let t = std::sync::Arc::make_mut(f.tenants.get_mut("acme").unwrap());
                 t.agents[0].value.spec.runtime.image = "reg/exo/agent-runtime:latest".into();
             }),
         ),
         (
             "unknown-tier",
-            Box::new(|f| f.tenants.get_mut("acme").unwrap().settings.tier = Some("gold".into())),
+            Box::new(|f| {
+                std::sync::Arc::make_mut(f.tenants.get_mut("acme").unwrap())
+                    .settings
+                    .tier = Some("gold".into())
+            }),
         ),
         (
             "tenant-wave",
-            Box::new(|f| f.tenants.get_mut("acme").unwrap().settings.wave = Some("beta".into())),
+            Box::new(|f| {
+                std::sync::Arc::make_mut(f.tenants.get_mut("acme").unwrap())
+                    .settings
+                    .wave = Some("beta".into())
+            }),
         ),
         (
             "tenant-wave",
             // The example's releases put acme in low-risk.
-            Box::new(|f| f.tenants.get_mut("acme").unwrap().settings.wave = Some("canary".into())),
+            Box::new(|f| {
+                std::sync::Arc::make_mut(f.tenants.get_mut("acme").unwrap())
+                    .settings
+                    .wave = Some("canary".into())
+            }),
         ),
         (
             "tenant-agentfs",
             Box::new(|f| {
-                let t = f.tenants.get_mut("globex").unwrap();
+                let t = std::sync::Arc::make_mut(f.tenants.get_mut("globex").unwrap());
                 let name = t.filesystems[0].value.metadata.name.clone();
                 t.settings.storage = Some(crate::crd::tenant::StorageSpec {
                     agent_fs: Some(crate::crd::tenant::DefaultAgentFs {
@@ -182,12 +194,16 @@ fn every_rule_fires_on_its_bad_input() {
                     start: 200_000,
                     size: 10_000,
                 };
-                f.tenants.get_mut("acme").unwrap().settings.uid_range = Some(r);
+                std::sync::Arc::make_mut(f.tenants.get_mut("acme").unwrap())
+                    .settings
+                    .uid_range = Some(r);
                 let r = crate::crd::tenant::UidRange {
                     start: 209_999,
                     size: 1,
                 };
-                f.tenants.get_mut("globex").unwrap().settings.uid_range = Some(r);
+                std::sync::Arc::make_mut(f.tenants.get_mut("globex").unwrap())
+                    .settings
+                    .uid_range = Some(r);
             }),
         ),
     ];
@@ -245,13 +261,17 @@ fn rule_ids_are_unique_and_serialize_as_themselves() {
 #[test]
 fn tenant_findings_name_tenant_yaml_and_the_field() {
     let mut fleet = example();
-    fleet.tenants.get_mut("acme").unwrap().settings.wave = Some("low-risk".into());
+    std::sync::Arc::make_mut(fleet.tenants.get_mut("acme").unwrap())
+        .settings
+        .wave = Some("low-risk".into());
     assert_eq!(
         lint_fleet(&fleet),
         vec![],
         "the wave the releases agree with"
     );
-    fleet.tenants.get_mut("acme").unwrap().settings.tier = Some("gold".into());
+    std::sync::Arc::make_mut(fleet.tenants.get_mut("acme").unwrap())
+        .settings
+        .tier = Some("gold".into());
     fleet.tiers = None;
     let lines: Vec<String> = lint_fleet(&fleet).iter().map(|f| f.to_string()).collect();
     assert_eq!(

@@ -12,6 +12,7 @@
 //! tenant moves only that tenant's saga.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,7 +34,7 @@ use crate::cluster::metrics::Controller as Writer;
 use crate::crd::{Fleet as FleetCr, FleetStatus, Rollout};
 use crate::fleet::gitsync;
 use crate::release::{WaveName, lint};
-use crate::rollout::desired::{TenantDesired, TenantTarget};
+use crate::rollout::desired::{Earlier, TenantDesired, TenantTarget};
 
 struct SyncCtx {
     op: Arc<Ctx>,
@@ -364,10 +365,20 @@ async fn sync_one(
             continue;
         };
         let target = incremental::target(prev, &checkout, tenant, *wave, r).unwrap_or_else(|| {
+            // The folder changed: its unchanged files' objects are taken
+            // over from the last render, not rendered again.
+            let same_file =
+                |p: &Path| incremental::unchanged(prev, &checkout.ids, &p.to_string_lossy());
+            let earlier = prev
+                .and_then(|p| p.tenants.get(tenant))
+                .map(|last| Earlier {
+                    target: last,
+                    same_file: &same_file,
+                });
             Arc::new(TenantTarget {
                 wave: *wave,
                 release: r.value.clone(),
-                desired: TenantDesired::new(t, &r.value),
+                desired: TenantDesired::render(t, &r.value, earlier),
             })
         });
         tenants.insert(tenant.clone(), target);

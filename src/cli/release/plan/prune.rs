@@ -295,7 +295,9 @@ mod tests {
             root: ".".into(),
             releases: vec![],
             waves: None,
-            tenants: [("acme".to_owned(), tenant())].into_iter().collect(),
+            tenants: [("acme".to_owned(), std::sync::Arc::new(tenant()))]
+                .into_iter()
+                .collect(),
             baselines: vec![],
             tiers: None,
         };
