@@ -135,9 +135,10 @@ fn main() {
             Err(e) => panic!("first fetch: {e}"),
         }
     };
-    first
-        .checkout(&cache, source.max_file_bytes)
-        .expect("first checkout");
+    let mut known = first
+        .checkout(&cache, source.max_file_bytes, None)
+        .expect("first checkout")
+        .ids;
     cli_fetch();
 
     let (mut fetch, mut checkout, mut floor) = (vec![], vec![], vec![]);
@@ -152,9 +153,10 @@ fn main() {
         fetch.push(t.elapsed());
         let t = Instant::now();
         let c = fetched
-            .checkout(&cache, source.max_file_bytes)
+            .checkout(&cache, source.max_file_bytes, Some(&known))
             .expect("checkout");
         checkout.push(t.elapsed());
+        known = c.ids.clone();
         assert_eq!(
             std::fs::read_to_string(c.path.join("manifests/t0/agent-0.yaml")).unwrap(),
             agent(0, 0, run),

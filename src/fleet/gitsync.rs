@@ -22,9 +22,10 @@
 //! - credentials go only to git2's credential callback; they are never
 //!   logged or put in errors.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use git2::{FetchOptions, ObjectType, RemoteCallbacks, Repository};
 
@@ -159,18 +160,86 @@ pub fn check_url(url: &str, allow_insecure: bool) -> Result<(), GitSyncError> {
 pub struct Checkout {
     pub commit: String,
     pub path: PathBuf,
-    /// The git object id of each entry one level under the folders a load
-    /// can reuse (`manifests/<tenant>`, `configmaps/<baseline>`,
-    /// `releases/<file>`), and of each file in a tenant folder
-    /// (`manifests/<tenant>/<file>`): the same id is the same content, so a
-    /// sync reuses what it loaded and rendered from an unchanged entry.
-    pub ids: BTreeMap<String, git2::Oid>,
+    pub ids: Ids,
 }
 
-/// The ids of `tree`'s entries one level under each folder [`Checkout::ids`]
-/// names.
-fn entry_ids(repo: &Repository, tree: &git2::Tree<'_>) -> BTreeMap<String, git2::Oid> {
-    let mut ids = BTreeMap::new();
+/// What a sync compares with the last one to reuse what did not change,
+/// and what the next checkout reuses:
+/// - the git object id of each entry one level under the folders a load
+///   can reuse (`manifests/<tenant>`, `configmaps/<baseline>`,
+///   `releases/<file>`), and of each file in a tenant folder
+///   (`manifests/<tenant>/<file>`): the same id is the same content, so a
+///   sync reuses what it loaded and rendered from an unchanged entry;
+/// - per tree id, its byte count and largest file, so a folder moved over
+///   unchanged is checked against the limits without reading its files.
+///
+/// Both are kept per tree id and shared with the last checkout's while
+/// that id is the same: a commit that changes one file costs the folders
+/// on its path, not the repository.
+#[derive(Debug, Clone, Default)]
+pub struct Ids {
+    entries: BTreeMap<String, git2::Oid>,
+    /// A tenant folder's files, by tenant.
+    files: BTreeMap<String, Arc<BTreeMap<String, git2::Oid>>>,
+    /// By the id of a tenant folder's tree: its files, for the next checkout.
+    files_by_tree: HashMap<git2::Oid, Arc<BTreeMap<String, git2::Oid>>>,
+    /// By tree id: what the size limits need of a folder moved over.
+    sizes: HashMap<git2::Oid, Sizes>,
+}
+
+/// One tree's bytes and its largest file (the path below the tree).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Sizes {
+    bytes: u64,
+    largest: Option<(u64, String)>,
+}
+
+impl Ids {
+    /// The id of `rel` (`manifests/acme`, `manifests/acme/router.yaml`,
+    /// `releases/2026.11.0.yaml`), when the commit has it.
+    pub fn get(&self, rel: &str) -> Option<git2::Oid> {
+        if let Some((tenant, file)) = rel
+            .strip_prefix("manifests/")
+            .and_then(|r| r.split_once('/'))
+        {
+            return self.files.get(tenant)?.get(file).copied();
+        }
+        self.entries.get(rel).copied()
+    }
+}
+
+impl FromIterator<(String, git2::Oid)> for Ids {
+    /// Ids by path (for tests): `manifests/<tenant>/<file>` paths go to
+    /// their tenant's files.
+    fn from_iter<I: IntoIterator<Item = (String, git2::Oid)>>(iter: I) -> Self {
+        let mut ids = Ids::default();
+        let mut files: BTreeMap<String, BTreeMap<String, git2::Oid>> = BTreeMap::new();
+        for (rel, id) in iter {
+            match rel
+                .strip_prefix("manifests/")
+                .and_then(|r| r.split_once('/'))
+            {
+                Some((t, f)) => {
+                    files
+                        .entry(t.to_owned())
+                        .or_default()
+                        .insert(f.to_owned(), id);
+                }
+                None => {
+                    ids.entries.insert(rel, id);
+                }
+            }
+        }
+        ids.files = files.into_iter().map(|(t, f)| (t, Arc::new(f))).collect();
+        ids
+    }
+}
+
+/// The ids of `tree`'s entries one level under each folder [`Ids`] names,
+/// a tenant folder's files taken from `previous` while its tree id is the
+/// same.
+fn entry_ids(repo: &Repository, tree: &git2::Tree<'_>, previous: Option<&Ids>) -> Ids {
+    let mut ids = Ids::default();
     for folder in ["manifests", "configmaps", "releases"] {
         let Some(sub) = tree
             .get_name(folder)
@@ -181,19 +250,28 @@ fn entry_ids(repo: &Repository, tree: &git2::Tree<'_>) -> BTreeMap<String, git2:
         };
         for e in sub.iter() {
             let Ok(name) = e.name() else { continue };
-            ids.insert(format!("{folder}/{name}"), e.id());
+            ids.entries.insert(format!("{folder}/{name}"), e.id());
             // A tenant folder's files too: a changed folder takes over
             // the files in it that did not change.
-            if folder == "manifests"
-                && e.kind() == Some(ObjectType::Tree)
-                && let Ok(files) = repo.find_tree(e.id())
-            {
-                for f in files.iter() {
-                    if let Ok(file) = f.name() {
-                        ids.insert(format!("{folder}/{name}/{file}"), f.id());
-                    }
-                }
+            if folder != "manifests" || e.kind() != Some(ObjectType::Tree) {
+                continue;
             }
+            let known = previous.and_then(|p| p.files_by_tree.get(&e.id()));
+            let files = match known {
+                Some(f) => Arc::clone(f),
+                None => {
+                    let Ok(t) = repo.find_tree(e.id()) else {
+                        continue;
+                    };
+                    let listed = t
+                        .iter()
+                        .filter_map(|f| Some((f.name().ok()?.to_owned(), f.id())))
+                        .collect();
+                    Arc::new(listed)
+                }
+            };
+            ids.files_by_tree.insert(e.id(), Arc::clone(&files));
+            ids.files.insert(name.to_owned(), files);
         }
     }
     ids
@@ -203,7 +281,7 @@ fn entry_ids(repo: &Repository, tree: &git2::Tree<'_>) -> BTreeMap<String, git2:
 /// materialises its head commit under `cache/checkouts/<commit>`.
 pub fn sync(source: &Source, cache: &Path) -> Result<Checkout, GitSyncError> {
     let fetched = fetch(source, cache)?;
-    fetched.checkout(cache, source.max_file_bytes)
+    fetched.checkout(cache, source.max_file_bytes, None)
 }
 
 /// The mirror after a fetch, and the branch's head in it.
@@ -213,10 +291,17 @@ pub struct Fetched {
 }
 
 impl Fetched {
-    /// Materialises the fetched head under `cache/checkouts/<commit>`.
-    pub fn checkout(&self, cache: &Path, max_file: u64) -> Result<Checkout, GitSyncError> {
+    /// Materialises the fetched head under `cache/checkouts/<commit>`,
+    /// reusing what `previous` (the last checkout's ids) knows of the
+    /// trees that did not change.
+    pub fn checkout(
+        &self,
+        cache: &Path,
+        max_file: u64,
+        previous: Option<&Ids>,
+    ) -> Result<Checkout, GitSyncError> {
         let commit = self.repo.find_commit(self.head)?;
-        materialise(&self.repo, &commit, cache, max_file)
+        materialise(&self.repo, &commit, cache, max_file, previous)
     }
 }
 
@@ -278,11 +363,14 @@ fn materialise(
     commit: &git2::Commit<'_>,
     cache: &Path,
     max_file: u64,
+    known: Option<&Ids>,
 ) -> Result<Checkout, GitSyncError> {
     let id = commit.id().to_string();
     let path = cache.join("checkouts").join(&id);
-    let ids = entry_ids(repo, &commit.tree()?);
+    let mut ids = entry_ids(repo, &commit.tree()?, known);
     if path.join(".exo-complete").exists() {
+        // Checked when it was written; the sizes are learnt again when a
+        // later checkout moves its folders over.
         return Ok(Checkout {
             commit: id,
             path,
@@ -298,6 +386,8 @@ fn materialise(
         commit: &id,
         max_file,
         total: 0,
+        known: known.map(|k| &k.sizes),
+        sizes: HashMap::new(),
     };
     let result = write.tree(
         &commit.tree()?,
@@ -309,6 +399,7 @@ fn materialise(
         let _ = std::fs::remove_dir_all(&staging);
         return Err(e);
     }
+    ids.sizes = write.sizes;
     let io = |source| GitSyncError::Io {
         path: path.clone(),
         source,
@@ -386,6 +477,10 @@ struct Write<'r, 'c> {
     commit: &'c str,
     max_file: u64,
     total: u64,
+    /// The last checkout's tree sizes.
+    known: Option<&'c HashMap<git2::Oid, Sizes>>,
+    /// This checkout's, for the next one: the trees moved over.
+    sizes: HashMap<git2::Oid, Sizes>,
 }
 
 impl Write<'_, '_> {
@@ -488,35 +583,73 @@ impl Write<'_, '_> {
         Ok(())
     }
 
-    /// Counts the bytes of a folder moved over, against the limits.
+    /// Counts the bytes of a folder moved over, against the limits: from
+    /// what the last checkout learnt of the same tree id, or read once.
     fn count(&mut self, tree: &git2::Tree<'_>, shown: &str) -> Result<(), GitSyncError> {
+        let sizes = match self.known.and_then(|k| k.get(&tree.id())) {
+            Some(s) => s.clone(),
+            None => self.sizes_of(tree)?,
+        };
+        if let Some((size, below)) = &sizes.largest {
+            // The per-file limit: the largest file names itself.
+            self.add_to_total(0, *size, &format!("{shown}/{below}"))?;
+        }
+        self.add_to_total(sizes.bytes, 0, shown)?;
+        self.sizes.insert(tree.id(), sizes);
+        Ok(())
+    }
+
+    /// A tree's byte count and largest file, from the object database's
+    /// headers (no file is read).
+    fn sizes_of(&self, tree: &git2::Tree<'_>) -> Result<Sizes, GitSyncError> {
+        let mut out = Sizes {
+            bytes: 0,
+            largest: None,
+        };
         for e in tree.iter() {
-            let name = format!("{shown}/{}", String::from_utf8_lossy(e.name_bytes()));
-            match e.kind() {
-                Some(ObjectType::Tree) => self.count(&self.repo.find_tree(e.id())?, &name)?,
+            let name = String::from_utf8_lossy(e.name_bytes()).into_owned();
+            let (bytes, largest) = match e.kind() {
+                Some(ObjectType::Tree) => {
+                    let sub = self.sizes_of(&self.repo.find_tree(e.id())?)?;
+                    (
+                        sub.bytes,
+                        sub.largest.map(|(n, p)| (n, format!("{name}/{p}"))),
+                    )
+                }
                 _ => {
                     let (size, _) = self.odb.read_header(e.id())?;
-                    self.add(size as u64, &name)?;
+                    (size as u64, Some((size as u64, name)))
                 }
+            };
+            out.bytes += bytes;
+            if largest.as_ref().map(|l| l.0) > out.largest.as_ref().map(|l| l.0) {
+                out.largest = largest;
             }
         }
-        Ok(())
+        Ok(out)
     }
 
     /// Adds one file's bytes: over the per-file or the total limit refuses.
     fn add(&mut self, size: u64, shown: &str) -> Result<(), GitSyncError> {
+        self.add_to_total(size, size, shown)
+    }
+
+    /// Adds `bytes` to the checkout's total, where the largest file among
+    /// them has `largest` bytes: over the per-file or the total limit
+    /// refuses, naming `shown`.
+    fn add_to_total(&mut self, bytes: u64, largest: u64, shown: &str) -> Result<(), GitSyncError> {
         let refuse = |reason: String| GitSyncError::Refused {
             commit: self.commit.to_owned(),
             path: shown.to_owned(),
             reason,
         };
-        if size > self.max_file {
+        if largest > self.max_file {
             return Err(refuse(format!(
-                "{size} bytes is over the {} byte file limit",
+                "{largest} bytes is over the {} byte file limit",
                 self.max_file
             )));
         }
-        self.total += size;
+        self.total += bytes;
         if self.total > MAX_TOTAL_BYTES {
             return Err(refuse(format!(
                 "the checkout exceeds {MAX_TOTAL_BYTES} bytes"

@@ -124,10 +124,11 @@ fn each_checkout_holds_its_commit_with_unchanged_folders_moved_over() {
     ];
     use std::os::unix::fs::MetadataExt;
     let inode = |c: &Checkout, f: &str| std::fs::metadata(c.path.join(f)).unwrap().ino();
-    let mut seen = Vec::new();
+    let mut seen: Vec<Ids> = Vec::new();
     let mut inodes = Vec::new();
     for files in [one, two, one] {
-        let c = materialise(&repo, &commit_tree(&repo, files), cache.path(), 1024).unwrap();
+        let known = seen.last();
+        let c = materialise(&repo, &commit_tree(&repo, files), cache.path(), 1024, known).unwrap();
         let mut got = BTreeMap::new();
         read_all(&c.path, "", &mut got);
         assert_eq!(
@@ -159,6 +160,20 @@ fn each_checkout_holds_its_commit_with_unchanged_folders_moved_over() {
     assert_eq!(inodes[1].1, inodes[2].1);
     assert_eq!(seen[0].get("manifests/b"), seen[1].get("manifests/b"));
     assert_ne!(seen[0].get("manifests/a"), seen[1].get("manifests/a"));
+    assert_eq!(
+        seen[0].get("manifests/a/keep.yaml"),
+        seen[1].get("manifests/a/keep.yaml")
+    );
+    assert_ne!(
+        seen[0].get("manifests/a/x.yaml"),
+        seen[1].get("manifests/a/x.yaml")
+    );
+    assert!(seen[1].get("manifests/c/new.yaml").is_some());
+    // An unchanged folder's file list is shared, not listed again.
+    assert!(Arc::ptr_eq(&seen[0].files["b"], &seen[1].files["b"]));
+    // Its sizes were learnt when it was moved over.
+    let b = seen[1].get("manifests/b").unwrap();
+    assert_eq!(seen[1].sizes[&b].bytes, 4);
 }
 
 /// A folder moved over still counts against the size limits.
@@ -167,16 +182,62 @@ fn a_folder_moved_over_counts_against_the_limits() {
     let origin = tempfile::tempdir().unwrap();
     let repo = Repository::init(origin.path()).unwrap();
     let cache = tempfile::tempdir().unwrap();
-    let one = commit_tree(&repo, &[("manifests/a/big.yaml", "0123456789"), ("x", "1")]);
-    materialise(&repo, &one, cache.path(), 1024).unwrap();
-    let two = commit_tree(&repo, &[("manifests/a/big.yaml", "0123456789"), ("x", "2")]);
-    let e = materialise(&repo, &two, cache.path(), 5)
+    let files = |x: &'static str| {
+        [
+            ("manifests/a/big.yaml", "0123456789"),
+            ("manifests/a/s", "1"),
+            ("x", x),
+        ]
+    };
+    let one = commit_tree(&repo, &files("1"));
+    let first = materialise(&repo, &one, cache.path(), 1024, None).unwrap();
+    let two = commit_tree(&repo, &files("2"));
+    // Read from the object headers the first time it is moved over...
+    let e = materialise(&repo, &two, cache.path(), 5, Some(&first.ids))
         .unwrap_err()
         .to_string();
     assert!(
         e.contains("manifests/a/big.yaml") && e.contains("file limit"),
         "{e}"
     );
+    // A refused commit leaves no checkout to patch: the next is written
+    // afresh, and the one after it moves the folder over and learns it.
+    let second = materialise(&repo, &two, cache.path(), 1024, Some(&first.ids)).unwrap();
+    let three = commit_tree(&repo, &files("3"));
+    let third = materialise(&repo, &three, cache.path(), 1024, Some(&second.ids)).unwrap();
+    // (The highest unchanged tree is the one remembered: `manifests`.)
+    let m = three.tree().unwrap().get_name("manifests").unwrap().id();
+    assert_eq!(
+        third.ids.sizes[&m],
+        Sizes {
+            bytes: 11,
+            largest: Some((10, "a/big.yaml".into()))
+        }
+    );
+    // ...and from what the last checkout learnt after that: the same
+    // refusal, naming the same file.
+    let four = commit_tree(&repo, &files("4"));
+    let e = materialise(&repo, &four, cache.path(), 5, Some(&third.ids))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("manifests/a/big.yaml") && e.contains("file limit"),
+        "{e}"
+    );
+    let third = materialise(&repo, &three, cache.path(), 1024, Some(&second.ids)).unwrap();
+    // The total limit counts a remembered folder's bytes.
+    let mut planted = third.ids.clone();
+    planted.sizes.insert(
+        m,
+        Sizes {
+            bytes: MAX_TOTAL_BYTES + 1,
+            largest: Some((1, "s".into())),
+        },
+    );
+    let e = materialise(&repo, &four, cache.path(), 1024, Some(&planted))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("manifests") && e.contains("exceeds"), "{e}");
 }
 
 #[test]

@@ -108,7 +108,7 @@ pub struct Loaded {
     pub tenants: BTreeMap<String, Arc<TenantTarget>>,
     /// The git ids of the commit's entries (see `sync::incremental`): what
     /// the next sync compares to reuse what did not change.
-    pub ids: BTreeMap<String, git2::Oid>,
+    pub ids: crate::fleet::gitsync::Ids,
 }
 
 #[derive(Default)]

@@ -295,10 +295,11 @@ async fn sync_one(
     let mut clock = incremental::Phases::start();
     // The fetch and the checkout timed apart: the first is the git
     // transport's, the second grows with what the commit changed.
+    let known = prev.map(|p| p.ids.clone());
     let fetch_and_checkout = move || {
         let fetched = gitsync::fetch(&source, &cache)?;
         let fetched_at = std::time::Instant::now();
-        let c = fetched.checkout(&cache, source.max_file_bytes)?;
+        let c = fetched.checkout(&cache, source.max_file_bytes, known.as_ref())?;
         Ok::<_, gitsync::GitSyncError>((c, fetched_at))
     };
     let checkout = match tokio::task::spawn_blocking(fetch_and_checkout).await {

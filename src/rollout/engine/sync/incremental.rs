@@ -14,7 +14,6 @@
 //! Lint still runs over the whole fleet: its cross-tenant rules (uid
 //! ranges, waves, names) need every tenant, and they read values in memory.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::super::Loaded;
@@ -24,11 +23,7 @@ use crate::rollout::desired::TenantTarget;
 
 /// Whether `rel` (`manifests/acme`) has the same git id in `ids` as in the
 /// last sync `prev`. Pure.
-pub(super) fn unchanged(
-    prev: Option<&Loaded>,
-    ids: &BTreeMap<String, git2::Oid>,
-    rel: &str,
-) -> bool {
+pub(super) fn unchanged(prev: Option<&Loaded>, ids: &gitsync::Ids, rel: &str) -> bool {
     prev.is_some_and(|p| p.ids.get(rel).is_some_and(|id| ids.get(rel) == Some(id)))
 }
 

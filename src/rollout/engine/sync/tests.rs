@@ -56,7 +56,7 @@ async fn the_sync_is_published_before_its_specs_are_written() {
             fleet: fleet(),
             policy: policy(),
             tenants: BTreeMap::new(),
-            ids: BTreeMap::new(),
+            ids: crate::fleet::gitsync::Ids::default(),
         })
     };
     let state = State::default();
@@ -109,7 +109,7 @@ fn an_unchanged_folder_is_neither_parsed_nor_rendered_again() {
             "releases/2026.11.0.yaml".to_owned(),
             git2::Oid::from_bytes(&[9; 20]).unwrap(),
         );
-        ids
+        ids.into_iter().collect::<crate::fleet::gitsync::Ids>()
     };
     let first = Checkout {
         commit: "c1".into(),
