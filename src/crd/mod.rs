@@ -7,6 +7,7 @@
 
 mod agent;
 mod agentfs;
+mod backup;
 mod incident;
 mod inventory;
 mod monitors;
@@ -18,6 +19,7 @@ pub mod tenant;
 
 pub use agent::*;
 pub use agentfs::*;
+pub use backup::*;
 pub use incident::*;
 pub use inventory::*;
 pub use monitors::*;

@@ -27,6 +27,7 @@
 pub mod agent;
 pub mod agentfs;
 pub mod assemble;
+pub mod backups;
 pub mod controller;
 pub mod dispatch;
 pub mod fs_reaper;

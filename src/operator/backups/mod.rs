@@ -1,0 +1,5 @@
+//! AgentFS backups, run by the leader: each volume with `spec.backup` is
+//! backed up on its schedule or on request, its backups proven by restore
+//! drills, and its staleness raised as alerts (docs/backups.md).
+
+pub mod plan;
