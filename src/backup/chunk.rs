@@ -63,7 +63,10 @@ impl ChunkSizes {
                 v2020::MAXIMUM_MAX
             ));
         }
-        if self.min % 2 != 0 || self.avg % 2 != 0 || self.max % 2 != 0 {
+        if ![self.min, self.avg, self.max]
+            .iter()
+            .all(|s| s.is_multiple_of(2))
+        {
             return bad("every size must be even".into());
         }
         if !(self.min <= self.avg && self.avg <= self.max) {

@@ -78,7 +78,9 @@ impl BackupError {
     pub fn category(&self) -> Category {
         match self {
             BackupError::Chunk(e) => e.category(),
-            BackupError::Stream(StreamError::Refused { .. }) => Category::Refused,
+            BackupError::Stream(StreamError::Refused { .. } | StreamError::AfterEnd { .. }) => {
+                Category::Refused
+            }
             // Truncated, empty, or stopped: the stream broke off.
             BackupError::Stream(_) => Category::Io,
             BackupError::Store(e) => e.category(),
