@@ -10,8 +10,7 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use exo::agentfs::tarstream::{self, Limits};
 use exo::backup::manifest::{self, Descriptor};
@@ -23,6 +22,7 @@ use exo::backup::{
 };
 use hyper::body::Bytes;
 use sha2::{Digest, Sha256};
+use support::registry_proxy::{Counts, RegistryProxy};
 
 // ------------------------------------------------------------------ the volume
 
@@ -147,156 +147,16 @@ fn sha256_digest(data: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(data)))
 }
 
-// ------------------------------------------------------------------ the proxy
-
-/// What the registry was asked, counted on the wire.
-#[derive(Default)]
-struct Counts {
-    blob_heads: AtomicU64,
-    upload_posts: AtomicU64,
-    upload_puts: AtomicU64,
-    upload_bytes: AtomicU64,
-    manifest_puts: AtomicU64,
-}
-
-impl Counts {
-    fn reset(&self) {
-        for c in [
-            &self.blob_heads,
-            &self.upload_posts,
-            &self.upload_puts,
-            &self.upload_bytes,
-            &self.manifest_puts,
-        ] {
-            c.store(0, Ordering::SeqCst);
-        }
-    }
-
-    fn get(c: &AtomicU64) -> u64 {
-        c.load(Ordering::SeqCst)
-    }
-}
-
-/// A loopback proxy in front of a registry that counts blob uploads and
-/// can corrupt one blob's bytes on the way back.
-struct RegistryProxy {
-    addr: String,
-    counts: Arc<Counts>,
-    corrupt: Arc<Mutex<Option<String>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for RegistryProxy {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-#[derive(Clone)]
-struct ProxyState {
-    upstream: String,
-    client: hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
-        http_body_util::Full<Bytes>,
-    >,
-    counts: Arc<Counts>,
-    corrupt: Arc<Mutex<Option<String>>>,
-}
-
-async fn forward(
-    axum::extract::State(st): axum::extract::State<ProxyState>,
-    req: axum::extract::Request,
-) -> axum::response::Response {
-    use http_body_util::BodyExt;
-    let (parts, body) = req.into_parts();
-    let path = parts.uri.path().to_owned();
-    let body = axum::body::to_bytes(body, 64 << 20).await.unwrap();
-    let method = parts.method.clone();
-    if path.contains("/blobs/uploads/") {
-        if method == axum::http::Method::POST {
-            st.counts.upload_posts.fetch_add(1, Ordering::SeqCst);
-        }
-        if method == axum::http::Method::PUT {
-            st.counts.upload_puts.fetch_add(1, Ordering::SeqCst);
-            st.counts
-                .upload_bytes
-                .fetch_add(body.len() as u64, Ordering::SeqCst);
-        }
-    } else if path.contains("/blobs/") && method == axum::http::Method::HEAD {
-        st.counts.blob_heads.fetch_add(1, Ordering::SeqCst);
-    } else if path.contains("/manifests/") && method == axum::http::Method::PUT {
-        st.counts.manifest_puts.fetch_add(1, Ordering::SeqCst);
-    }
-    let query = parts
-        .uri
-        .query()
-        .map(|q| format!("?{q}"))
-        .unwrap_or_default();
-    // The Host header is kept: the registry writes its upload Locations
-    // for it, so they point back at this proxy.
-    let mut out = hyper::Request::builder()
-        .method(method.clone())
-        .uri(format!("http://{}{path}{query}", st.upstream));
-    for (k, v) in &parts.headers {
-        out = out.header(k, v);
-    }
-    let resp = st
-        .client
-        .request(out.body(http_body_util::Full::new(body)).unwrap())
-        .await
-        .unwrap();
-    let (parts, body) = resp.into_parts();
-    let mut bytes = body.collect().await.unwrap().to_bytes().to_vec();
-    let target = st.corrupt.lock().unwrap().clone();
-    if let Some(digest) = target
-        && method == axum::http::Method::GET
-        && path.ends_with(&format!("/blobs/{digest}"))
-        && !bytes.is_empty()
-    {
-        let mid = bytes.len() / 2;
-        bytes[mid] ^= 0xff;
-    }
-    axum::response::Response::from_parts(parts, axum::body::Body::from(bytes))
-}
-
-impl RegistryProxy {
-    async fn start(upstream: &str) -> Self {
-        let counts = Arc::new(Counts::default());
-        let corrupt = Arc::new(Mutex::new(None));
-        let state = ProxyState {
-            upstream: upstream.to_owned(),
-            client: hyper_util::client::legacy::Client::builder(
-                hyper_util::rt::TokioExecutor::new(),
-            )
-            .build_http(),
-            counts: Arc::clone(&counts),
-            corrupt: Arc::clone(&corrupt),
-        };
-        let app = axum::Router::new().fallback(forward).with_state(state);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
-        RegistryProxy {
-            addr,
-            counts,
-            corrupt,
-            task,
-        }
-    }
-
-    fn repo(&self, path: &str) -> Repository {
-        Repository::new(&self.addr, path, None, Options::default()).unwrap()
-    }
-}
+// ------------------------------------------------------------------ helpers
 
 /// The open registry, through a counting proxy.
 async fn open_registry() -> RegistryProxy {
     RegistryProxy::start(&support::env().registry).await
 }
 
-// ------------------------------------------------------------------ helpers
+fn repo_via(proxy: &RegistryProxy, path: &str) -> Repository {
+    Repository::new(&proxy.addr, path, None, Options::default()).unwrap()
+}
 
 async fn restore_to_vec(
     repo: &Repository,
@@ -373,7 +233,7 @@ async fn artifact(repo: &Repository, reference: &str) -> (serde_json::Value, ser
 #[tokio::test]
 async fn a_volume_restores_and_a_changed_file_uploads_only_its_chunks() {
     let proxy = open_registry().await;
-    let repo = proxy.repo(&fresh_path("incremental"));
+    let repo = repo_via(&proxy, &fresh_path("incremental"));
     let files = volume();
     let stream1 = tar_of(files);
 
@@ -500,7 +360,7 @@ async fn a_volume_restores_and_a_changed_file_uploads_only_its_chunks() {
 #[tokio::test]
 async fn default_sizes_send_nothing_again_for_an_unchanged_volume() {
     let proxy = open_registry().await;
-    let repo = proxy.repo(&fresh_path("defaults"));
+    let repo = repo_via(&proxy, &fresh_path("defaults"));
     let stream = tar_of(volume());
     let t1 = backup(
         &stream[..],
@@ -547,7 +407,7 @@ async fn default_sizes_send_nothing_again_for_an_unchanged_volume() {
 #[tokio::test]
 async fn tampered_artifacts_are_refused_by_name() {
     let proxy = open_registry().await;
-    let repo = proxy.repo(&fresh_path("tampered"));
+    let repo = repo_via(&proxy, &fresh_path("tampered"));
     let files = small_volume();
     let stream = tar_of(&files);
     let sizes = ChunkSizes {
@@ -671,7 +531,7 @@ async fn tampered_artifacts_are_refused_by_name() {
 #[tokio::test]
 async fn a_corrupted_blob_is_named_and_never_written() {
     let proxy = open_registry().await;
-    let repo = proxy.repo(&fresh_path("corrupt"));
+    let repo = repo_via(&proxy, &fresh_path("corrupt"));
     let stream = tar_of(&small_volume());
     let sizes = ChunkSizes {
         min: 16 * 1024,
@@ -700,7 +560,7 @@ async fn a_corrupted_blob_is_named_and_never_written() {
 #[tokio::test]
 async fn a_refused_stream_pushes_no_manifest() {
     let proxy = open_registry().await;
-    let repo = proxy.repo(&fresh_path("refused"));
+    let repo = repo_via(&proxy, &fresh_path("refused"));
     let mut b = tar::Builder::new(Vec::new());
     let mut files = small_volume();
     files.retain(|p, _| p == "data.bin");
@@ -746,7 +606,7 @@ async fn blobs_are_mounted_from_another_repository() {
     };
     let t1 = backup(
         &stream[..],
-        &proxy.repo(&first),
+        &repo_via(&proxy, &first),
         &vol(),
         sizes,
         Limits::default(),
@@ -754,8 +614,7 @@ async fn blobs_are_mounted_from_another_repository() {
     .await
     .unwrap();
     proxy.counts.reset();
-    let second = proxy
-        .repo(&fresh_path("mount-b"))
+    let second = repo_via(&proxy, &fresh_path("mount-b"))
         .mount_from(&first)
         .unwrap();
     let t2 = backup(&stream[..], &second, &vol(), sizes, Limits::default())
