@@ -11,6 +11,7 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
+use std::sync::atomic::Ordering;
 
 use exo::agentfs::tarstream::{self, Limits};
 use exo::backup::manifest::{self, Descriptor};
@@ -590,6 +591,46 @@ async fn a_refused_stream_pushes_no_manifest() {
     assert!(e.to_string().contains("vol/escape"), "{e}");
     assert!(repo.list_tags().await.unwrap().is_empty());
     assert_eq!(Counts::get(&proxy.counts.manifest_puts), 0);
+}
+
+/// The registry fails half-way through a backup: the backup fails, naming
+/// the registry, no manifest names anything (no tag at all), and the next
+/// backup sends only the chunks that did not arrive.
+#[tokio::test]
+async fn a_registry_failing_mid_backup_leaves_no_manifest_and_the_next_resumes() {
+    let proxy = open_registry().await;
+    let repo = repo_via(&proxy, &fresh_path("outage"));
+    let files = small_volume();
+    let stream = tar_of(&files);
+    let sizes = ChunkSizes {
+        min: 16 * 1024,
+        avg: 64 * 1024,
+        max: 256 * 1024,
+    };
+    proxy.uploads_allowed.store(5, Ordering::SeqCst);
+    let e = backup(&stream[..], &repo, &vol(), sizes, Limits::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.category(), Category::Registry, "{e}");
+    assert!(e.to_string().contains("HTTP 503"), "{e}");
+    assert!(e.to_string().contains("layer 5"), "{e}");
+    assert_eq!(Counts::get(&proxy.counts.manifest_puts), 0);
+    assert!(repo.list_tags().await.unwrap().is_empty());
+
+    proxy.uploads_allowed.store(u64::MAX, Ordering::SeqCst);
+    proxy.counts.reset();
+    let t = backup(&stream[..], &repo, &vol(), sizes, Limits::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        t.chunks_uploaded,
+        t.chunks - 5,
+        "the 5 that arrived are kept"
+    );
+    assert_eq!(Counts::get(&proxy.counts.upload_puts), t.chunks - 5 + 1);
+    let (r, restored) = restore_to_vec(&repo, "latest").await;
+    assert_eq!(r.unwrap().tree_hash, tree_hash(&files));
+    assert!(restored == stream);
 }
 
 /// Blobs already in another repository of the registry are mounted, not

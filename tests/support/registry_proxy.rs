@@ -45,6 +45,9 @@ pub struct RegistryProxy {
     pub counts: Arc<Counts>,
     /// A blob digest whose bytes are flipped in the middle on every GET.
     pub corrupt: Arc<Mutex<Option<String>>>,
+    /// Upload PUTs (counted since the last reset) forwarded before every
+    /// further one is answered 503; unlimited by default.
+    pub uploads_allowed: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -63,6 +66,7 @@ struct ProxyState {
     >,
     counts: Arc<Counts>,
     corrupt: Arc<Mutex<Option<String>>>,
+    uploads_allowed: Arc<AtomicU64>,
 }
 
 async fn forward(
@@ -79,6 +83,16 @@ async fn forward(
             st.counts.upload_posts.fetch_add(1, Ordering::SeqCst);
         }
         if method == axum::http::Method::PUT {
+            // Past the allowance the registry is "down": a 503 and nothing
+            // forwarded, so the blob is not stored.
+            if st.counts.upload_puts.load(Ordering::SeqCst)
+                >= st.uploads_allowed.load(Ordering::SeqCst)
+            {
+                return axum::response::Response::builder()
+                    .status(503)
+                    .body(axum::body::Body::from("down for the test"))
+                    .unwrap();
+            }
             st.counts.upload_puts.fetch_add(1, Ordering::SeqCst);
             st.counts
                 .upload_bytes
@@ -126,6 +140,7 @@ impl RegistryProxy {
     pub async fn start(upstream: &str) -> Self {
         let counts = Arc::new(Counts::default());
         let corrupt = Arc::new(Mutex::new(None));
+        let uploads_allowed = Arc::new(AtomicU64::new(u64::MAX));
         let state = ProxyState {
             upstream: upstream.to_owned(),
             client: hyper_util::client::legacy::Client::builder(
@@ -134,6 +149,7 @@ impl RegistryProxy {
             .build_http(),
             counts: Arc::clone(&counts),
             corrupt: Arc::clone(&corrupt),
+            uploads_allowed: Arc::clone(&uploads_allowed),
         };
         let app = axum::Router::new().fallback(forward).with_state(state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -145,6 +161,7 @@ impl RegistryProxy {
             addr,
             counts,
             corrupt,
+            uploads_allowed,
             task,
         }
     }
