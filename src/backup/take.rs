@@ -194,3 +194,37 @@ pub async fn backup_with_progress<R: AsyncRead + Unpin>(
         tree_hash: config.tree_hash,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backup::restore::restore;
+    use crate::backup::store::Options;
+
+    fn send<T: Send>(_: &T) {}
+
+    /// The operator runs backups and restores on spawned tasks.
+    #[test]
+    fn backups_and_restores_are_send() {
+        let Ok(repo) = Repository::new("127.0.0.1:1", "a", None, Options::default()) else {
+            panic!("a valid repository");
+        };
+        let volume = Volume {
+            namespace: "n".into(),
+            name: "v".into(),
+        };
+        let stream: &[u8] = b"";
+        let b = backup(
+            stream,
+            &repo,
+            &volume,
+            ChunkSizes::default(),
+            Limits::default(),
+        );
+        send(&b);
+        let r = restore(&repo, "latest", tokio::io::sink(), Limits::default());
+        send(&r);
+        fn sync<T: Sync>(_: &T) {}
+        sync(&repo);
+    }
+}
