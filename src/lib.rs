@@ -8,6 +8,8 @@ pub mod agentfs;
 /// Alerts raised by checks and monitors, buffered for the upstream connection.
 pub mod alerts;
 pub mod audit;
+/// AgentFS backups as OCI artifacts: chunked, deduplicated, checked on restore.
+pub mod backup;
 pub mod cli;
 /// The shared write path and builders of everything that writes to the cluster.
 pub mod cluster;

@@ -27,6 +27,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
             &[
                 "agentfs",
                 "audit",
+                "backup",
                 "controlplane",
                 "fuzzing",
                 "rollout",

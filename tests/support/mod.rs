@@ -21,6 +21,7 @@ pub mod postgres;
 pub mod private_env;
 pub mod proxy;
 pub mod raw_http;
+pub mod registry_proxy;
 
 pub use crds::install_crds;
 

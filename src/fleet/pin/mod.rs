@@ -24,7 +24,7 @@ use futures::StreamExt;
 
 use crate::net;
 
-mod challenge;
+pub mod challenge;
 mod registry;
 
 use registry::{Registry, Target};
@@ -182,7 +182,9 @@ impl std::fmt::Display for TagRef {
     }
 }
 
-fn is_loopback(registry: &str) -> bool {
+/// Whether `registry` (`host[:port]`) is a loopback address, which docker
+/// (and so `pin` and `backup`) speaks plain HTTP to. Pure.
+pub fn is_loopback(registry: &str) -> bool {
     let host = registry
         .rsplit_once(':')
         .filter(|(h, p)| !h.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
@@ -345,7 +347,7 @@ fn locate(r: &TagRef) -> Result<Location, PinError> {
 }
 
 /// `[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}` (the distribution spec's tag). Pure.
-fn valid_tag(tag: &str) -> bool {
+pub fn valid_tag(tag: &str) -> bool {
     tag.len() <= 128
         && tag
             .bytes()
@@ -358,7 +360,7 @@ fn valid_tag(tag: &str) -> bool {
 
 /// `[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*` (the distribution spec's path
 /// component). Pure.
-fn valid_path_component(c: &str) -> bool {
+pub fn valid_path_component(c: &str) -> bool {
     let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
     let bytes = c.as_bytes();
     let (Some(&first), Some(&last)) = (bytes.first(), bytes.last()) else {
