@@ -51,10 +51,6 @@ pub struct AgentFSSpec {
     /// Keep the PVC, and its data, after the AgentFS is deleted.
     #[serde(default)]
     pub retain: bool,
-    /// Backups to an OCI repository, proven by restore drills
-    /// (docs/backups.md). None: no backups.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backup: Option<super::BackupPolicy>,
 }
 
 #[derive(
@@ -112,7 +108,4 @@ pub struct AgentFSStatus {
     /// Agents (in this namespace) whose spec mounts this volume.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mounted_by: Vec<String>,
-    /// What the backups and restore drills did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backup: Option<super::BackupStatus>,
 }

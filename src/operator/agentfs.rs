@@ -104,9 +104,6 @@ async fn reconcile_inner(fs: &AgentFS, ctx: &Ctx) -> Result<Action> {
                 provisioned: provisioned.map(Quantity),
                 pvc_name: pvc.as_ref().map(|_| pvc_name.clone()),
                 mounted_by: mounted,
-                // The backup task's part, carried over (one field manager: a
-                // field left out of this apply would be removed).
-                backup: old.backup.clone(),
             };
             if status != old {
                 ctx.apply_status::<AgentFS>(C, ns, &owner.name, &status)
@@ -218,9 +215,6 @@ async fn reconcile_inner(fs: &AgentFS, ctx: &Ctx) -> Result<Action> {
         provisioned: provisioned.map(Quantity),
         pvc_name: pvc_now.as_ref().map(|_| pvc_name.clone()),
         mounted_by: mounted,
-        // The backup task's part, carried over (one field manager: a
-        // field left out of this apply would be removed).
-        backup: old.backup.clone(),
     };
     if status != old {
         ctx.apply_status::<AgentFS>(C, ns, &owner.name, &status)
