@@ -99,6 +99,9 @@ pub const ANNOTATION_CONTENT_SHA256: &str = "autonomic.sh/content-sha256";
 /// and the operator deletes the helper once its idle time has passed
 /// since then (the operator's setting decides, whichever route used it).
 pub const ANNOTATION_FS_HELPER_LAST_USED: &str = "autonomic.sh/fs-helper-last-used";
+/// On an AgentFS: a backup is asked for now (`exo fs backup`); the value
+/// is the request, which `status.backup.answeredRequest` echoes once done.
+pub const ANNOTATION_BACKUP_REQUESTED: &str = "autonomic.sh/backup-requested-at";
 
 // ---------------------------------------------------------------- finalizers
 

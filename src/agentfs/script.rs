@@ -119,6 +119,19 @@ tar -c -f - -- "$2" || exit 6
 read -r _ || :
 "#;
 
+/// `pack-volume`: a tar of the whole volume on stdout, its one top entry
+/// the volume's own folder (its physical name: a mount reached through a
+/// link is packed as the folder, not as the link); then, like `pack`,
+/// waits for a line on stdin (a backup reads the volume while its agents
+/// keep running).
+const PACK_VOLUME: &str = r#"cd -- "$R" 2>/dev/null || { echo "exo: the volume is not mounted in this pod" >&2; exit 3; }
+cd -P -- . || exit 3
+t=${PWD##*/}
+cd -- .. || exit 3
+tar -c -f - -- "$t" || exit 6
+read -r _ || :
+"#;
+
 /// `sums PARENT NAME`: the `sha256sum` listing of NAME's files.
 const SUMS: &str = r#"go "$1"
 find "$2" -type f -exec sha256sum -- {} +
@@ -134,6 +147,7 @@ pub enum Op {
     Commit,
     Abort,
     Pack,
+    PackVolume,
     Sums,
 }
 
@@ -147,6 +161,7 @@ impl Op {
             Op::Commit => COMMIT,
             Op::Abort => ABORT,
             Op::Pack => PACK,
+            Op::PackVolume => PACK_VOLUME,
             Op::Sums => SUMS,
         }
     }

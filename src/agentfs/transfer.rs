@@ -318,6 +318,39 @@ impl Download {
         })
     }
 
+    /// The whole volume, as one archive whose top entry is the volume's
+    /// folder (a backup). Not compared with a `sha256sum` listing:
+    /// the volume's agents keep writing while it is read, and each file's
+    /// sha256 is taken from the stream itself.
+    pub async fn begin_volume(
+        client: &Client,
+        fs: &crate::crd::AgentFS,
+        limits: Limits,
+        helper: &HelperOpts,
+    ) -> Result<Self, FsError> {
+        let t = target(client, fs, false, helper).await?;
+        let mut run = exec::start(client, &t, Op::PackVolume, &[], true).await?;
+        let stdin = run.stdin().map(|s| Box::new(s) as Stdin);
+        let stdout = run
+            .stdout()
+            .map(|s| Box::new(s) as Box<dyn AsyncRead + Unpin + Send>)
+            .ok_or_else(|| FsError::Invalid("the exec has no stdout".into()))?;
+        Ok(Download {
+            client: client.clone(),
+            target: t,
+            helper: helper.clone(),
+            // The top is the volume folder's own name, learnt from the stream.
+            walker: Some(Walker::new(None, limits)),
+            parent: VolumePath::parse("/")?,
+            base: String::new(),
+            run: Some(run),
+            stdin,
+            sums: None,
+            stdout,
+            last_busy: std::time::Instant::now(),
+        })
+    }
+
     pub fn pod(&self) -> &str {
         &self.target.pod
     }
@@ -384,23 +417,23 @@ impl Download {
             .ok_or_else(|| FsError::Invalid("the download has ended".into()))?
             .finish()
             .map_err(walk_err)?;
-        let out = match self.sums.take() {
-            Some(h) => h
-                .await
-                .map_err(|e| FsError::Invalid(format!("the checksum task stopped: {e}")))??,
-            None => return Err(FsError::Invalid("the download has ended".into())),
-        };
-        let pod = format!("{}/{}", self.target.namespace, self.target.pod);
-        let listed = listing_digest(&String::from_utf8_lossy(&out), &pod)?;
         let seen = manifest.digest();
-        if listed != seen {
-            return Err(FsError::Mismatch {
-                what: format!(
-                    "the stream from {pod} differs from its files (changed while copied?)"
-                ),
-                sent: listed,
-                landed: seen,
-            });
+        // A volume's backup has no listing to compare (`begin_volume`).
+        if let Some(h) = self.sums.take() {
+            let out = h
+                .await
+                .map_err(|e| FsError::Invalid(format!("the checksum task stopped: {e}")))??;
+            let pod = format!("{}/{}", self.target.namespace, self.target.pod);
+            let listed = listing_digest(&String::from_utf8_lossy(&out), &pod)?;
+            if listed != seen {
+                return Err(FsError::Mismatch {
+                    what: format!(
+                        "the stream from {pod} differs from its files (changed while copied?)"
+                    ),
+                    sent: listed,
+                    landed: seen,
+                });
+            }
         }
         Ok(Transferred {
             path: format!(

@@ -51,6 +51,9 @@ pub struct AgentFSSpec {
     /// Keep the PVC, and its data, after the AgentFS is deleted.
     #[serde(default)]
     pub retain: bool,
+    /// Backups to an OCI repository (docs/backups.md). None: no backups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<super::BackupPolicy>,
 }
 
 #[derive(
@@ -108,4 +111,9 @@ pub struct AgentFSStatus {
     /// Agents (in this namespace) whose spec mounts this volume.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mounted_by: Vec<String>,
+    /// What the backups did. Written by the backup task alone, as a merge
+    /// patch: the reconciler's apply of the rest never lists it, so it
+    /// neither removes nor overwrites it with a stale copy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<super::BackupStatus>,
 }

@@ -1,7 +1,5 @@
-//! A volume's backup policy and what its backups and restore drills did.
-//! They become `AgentFS.spec.backup` and `AgentFS.status.backup` with the
-//! operator's backup task, which acts on them (not before: a field that
-//! nothing follows would mislead). See docs/backups.md.
+//! A volume's backup policy and what its backups and restore drills did
+//! (`AgentFS.spec.backup`, `AgentFS.status.backup`). See docs/backups.md.
 
 use serde::{Deserialize, Serialize};
 

@@ -104,6 +104,8 @@ async fn reconcile_inner(fs: &AgentFS, ctx: &Ctx) -> Result<Action> {
                 provisioned: provisioned.map(Quantity),
                 pvc_name: pvc.as_ref().map(|_| pvc_name.clone()),
                 mounted_by: mounted,
+                // Left out of this apply: the backup task merges it.
+                backup: None,
             };
             if status != old {
                 ctx.apply_status::<AgentFS>(C, ns, &owner.name, &status)
@@ -215,6 +217,8 @@ async fn reconcile_inner(fs: &AgentFS, ctx: &Ctx) -> Result<Action> {
         provisioned: provisioned.map(Quantity),
         pvc_name: pvc_now.as_ref().map(|_| pvc_name.clone()),
         mounted_by: mounted,
+        // Left out of this apply: the backup task merges it.
+        backup: None,
     };
     if status != old {
         ctx.apply_status::<AgentFS>(C, ns, &owner.name, &status)

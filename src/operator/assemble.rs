@@ -110,6 +110,15 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
     leader_tasks.push(for_the_term(move |ctx| {
         super::fs_reaper::run(ctx, idle, reap_every)
     }));
+    // Volumes with `spec.backup`: backed up on schedule and on request.
+    let backups = super::backups::task::BackupTaskConfig {
+        helper: fs_helper.clone(),
+        tick: Duration::from_secs(2),
+        parallel: 2,
+    };
+    leader_tasks.push(for_the_term(move |ctx| {
+        super::backups::task::run(ctx, backups.clone())
+    }));
     // Upstream alerts (e.g. a live-content mismatch): clones of `alerts`
     // (an AlertSink) raise them from anywhere in the process; the upstream
     // connection drains `alert_queue` while connected. Unmanaged, nothing

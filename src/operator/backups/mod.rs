@@ -3,3 +3,5 @@
 //! drills, and its staleness raised as alerts (docs/backups.md).
 
 pub mod plan;
+pub mod run;
+pub mod task;
