@@ -57,8 +57,14 @@ cleanup() {
   [ -n "$op_pid" ] || start_operator >/dev/null 2>&1
   # shellcheck disable=SC2086
   kubectl delete ns $tenants "$KNS" --wait=false >/dev/null 2>&1
+  # A second per 10 Agents, at least 300 s: at 10,000 Agents on a busy
+  # machine 300 s was not enough, and an operator stopped early leaves the
+  # rest of the Agents' finalizers (and their namespaces) behind.
+  local wait_s=$(( TENANTS * AGENTS / 10 > 300 ? TENANTS * AGENTS / 10 : 300 ))
   # shellcheck disable=SC2086
-  timeout 300 kubectl wait --for=delete ns $tenants "$KNS" --timeout=300s >/dev/null 2>&1
+  if ! timeout "$wait_s" kubectl wait --for=delete ns $tenants "$KNS" --timeout="${wait_s}s" >/dev/null 2>&1; then
+    log "cleanup: namespaces still going after ${wait_s}s; the operator stops now and Agents may keep their finalizers"
+  fi
   stop_operator
   kubectl delete ns "$OPS" --wait=false >/dev/null 2>&1
   rm -rf "$EXO_TEST_GIT_ROOT/$P-fleet.git"
