@@ -289,8 +289,7 @@ impl Download {
         let base = base.to_owned();
         let fs = get_fs(client, namespace, fs_name).await?;
         let t = target(client, &fs, false, helper).await?;
-        let mut run = exec::start(client, &t, Op::Pack, &[parent.as_str(), &base], true).await?;
-        let stdin = run.stdin().map(|s| Box::new(s) as Stdin);
+        let run = exec::start(client, &t, Op::Pack, &[parent.as_str(), &base], true).await?;
         let sums = {
             let (client, t, parent, base) =
                 (client.clone(), t.clone(), parent.clone(), base.clone());
@@ -299,6 +298,21 @@ impl Download {
                 exec::output(&client, &t, Op::Sums, &args, LISTING_MAX as usize).await
             })
         };
+        let walker = Walker::new(Some(&base), limits);
+        Self::started(client, t, helper, run, walker, (parent, base), Some(sums))
+    }
+
+    /// A download of the pack `run` started in `t`.
+    fn started(
+        client: &Client,
+        t: Target,
+        helper: &HelperOpts,
+        mut run: Running,
+        walker: Walker,
+        (parent, base): (VolumePath, String),
+        sums: Option<JoinHandle<Result<Vec<u8>, FsError>>>,
+    ) -> Result<Self, FsError> {
+        let stdin = run.stdin().map(|s| Box::new(s) as Stdin);
         let stdout = run
             .stdout()
             .map(|s| Box::new(s) as Box<dyn AsyncRead + Unpin + Send>)
@@ -307,12 +321,12 @@ impl Download {
             client: client.clone(),
             target: t,
             helper: helper.clone(),
-            walker: Some(Walker::new(Some(&base), limits)),
+            walker: Some(walker),
             parent,
             base,
             run: Some(run),
             stdin,
-            sums: Some(sums),
+            sums,
             stdout,
             last_busy: std::time::Instant::now(),
         })
@@ -329,26 +343,11 @@ impl Download {
         helper: &HelperOpts,
     ) -> Result<Self, FsError> {
         let t = target(client, fs, false, helper).await?;
-        let mut run = exec::start(client, &t, Op::PackVolume, &[], true).await?;
-        let stdin = run.stdin().map(|s| Box::new(s) as Stdin);
-        let stdout = run
-            .stdout()
-            .map(|s| Box::new(s) as Box<dyn AsyncRead + Unpin + Send>)
-            .ok_or_else(|| FsError::Invalid("the exec has no stdout".into()))?;
-        Ok(Download {
-            client: client.clone(),
-            target: t,
-            helper: helper.clone(),
-            // The top is the volume folder's own name, learnt from the stream.
-            walker: Some(Walker::new(None, limits)),
-            parent: VolumePath::parse("/")?,
-            base: String::new(),
-            run: Some(run),
-            stdin,
-            sums: None,
-            stdout,
-            last_busy: std::time::Instant::now(),
-        })
+        let run = exec::start(client, &t, Op::PackVolume, &[], true).await?;
+        // The top is the volume folder's own name, learnt from the stream.
+        let walker = Walker::new(None, limits);
+        let at = (VolumePath::parse("/")?, String::new());
+        Self::started(client, t, helper, run, walker, at, None)
     }
 
     pub fn pod(&self) -> &str {

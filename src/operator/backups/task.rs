@@ -12,10 +12,13 @@
 //!   never waits for nothing;
 //! - an invalid policy is reported once, naming its field, and retried
 //!   only when the AgentFS changes;
+//! - a volume is not looked at again until the cache shows the outcome
+//!   this task wrote (a cache a moment behind would otherwise run the same
+//!   request, or the same scheduled backup, twice);
 //! - losing the Lease stops the loop; a backup cut short pushed no
 //!   manifest (`backup::take`), and the next leader starts it again.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -49,8 +52,36 @@ fn rfc3339_now() -> String {
     k8s_openapi::jiff::Timestamp::now().to_string()
 }
 
+/// Volumes in hand: running, or written and not yet seen in the cache
+/// (the time of the outcome written).
+#[derive(Default)]
+struct InHand {
+    running: HashSet<String>,
+    written: HashMap<String, String>,
+}
+
+impl InHand {
+    /// Whether `key` may be looked at, given its cached status.
+    fn free(&mut self, key: &str, status: Option<&crate::crd::BackupStatus>) -> bool {
+        if self.running.contains(key) {
+            return false;
+        }
+        let Some(time) = self.written.get(key) else {
+            return true;
+        };
+        let shown = status.is_some_and(|s| {
+            s.last_success.as_ref().is_some_and(|b| &b.time == time)
+                || s.last_error.as_ref().is_some_and(|e| &e.time == time)
+        });
+        if shown {
+            self.written.remove(key);
+        }
+        shown
+    }
+}
+
 pub async fn run(ctx: Arc<Ctx>, cfg: BackupTaskConfig) {
-    let busy: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let busy: Arc<Mutex<InHand>> = Arc::default();
     let slots = Arc::new(Semaphore::new(cfg.parallel.max(1)));
     let mut tick = tokio::time::interval(cfg.tick);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -68,10 +99,14 @@ pub async fn run(ctx: Arc<Ctx>, cfg: BackupTaskConfig) {
             }
             let ns = fs.namespace().unwrap_or_default();
             let key = format!("{ns}/{}", fs.name_any());
-            if busy.lock().map(|b| b.contains(&key)).unwrap_or(true) {
+            let status = fs.status.as_ref().and_then(|s| s.backup.as_ref());
+            if !busy
+                .lock()
+                .map(|mut b| b.free(&key, status))
+                .unwrap_or(false)
+            {
                 continue;
             }
-            let status = fs.status.as_ref().and_then(|s| s.backup.as_ref());
             let settings = match Settings::of(&policy) {
                 Ok(s) => s,
                 Err(e) => {
@@ -104,21 +139,25 @@ pub async fn run(ctx: Arc<Ctx>, cfg: BackupTaskConfig) {
                 break;
             };
             if let Ok(mut b) = busy.lock() {
-                b.insert(key.clone());
+                b.running.insert(key.clone());
             }
             let (ctx, busy, helper) = (Arc::clone(&ctx), Arc::clone(&busy), cfg.helper.clone());
             tokio::spawn(async move {
                 let _permit = permit;
-                once(&ctx, &fs, &settings, &policy, &helper, request).await;
+                let time = once(&ctx, &fs, &settings, &policy, &helper, request).await;
                 if let Ok(mut b) = busy.lock() {
-                    b.remove(&key);
+                    b.running.remove(&key);
+                    if let Some(t) = time {
+                        b.written.insert(key, t);
+                    }
                 }
             });
         }
     }
 }
 
-/// One backup of `fs`, and its outcome merged into `status.backup`.
+/// One backup of `fs`, and its outcome merged into `status.backup`;
+/// the outcome's time when it was written.
 async fn once(
     ctx: &Ctx,
     fs: &AgentFS,
@@ -126,7 +165,7 @@ async fn once(
     policy: &crate::crd::BackupPolicy,
     helper: &HelperOpts,
     request: Option<String>,
-) {
+) -> Option<String> {
     let key = format!("{}/{}", fs.namespace().unwrap_or_default(), fs.name_any());
     let started = std::time::Instant::now();
     let outcome = run::backup_now(&ctx.client, fs, settings, policy, helper).await;
@@ -159,20 +198,60 @@ async fn once(
     if let (Some(r), Some(obj)) = (request, patch.as_object_mut()) {
         obj.insert("answeredRequest".into(), json!(r));
     }
-    write(ctx, fs, patch).await;
+    let time = ["lastSuccess", "lastError"]
+        .iter()
+        .find_map(|k| patch[*k]["time"].as_str().map(str::to_owned));
+    write(ctx, fs, patch).await.then_some(time).flatten()
 }
 
-/// Merges `fields` into `status.backup`, with the generation they follow.
-async fn write(ctx: &Ctx, fs: &AgentFS, mut fields: serde_json::Value) {
+/// Merges `fields` into `status.backup`, with the generation they
+/// follow; whether it was written.
+async fn write(ctx: &Ctx, fs: &AgentFS, mut fields: serde_json::Value) -> bool {
     if let Some(obj) = fields.as_object_mut() {
         obj.insert("observedGeneration".into(), json!(fs.metadata.generation));
     }
     let ns = fs.namespace().unwrap_or_default();
     let name = fs.name_any();
-    if let Err(e) = ctx
+    match ctx
         .merge_status::<AgentFS>(Controller::Agentfs, &ns, &name, json!({ "backup": fields }))
         .await
     {
-        warn!(volume = %format!("{ns}/{name}"), error = %e, "cannot write the backup status");
+        Ok(()) => true,
+        Err(e) => {
+            warn!(volume = %format!("{ns}/{name}"), error = %e, "cannot write the backup status");
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{BackupRecord, BackupStatus};
+
+    /// A volume whose outcome this task wrote is not looked at again until
+    /// the cache shows that outcome (a stale copy would run it twice).
+    #[test]
+    fn a_volume_waits_for_its_written_outcome() {
+        let mut hand = InHand::default();
+        let old = BackupStatus {
+            last_success: Some(BackupRecord {
+                time: "t1".into(),
+                ..BackupRecord::default()
+            }),
+            ..BackupStatus::default()
+        };
+        assert!(hand.free("a/w", Some(&old)));
+        hand.running.insert("a/w".into());
+        assert!(!hand.free("a/w", Some(&old)), "running");
+        hand.running.remove("a/w");
+        hand.written.insert("a/w".into(), "t2".into());
+        assert!(!hand.free("a/w", Some(&old)), "the cache is behind");
+        assert!(!hand.free("a/w", None));
+        let mut new = old.clone();
+        new.last_success.as_mut().unwrap().time = "t2".into();
+        assert!(hand.free("a/w", Some(&new)), "the cache caught up");
+        assert!(hand.written.is_empty());
+        assert!(hand.free("b/x", None), "others are free");
     }
 }
