@@ -7,6 +7,7 @@
 
 mod agent;
 mod agentfs;
+mod app;
 mod incident;
 mod inventory;
 mod monitors;
@@ -18,6 +19,7 @@ pub mod tenant;
 
 pub use agent::*;
 pub use agentfs::*;
+pub use app::*;
 pub use incident::*;
 pub use inventory::*;
 pub use monitors::*;
@@ -44,6 +46,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         Inventory::crd(),
         tenant::Tenant::crd(),
         Incident::crd(),
+        App::crd(),
     ]
 }
 

@@ -294,12 +294,33 @@ pub enum Command {
         path: String,
         max_bytes: u64,
     },
+    /// List the Apps' volumes (and volumes retained from deleted Apps),
+    /// in one namespace or all.
+    AppVolumes {
+        #[serde(default)]
+        namespace: Option<String>,
+    },
+    /// Grow an App's workspace, database, or both; refused when shrinking
+    /// or above `maxSize`.
+    AppResize {
+        namespace: String,
+        app_name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        workspace: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        database: Option<String>,
+    },
 }
 
 impl Command {
-    /// The capability an operator must advertise to be sent this command.
+    /// The capability an operator must advertise to be sent this command
+    /// (an operator without it would close its connection on the unknown
+    /// command name).
     pub fn capability(&self) -> &'static str {
-        fs::CAP_MOUNT_FILESYSTEMS
+        match self {
+            Command::AppVolumes { .. } | Command::AppResize { .. } => fs::CAP_APP_STORAGE,
+            _ => fs::CAP_MOUNT_FILESYSTEMS,
+        }
     }
 
     /// Whether bytes follow the command as `fs_chunk` frames.
