@@ -271,7 +271,8 @@ mod tests {
     #[test]
     fn refusals_name_the_flag_and_the_sizes() {
         // (workspace, database, has a database, words in the refusal)
-        let cases: &[(Option<&str>, Option<&str>, bool, &[&str])] = &[
+        type Case<'a> = (Option<&'a str>, Option<&'a str>, bool, &'a [&'a str]);
+        let cases: &[Case] = &[
             (
                 Some("1Gi"),
                 None,

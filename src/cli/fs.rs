@@ -316,7 +316,14 @@ mod tests {
             })
         );
         // (name, --size, --workspace, --database, words in the refusal)
-        let refused: &[(&str, Option<String>, Option<String>, Option<String>, &str)] = &[
+        type Case<'a> = (
+            &'a str,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            &'a str,
+        );
+        let refused: &[Case] = &[
             ("app/shop", s("2Gi"), None, None, "not --size"),
             (
                 "app/shop",
