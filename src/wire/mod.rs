@@ -178,6 +178,10 @@ pub struct Welcome {
     /// `Received` in the cluster until one that takes them connects.
     #[serde(default)]
     pub accepts_incidents: bool,
+    /// The server takes resources of kind `App`; a client sends none
+    /// otherwise (an older server would close the connection on the kind).
+    #[serde(default)]
+    pub accepts_apps: bool,
 }
 
 /// One chunk of a snapshot. Chunks of one snapshot share `snapshot_id`, are
@@ -525,6 +529,7 @@ mod tests {
             panic!("not a welcome")
         };
         assert!(!w.accepts_alerts && !w.accepts_rollouts && !w.accepts_tenants);
+        assert!(!w.accepts_apps);
     }
 
     #[test]

@@ -113,7 +113,9 @@ async fn reconcile_inner(app: &App, ctx: &Ctx) -> Result<Action> {
         ctx.apply_status::<App>(C, ns, &owner.name, &status).await?;
         refusal_event(ctx, app, &old, &status, &outcomes).await;
     }
-    let settling = status.phase != Some(AppPhase::Running)
+    // Pending (a bind, a pod starting) or an expansion in flight; an
+    // Error waits for a change of the App or its pod.
+    let settling = status.phase == Some(AppPhase::Pending)
         || [&status.workspace, &status.database]
             .into_iter()
             .flatten()
