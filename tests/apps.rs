@@ -6,7 +6,8 @@
 //! grow through the CLI; a shrink is refused by the shipped admission
 //! policy (`deploy/app-admission.yaml`, installed by `install_crds`) naming
 //! the field; delete takes both volumes along, or with `retain` keeps them
-//! listed as `Retained`; bad input is refused by name.
+//! listed as `Retained`; bad input is refused by name; a restarted
+//! operator over a settled App writes nothing.
 
 mod support;
 
@@ -15,11 +16,13 @@ use std::process::Output;
 use exo::crd::{AgentFSPhase, App, AppPhase, AppVolumeKind};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use support::env;
+use std::time::Duration;
+
 use support::fs::{json, ok, refused};
 use support::operator::{
     OperatorProcess, create, restricted_namespace, the_pod, wait_for, wait_gone, wait_no_pod,
 };
+use support::{env, eventually};
 
 const WORKSPACE: &str = "app-workspace-shop";
 const DATABASE: &str = "app-database-shop";
@@ -483,4 +486,60 @@ async fn bad_input_is_refused_by_name() {
         &exo_fs(&ns.name, &["resize", "fixed", "--workspace", "2Gi"]),
         &["name it app/fixed"],
     );
+}
+
+#[tokio::test]
+async fn a_restart_over_a_settled_app_writes_nothing() {
+    let ns = restricted_namespace("apps-idem").await;
+    let mut op = OperatorProcess::start(&ns.name, "first");
+    let apps = ns.api::<App>();
+    create(&apps, &app("shop", true, false)).await;
+    create(&apps, &app("kept", false, true)).await;
+    for (name, sizes) in [
+        (
+            "shop",
+            &[
+                (AppVolumeKind::Workspace, "1Gi"),
+                (AppVolumeKind::Database, "1Gi"),
+            ][..],
+        ),
+        ("kept", &[(AppVolumeKind::Workspace, "1Gi")][..]),
+    ] {
+        wait_for(&apps, name, "Running with its volumes bound", |a| {
+            settled(a, sizes)
+        })
+        .await;
+    }
+    assert!(op.writes() > 0, "the first run did write");
+    op.terminate();
+    let versions = || async {
+        let mut all = support::versions(&apps).await;
+        for (k, v) in support::versions(&ns.api::<PersistentVolumeClaim>()).await {
+            all.insert(format!("pvc/{k}"), v);
+        }
+        for (k, v) in support::versions(&ns.api::<Pod>()).await {
+            all.insert(format!("pod/{k}"), v);
+        }
+        all
+    };
+    let before = versions().await;
+    let second = OperatorProcess::start(&ns.name, "second");
+    second.wait_ready().await;
+    second.wait_leader().await;
+    eventually(
+        "the second replica to reconcile both Apps",
+        Duration::from_secs(30),
+        || async {
+            let n = second.metric("exo_operator_reconciles_total")?;
+            (n >= 2).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        second.writes(),
+        0,
+        "a restart over settled Apps wrote:\n{}",
+        second.get("/metrics").unwrap().1
+    );
+    assert_eq!(versions().await, before, "resourceVersions changed");
 }
