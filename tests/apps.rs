@@ -7,9 +7,12 @@
 //! policy (`deploy/app-admission.yaml`, installed by `install_crds`) naming
 //! the field; delete takes both volumes along, or with `retain` keeps them
 //! listed as `Retained`; bad input is refused by name; a restarted
-//! operator over a settled App writes nothing.
+//! operator over a settled App writes nothing; the same commands through
+//! the control plane (`--deployment`), and only to an operator that
+//! advertises `app-storage`.
 
 mod support;
+mod upstream_support;
 
 use std::process::Output;
 
@@ -542,4 +545,92 @@ async fn a_restart_over_a_settled_app_writes_nothing() {
         second.get("/metrics").unwrap().1
     );
     assert_eq!(versions().await, before, "resourceVersions changed");
+}
+
+#[tokio::test]
+async fn through_the_control_plane_the_same_commands_reach_the_operator() {
+    let ns = restricted_namespace("apps-plane").await;
+    let (cp, _op) = upstream_support::managed_operator(&ns.name, "prod").await;
+    let apps = ns.api::<App>();
+    create(&apps, &app("shop", true, false)).await;
+    let both = [
+        (AppVolumeKind::Workspace, "1Gi"),
+        (AppVolumeKind::Database, "1Gi"),
+    ];
+    wait_for(&apps, "shop", "Running with both volumes bound", |a| {
+        settled(a, &both)
+    })
+    .await;
+    let plane = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_exo"))
+            .arg("fs")
+            .args(args)
+            .args(["-n", &ns.name, "--deployment", "prod"])
+            .env("KUBECONFIG", &env().kubeconfig)
+            .env("EXO_CONTROL_PLANE", &cp.base)
+            .output()
+            .expect("run exo fs")
+    };
+    let v = json(&plane(&["list", "--apps", "-o", "json"]));
+    let rows: Vec<_> = v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["namespace"] == ns.name.as_str())
+        .map(|r| (r["volume"].clone(), r["phase"].clone()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (serde_json::json!("workspace"), serde_json::json!("Bound")),
+            (serde_json::json!("database"), serde_json::json!("Bound"))
+        ]
+    );
+    ok(&plane(&["resize", "app/shop", "--database", "2Gi"]));
+    wait_for(&apps, "shop", "the database to grow", |a| {
+        settled(
+            a,
+            &[
+                (AppVolumeKind::Workspace, "1Gi"),
+                (AppVolumeKind::Database, "2Gi"),
+            ],
+        )
+    })
+    .await;
+    // The operator's refusal comes back whole.
+    refused(
+        &plane(&["resize", "app/shop", "--workspace", "9Gi"]),
+        &["--workspace 9Gi exceeds its workspace maxSize 4Gi"],
+    );
+    // The commands were audited on the control plane.
+    let (_, audit) = cp.get("/api/v1/deployments/prod/audit");
+    assert!(audit.to_string().contains("fs.app_resize"), "{audit}");
+
+    // A deployment whose operator does not advertise `app-storage` is
+    // sent no App command.
+    let old = cp.create_deployment("old");
+    let mut py = upstream_support::python_client(&cp.base, &old, "register")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(py.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("READY"), "{line}");
+    }
+    let (status, res) = cp.post(
+        "/api/v1/deployments/old/commands",
+        &serde_json::json!({"command": {"name": "app_volumes"}}),
+    );
+    assert_eq!(status, 409, "{res}");
+    assert!(
+        res["error"].as_str().unwrap().contains("app-storage"),
+        "{res}"
+    );
+    let _ = py.kill();
+    let _ = py.wait();
 }
