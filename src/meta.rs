@@ -20,7 +20,7 @@ pub const CONTROLLER_NAME: &str = "exo-operator";
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// The value of [`LABEL_MANAGED_BY`].
 pub const MANAGED_BY: &str = "exo";
-/// `app.kubernetes.io/component`: `agent`, `tool` or `agentfs`.
+/// `app.kubernetes.io/component`: `agent`, `tool`, `agentfs` or `app`.
 pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
 /// The Agent a child belongs to.
 pub const LABEL_AGENT: &str = "autonomic.sh/agent";
@@ -28,6 +28,10 @@ pub const LABEL_AGENT: &str = "autonomic.sh/agent";
 pub const LABEL_TOOL: &str = "autonomic.sh/tool";
 /// The AgentFS a PVC belongs to.
 pub const LABEL_AGENTFS: &str = "autonomic.sh/agentfs";
+/// The App a pod or PVC belongs to.
+pub const LABEL_APP: &str = "autonomic.sh/app";
+/// On an App's PVC: which of its volumes it is, `workspace` or `database`.
+pub const LABEL_APP_VOLUME: &str = "autonomic.sh/app-volume";
 /// The tenant a workload or policy belongs to.
 pub const LABEL_TENANT: &str = "autonomic.sh/tenant";
 /// On a tenant's Rollout: the Fleet (by name) whose repository it follows.
@@ -70,7 +74,10 @@ pub const ANNOTATION_DEFAULT_CONTAINER: &str = "kubectl.kubernetes.io/default-co
 /// well-known annotation): a copy of the whole applied object, which no
 /// reader of the operator's caches needs (`cluster::slim` drops it).
 pub const ANNOTATION_LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-/// Set on a PVC that outlived its AgentFS because of `retain: true`.
+/// Set on a PVC that outlives its AgentFS or App because of `retain: true`:
+/// the name of the AgentFS or App it came from. An App's retained PVCs
+/// carry it from the start (they have no owner to lose); they are listed
+/// `Retained` once no App of that name is left.
 pub const ANNOTATION_RETAINED: &str = "autonomic.sh/retained-from";
 /// Capabilities the operator advertises (Lease annotation, `/healthz`).
 pub const ANNOTATION_CAPABILITIES: &str = "autonomic.sh/capabilities";
@@ -126,5 +133,9 @@ pub const AGENT_RUNTIME_CONTAINER: &str = "runtime";
 pub const AGENT_AGENTLET_CONTAINER: &str = "agentlet";
 /// A Tool pod's one container, also its default container.
 pub const TOOL_CONTAINER: &str = "tool";
+/// An App pod's app container, also its default container.
+pub const APP_CONTAINER: &str = "app";
+/// An App pod's Postgres sidecar.
+pub const APP_POSTGRES_CONTAINER: &str = "postgres";
 /// The fs helper pod's container.
 pub const HELPER_CONTAINER: &str = "fs";

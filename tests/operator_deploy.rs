@@ -89,10 +89,13 @@ async fn kustomization_applies_and_its_rbac_is_enough_to_operate() {
     );
     // The push receiver reads a Fleet and its webhook Secret by name, and
     // stamps the Fleet's sync-requested annotation. AgentFS file commands
-    // exec in pods, and start, mark and delete helper pods.
+    // exec in pods, and start, mark and delete helper pods. Apps are
+    // watched, and grown by a tunnelled `app_resize`.
     for (verb, resource) in [
         ("get", "fleets.autonomic.sh"),
         ("patch", "fleets.autonomic.sh"),
+        ("watch", "apps.autonomic.sh"),
+        ("patch", "apps.autonomic.sh"),
         ("get", "secrets"),
         ("create", "pods/exec"),
         ("patch", "pods"),

@@ -132,7 +132,7 @@ async fn endpoints_and_leader_failover_between_two_replicas() {
     assert_eq!(lease.spec.unwrap().holder_identity.as_deref(), Some("one"));
     assert_eq!(
         lease.metadata.annotations.unwrap()["autonomic.sh/capabilities"],
-        "mount-filesystems"
+        "mount-filesystems,app-storage"
     );
 
     // Only the leader reconciles.

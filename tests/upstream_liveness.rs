@@ -78,6 +78,7 @@ async fn wedging_peer() -> (String, Arc<Mutex<Vec<String>>>) {
                 accepts_tenants: false,
                 accepts_registrations: false,
                 accepts_incidents: false,
+                accepts_apps: false,
             });
             ws.send(Message::Text(welcome.to_json().unwrap().into()))
                 .await

@@ -112,6 +112,7 @@ pub async fn latency(n: usize, objects: usize, snapshot_every: Option<Duration>)
                                 accepts_rollouts: false,
                                 accepts_registrations: false,
                                 accepts_incidents: false,
+                                accepts_apps: false,
                             });
                             ws.send(Message::Text(w.to_json().unwrap().into()))
                                 .await

@@ -11,6 +11,8 @@
 //! - `helper`: which pod to run in: an agent's that mounts the volume, or
 //!   a short-lived restricted helper pod (choice and pod are pure);
 //! - `ops`: list, create, ls, mkdir, touch, resize, delete;
+//! - `apps`: the Apps' volumes: list them (with those retained after their
+//!   App is gone) and grow them;
 //! - `tarstream`: the one tar walker every transfer passes through (pure):
 //!   refuses links, special files, escaping names and over-limit sizes, and
 //!   hashes every file it sees;
@@ -19,6 +21,7 @@
 //! - `transfer`: the volume's side of a copy, streamed through the walker,
 //!   staged, checked by sha256 and only then moved to its final name.
 
+pub mod apps;
 pub mod exec;
 pub mod helper;
 pub mod local;
@@ -34,6 +37,8 @@ pub enum FsError {
     Path(#[from] path::PathError),
     #[error("AgentFS {namespace}/{name} not found")]
     NotFound { namespace: String, name: String },
+    #[error("App {namespace}/{name} not found")]
+    AppNotFound { namespace: String, name: String },
     #[error("{what}: {message}")]
     Kube { what: String, message: String },
     #[error("in pod {pod}: {message}")]

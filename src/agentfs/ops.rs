@@ -343,7 +343,8 @@ pub async fn delete(
 }
 
 /// Carries out a request/answer command (the copies, `agentfs_write` and
-/// `agentfs_read`, stream: see `transfer`). Both routes call this.
+/// `agentfs_read`, stream: see `transfer`), the App volume commands
+/// included. Both routes call this.
 pub async fn run(
     client: &kube::Client,
     cmd: &Command,
@@ -395,6 +396,22 @@ pub async fn run(
         Command::AgentfsDelete { namespace, fs_name } => {
             v(delete(client, namespace, fs_name).await)
         }
+        Command::AppVolumes { namespace } => {
+            v(super::apps::list(client, namespace.as_deref()).await)
+        }
+        Command::AppResize {
+            namespace,
+            app_name,
+            workspace,
+            database,
+        } => v(super::apps::resize(
+            client,
+            namespace,
+            app_name,
+            workspace.as_deref(),
+            database.as_deref(),
+        )
+        .await),
         Command::AgentfsWrite { .. } | Command::AgentfsRead { .. } => Err(FsError::Invalid(
             "a copy streams its bytes; it is not a plain command".into(),
         )),

@@ -2,7 +2,7 @@
 //!
 //! `mounts`: a tenant pod's volumes are on the allowlist (ConfigMaps,
 //! Secrets, emptyDir, projected and downward API, and its own tenant's
-//! AgentFS claims); a baseline or skills mount is read-only.
+//! AgentFS and App claims); a baseline or skills mount is read-only.
 //!
 //! `immutability`: every baseline ConfigMap is `immutable`, and a pod
 //! mounts only versions some release in git pins (as the Fleets' status
@@ -105,8 +105,13 @@ pub(super) fn check_mounts(ix: &Index<'_>) -> Vec<Finding> {
                     });
                 let labels = claim.map(|p| p.labels().clone()).unwrap_or_default();
                 let owner = labels.get(LABEL_TENANT).filter(|t| t.as_str() != ns);
+                // The tenant's own volumes: an AgentFS's, or an App's
+                // workspace or database.
                 let agentfs = labels.get(LABEL_MANAGED_BY).map(String::as_str) == Some(MANAGED_BY)
-                    && labels.get(LABEL_COMPONENT).map(String::as_str) == Some("agentfs");
+                    && matches!(
+                        labels.get(LABEL_COMPONENT).map(String::as_str),
+                        Some("agentfs" | "app")
+                    );
                 if let Some(owner) = owner {
                     found(format!(
                         "volume {} mounts claim {}, tenant {owner}'s volume",
@@ -114,7 +119,7 @@ pub(super) fn check_mounts(ix: &Index<'_>) -> Vec<Finding> {
                     ));
                 } else if !agentfs {
                     found(format!(
-                        "volume {} mounts claim {}, which is not one of the tenant's AgentFS volumes",
+                        "volume {} mounts claim {}, which is not one of the tenant's AgentFS or App volumes",
                         v.name, c.claim_name
                     ));
                 }

@@ -120,6 +120,20 @@ fn a_clean_tenant_has_no_finding() {
 }
 
 #[test]
+fn the_tenants_own_agentfs_and_app_claims_are_allowed() {
+    let mut snap = clean();
+    for (claim, component) in [("agentfs-data", "agentfs"), ("app-workspace-shop", "app")] {
+        snap.claims.push(from::<PersistentVolumeClaim>(json!({"metadata": {
+            "name": claim, "namespace": "t1",
+            "labels": {"app.kubernetes.io/managed-by": "exo", "app.kubernetes.io/component": component}}})));
+        spec_of(&mut snap).volumes.as_mut().unwrap().push(from(
+            json!({"name": component, "persistentVolumeClaim": {"claimName": claim}}),
+        ));
+    }
+    assert_eq!(check(&snap, &BTreeSet::new(), &BTreeSet::new()), vec![]);
+}
+
+#[test]
 fn every_rule_fires_on_its_bad_input() {
     type Break = fn(&mut Snapshot);
     let cases: Vec<(&str, Break, Rule, &str)> = vec![
@@ -268,7 +282,7 @@ fn every_rule_fires_on_its_bad_input() {
                 ));
             },
             Rule::Mounts,
-            "not one of the tenant's AgentFS volumes",
+            "not one of the tenant's AgentFS or App volumes",
         ),
         (
             "mutable baseline",

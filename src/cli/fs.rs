@@ -1,4 +1,5 @@
-//! `exo fs`: AgentFS volumes from the command line. With `--deployment`
+//! `exo fs`: AgentFS volumes, and the Apps' volumes (`list --apps`,
+//! `resize app/NAME`), from the command line. With `--deployment`
 //! every verb goes through the control plane to that deployment's
 //! operator; without it, straight to the cluster of the current
 //! kubeconfig. Both routes run the same `agentfs` code.
@@ -34,7 +35,14 @@ pub enum Output {
 pub enum FsVerb {
     /// File systems with status, requested and provisioned capacity, PVC,
     /// the agents that mount them, and retained volumes.
-    List,
+    List {
+        /// List the Apps' volumes instead: a row per volume (workspace,
+        /// and database when the app has one) with size, maxSize and
+        /// phase, and the volumes kept after their App was deleted
+        /// (`retain: true`) as `Retained`.
+        #[arg(long)]
+        apps: bool,
+    },
     /// Create a file system.
     Create {
         name: String,
@@ -65,11 +73,21 @@ pub enum FsVerb {
         #[arg(long, default_value = "10Gi")]
         max_size: String,
     },
-    /// Grow a file system (grow-only, up to its maxSize).
+    /// Grow a file system (grow-only, up to its maxSize): `resize NAME
+    /// --size SIZE`, or an App's volumes: `resize app/NAME --workspace
+    /// SIZE --database SIZE` (either or both).
     Resize {
+        /// An AgentFS, or `app/NAME` for an App's volumes.
         name: String,
+        /// The AgentFS's new size.
         #[arg(long)]
-        size: String,
+        size: Option<String>,
+        /// `app/NAME`: the workspace volume's new size.
+        #[arg(long)]
+        workspace: Option<String>,
+        /// `app/NAME`: the database volume's new size.
+        #[arg(long)]
+        database: Option<String>,
     },
     /// Delete a file system; refused while agents mount it.
     Delete { name: String },
@@ -96,6 +114,57 @@ fn parse_target(raw: &str) -> Result<FsPath, String> {
     FsPath::parse(raw).map_err(|e| e.to_string())
 }
 
+/// The prefix that names an App in `exo fs resize` (kubectl's
+/// `kind/name`): `app/shop` is App shop's volumes, `shop` the AgentFS.
+const APP_PREFIX: &str = "app/";
+
+/// `exo fs resize`'s arguments as a command: an AgentFS takes `--size`
+/// only, an `app/NAME` takes `--workspace` and `--database` only.
+fn resize_command(
+    namespace: String,
+    name: &str,
+    size: Option<String>,
+    workspace: Option<String>,
+    database: Option<String>,
+) -> Result<Command, String> {
+    match name.strip_prefix(APP_PREFIX) {
+        Some(app) => {
+            if size.is_some() {
+                return Err(format!(
+                    "{name}: an App has two volumes; grow them with --workspace SIZE and/or --database SIZE, not --size"
+                ));
+            }
+            if app.is_empty() {
+                return Err("app/: name the App, e.g. app/shop".into());
+            }
+            if workspace.is_none() && database.is_none() {
+                return Err(format!(
+                    "{name}: name the volume to grow: --workspace SIZE, --database SIZE, or both"
+                ));
+            }
+            Ok(Command::AppResize {
+                namespace,
+                app_name: app.to_owned(),
+                workspace,
+                database,
+            })
+        }
+        None => {
+            if workspace.is_some() || database.is_some() {
+                return Err(format!(
+                    "--workspace and --database grow an App's volumes: name it app/{name}"
+                ));
+            }
+            let size = size.ok_or_else(|| format!("{name}: --size SIZE is required"))?;
+            Ok(Command::AgentfsResize {
+                namespace,
+                fs_name: name.to_owned(),
+                size,
+            })
+        }
+    }
+}
+
 async fn verb(args: FsArgs) -> Result<(), String> {
     let ns = args
         .namespace
@@ -108,13 +177,21 @@ async fn verb(args: FsArgs) -> Result<(), String> {
         Output::Table => print!("{}", table(&v)),
     };
     match args.verb {
-        FsVerb::List => {
+        FsVerb::List { apps: false } => {
             let v = route
                 .call(Command::AgentfsList {
                     namespace: args.namespace.clone(),
                 })
                 .await?;
             show(v, super::fs_show::list);
+        }
+        FsVerb::List { apps: true } => {
+            let v = route
+                .call(Command::AppVolumes {
+                    namespace: args.namespace.clone(),
+                })
+                .await?;
+            show(v, super::fs_show::app_volumes);
         }
         FsVerb::Create {
             name,
@@ -179,15 +256,23 @@ async fn verb(args: FsArgs) -> Result<(), String> {
             let v = super::fs_cp::cp(&route, &ns, &source, &destination, max).await?;
             show(v, super::fs_show::copied);
         }
-        FsVerb::Resize { name, size } => {
-            let v = route
-                .call(Command::AgentfsResize {
-                    namespace: ns,
-                    fs_name: name,
-                    size,
-                })
-                .await?;
-            show(v, super::fs_show::one);
+        FsVerb::Resize {
+            name,
+            size,
+            workspace,
+            database,
+        } => {
+            let cmd = resize_command(ns, &name, size, workspace, database)?;
+            let app = matches!(cmd, Command::AppResize { .. });
+            let v = route.call(cmd).await?;
+            show(
+                v,
+                if app {
+                    super::fs_show::app_volumes
+                } else {
+                    super::fs_show::one
+                },
+            );
         }
         FsVerb::Delete { name } => {
             let v = route
@@ -200,4 +285,60 @@ async fn verb(args: FsArgs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &str) -> Option<String> {
+        Some(v.to_owned())
+    }
+
+    #[test]
+    fn resize_grammar() {
+        let ok = |name, size, ws, db| resize_command("t".into(), name, size, ws, db);
+        assert_eq!(
+            ok("data", s("2Gi"), None, None),
+            Ok(Command::AgentfsResize {
+                namespace: "t".into(),
+                fs_name: "data".into(),
+                size: "2Gi".into()
+            })
+        );
+        assert_eq!(
+            ok("app/shop", None, s("2Gi"), s("3Gi")),
+            Ok(Command::AppResize {
+                namespace: "t".into(),
+                app_name: "shop".into(),
+                workspace: s("2Gi"),
+                database: s("3Gi")
+            })
+        );
+        // (name, --size, --workspace, --database, words in the refusal)
+        type Case<'a> = (
+            &'a str,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            &'a str,
+        );
+        let refused: &[Case] = &[
+            ("app/shop", s("2Gi"), None, None, "not --size"),
+            (
+                "app/shop",
+                None,
+                None,
+                None,
+                "--workspace SIZE, --database SIZE",
+            ),
+            ("app/", None, s("1Gi"), None, "name the App"),
+            ("data", None, s("2Gi"), None, "name it app/data"),
+            ("data", None, None, None, "--size SIZE is required"),
+        ];
+        for (name, size, ws, db, words) in refused {
+            let err = ok(name, size.clone(), ws.clone(), db.clone()).unwrap_err();
+            assert!(err.contains(words), "{name}: {err:?} lacks {words:?}");
+        }
+    }
 }

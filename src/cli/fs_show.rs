@@ -1,7 +1,7 @@
 //! Tables for `exo fs` (`-o json` prints the answers as they are).
 
 use crate::cli::table;
-use crate::wire::fs::{FsInfo, FsList, FsListing, Transferred};
+use crate::wire::fs::{AppVolumeInfo, AppVolumeList, FsInfo, FsList, FsListing, Transferred};
 
 fn or_dash(s: Option<&str>) -> String {
     s.filter(|s| !s.is_empty()).unwrap_or("-").to_owned()
@@ -46,6 +46,41 @@ pub fn list(v: &serde_json::Value) -> String {
 pub fn one(v: &serde_json::Value) -> String {
     match serde_json::from_value::<FsInfo>(v.clone()) {
         Ok(i) => table::render_trimmed(&HEAD, &[row(&i)]),
+        Err(_) => format!("{v}\n"),
+    }
+}
+
+const APP_HEAD: [&str; 9] = [
+    "NAMESPACE",
+    "APP",
+    "VOLUME",
+    "STATUS",
+    "SIZE",
+    "MAX",
+    "REQUESTED",
+    "PROVISIONED",
+    "PVC",
+];
+
+fn app_row(i: &AppVolumeInfo) -> Vec<String> {
+    vec![
+        i.namespace.clone(),
+        i.app.clone(),
+        i.volume.clone(),
+        i.phase.to_string(),
+        or_dash(Some(&i.size)),
+        or_dash(Some(&i.max_size)),
+        or_dash(i.requested.as_deref()),
+        or_dash(i.provisioned.as_deref()),
+        or_dash(i.pvc.as_deref()),
+    ]
+}
+
+/// `list --apps` and `resize app/NAME`: one row per App volume.
+pub fn app_volumes(v: &serde_json::Value) -> String {
+    match serde_json::from_value::<AppVolumeList>(v.clone()) {
+        Ok(l) if l.items.is_empty() => "no app volumes\n".into(),
+        Ok(l) => table::render_trimmed(&APP_HEAD, &l.items.iter().map(app_row).collect::<Vec<_>>()),
         Err(_) => format!("{v}\n"),
     }
 }
@@ -151,6 +186,25 @@ mod tests {
         assert_eq!(human(12), "12 B");
         assert_eq!(human(1536), "1.5 KiB");
         assert_eq!(human(100 << 20), "100.0 MiB");
+    }
+
+    #[test]
+    fn app_volume_table_has_a_row_per_volume() {
+        let v = serde_json::json!({"items": [
+            {"namespace": "t1", "app": "shop", "volume": "workspace", "phase": "Bound",
+             "size": "2Gi", "maxSize": "5Gi", "requested": "2Gi", "provisioned": "2Gi",
+             "pvc": "app-workspace-shop"},
+            {"namespace": "t1", "app": "gone", "volume": "database", "phase": "Retained",
+             "size": "1Gi", "pvc": "app-database-gone", "retain": true}]});
+        let t = app_volumes(&v);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].starts_with("NAMESPACE") && lines[0].contains("VOLUME"));
+        assert!(lines[1].contains("workspace") && lines[1].contains("5Gi"));
+        assert!(lines[2].contains("Retained") && lines[2].contains("app-database-gone"));
+        assert_eq!(
+            app_volumes(&serde_json::json!({"items": []})),
+            "no app volumes\n"
+        );
     }
 
     #[test]

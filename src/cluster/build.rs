@@ -1,5 +1,6 @@
 //! Pure builders of the desired children: the Agent pod, Service and
-//! Secret, the Tool pod and Service, the AgentFS PVC.
+//! Secret, the Tool pod and Service, the AgentFS PVC; an App's pod and
+//! PVCs in `app`.
 //!
 //! No client here: every function maps CRD data to Kubernetes objects, so
 //! the unit tests below cover them without a cluster. Every pod passes the
@@ -29,6 +30,7 @@ use crate::meta::{
     TOKEN_KEY, TOOL_CONTAINER,
 };
 
+pub mod app;
 pub mod placement;
 pub mod tenant;
 

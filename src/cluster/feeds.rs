@@ -25,8 +25,10 @@ use super::relist::Relist;
 use super::slim;
 
 use crate::crd::tenant::Tenant;
-use crate::crd::{Agent, AgentFS, Fleet, Rollout, Tool};
-use crate::meta::{LABEL_COMPONENT, LABEL_FLEET_NAMESPACE, LABEL_MANAGED_BY, MANAGED_BY};
+use crate::crd::{Agent, AgentFS, App, Fleet, Rollout, Tool};
+use crate::meta::{
+    LABEL_APP, LABEL_COMPONENT, LABEL_FLEET_NAMESPACE, LABEL_MANAGED_BY, MANAGED_BY,
+};
 
 /// A kind the operator watches into a cache.
 pub trait Watched:
@@ -121,6 +123,8 @@ pub struct Hubs {
     pub agents: Hub<Agent>,
     pub tools: Hub<Tool>,
     pub filesystems: Hub<AgentFS>,
+    /// The Apps in scope (empty without their CRD or RBAC).
+    pub apps: Hub<App>,
     pub pods: Hub<Pod>,
     /// Also what wakes the GitOps engine's Rollout controller: it lives
     /// for a leadership term, the watch for the process.
@@ -187,11 +191,12 @@ pub async fn selected_feed<K>(
         .await;
 }
 
-/// The Agent or Tool that controls a child.
+/// The Agent, Tool or App that controls a child.
 #[derive(Debug, Clone)]
 enum Owner {
     Agent(ObjectRef<Agent>),
     Tool(ObjectRef<Tool>),
+    App(ObjectRef<App>),
 }
 
 fn owner_of(meta: &kube::api::ObjectMeta) -> Option<Owner> {
@@ -204,29 +209,42 @@ fn owner_of(meta: &kube::api::ObjectMeta) -> Option<Owner> {
     match owner.kind.as_str() {
         "Agent" => Some(Owner::Agent(ObjectRef::new(&owner.name).within(&ns))),
         "Tool" => Some(Owner::Tool(ObjectRef::new(&owner.name).within(&ns))),
+        "App" => Some(Owner::App(ObjectRef::new(&owner.name).within(&ns))),
         _ => None,
     }
 }
 
+/// The controllers a child feed wakes, one per owner kind. A send to a
+/// controller that does not run (Apps without their CRD) fails and is
+/// dropped: its receiver is gone.
+#[derive(Debug, Clone)]
+pub struct Owners {
+    pub agents: UnboundedSender<ObjectRef<Agent>>,
+    pub tools: UnboundedSender<ObjectRef<Tool>>,
+    pub apps: UnboundedSender<ObjectRef<App>>,
+}
+
 /// Watches the operator's children of one kind into `writer`'s cache and
 /// asks for a reconcile of each changed or deleted child's controlling
-/// Agent or Tool, also of a child deleted while the watch was cut off and
-/// missing from its relist (`relist`).
+/// Agent, Tool or App, also of a child deleted while the watch was cut off
+/// and missing from its relist (`relist`).
 pub async fn child_feed<C>(
     api: Api<C>,
     writer: reflector::store::Writer<C>,
     hub: Option<Hub<C>>,
-    agents: UnboundedSender<ObjectRef<Agent>>,
-    tools: UnboundedSender<ObjectRef<Tool>>,
+    owners: Owners,
 ) where
     C: Watched,
 {
     let wake = move |owner: Owner| match owner {
         Owner::Agent(r) => {
-            let _ = agents.unbounded_send(r);
+            let _ = owners.agents.unbounded_send(r);
         }
         Owner::Tool(r) => {
-            let _ = tools.unbounded_send(r);
+            let _ = owners.tools.unbounded_send(r);
+        }
+        Owner::App(r) => {
+            let _ = owners.apps.unbounded_send(r);
         }
     };
     let mut relist: Relist<ObjectRef<C>, Owner> = Relist::default();
@@ -366,4 +384,16 @@ fn agent_to_filesystems(a: &Agent) -> Vec<ObjectRef<AgentFS>> {
         .into_iter()
         .map(|n| ObjectRef::new(&n).within(&ns))
         .collect()
+}
+
+/// The App a PVC of `children("app")` belongs to, by its label. Retained
+/// PVCs have no owner reference to follow, so the label is what maps them.
+/// (A name longer than a label value is hashed in the label and maps to
+/// nothing: such an App sees its PVCs' changes on its backstop requeue.)
+pub fn app_of_pvc(
+    pvc: &k8s_openapi::api::core::v1::PersistentVolumeClaim,
+) -> Option<ObjectRef<App>> {
+    let name = pvc.metadata.labels.as_ref()?.get(LABEL_APP)?;
+    let ns = pvc.metadata.namespace.as_deref()?;
+    Some(ObjectRef::new(name).within(ns))
 }

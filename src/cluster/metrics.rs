@@ -16,6 +16,8 @@ pub enum Controller {
     Agent,
     Tool,
     Agentfs,
+    /// The App reconciler (an App's pod and volumes).
+    App,
     /// The GitOps engine (sync, sagas, drift, prune, re-checks).
     Rollout,
     /// The tenant lifecycle sagas (enrollment, provisioning, keys,

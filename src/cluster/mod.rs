@@ -30,5 +30,10 @@ pub use error::{Error, ErrorCategory};
 
 /// What this operator can do, advertised to the control plane and on the
 /// Lease. `mount-filesystems`: Agents may mount AgentFS volumes through
-/// `spec.filesystems` with the omitted-preserves rule.
-pub const CAPABILITIES: &[&str] = &[crate::wire::fs::CAP_MOUNT_FILESYSTEMS];
+/// `spec.filesystems` with the omitted-preserves rule. `app-storage`: it
+/// reconciles Apps (where their CRD is installed) and serves the App
+/// volume commands.
+pub const CAPABILITIES: &[&str] = &[
+    crate::wire::fs::CAP_MOUNT_FILESYSTEMS,
+    crate::wire::fs::CAP_APP_STORAGE,
+];

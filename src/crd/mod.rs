@@ -7,6 +7,7 @@
 
 mod agent;
 mod agentfs;
+mod app;
 mod backup;
 mod incident;
 mod inventory;
@@ -19,6 +20,7 @@ pub mod tenant;
 
 pub use agent::*;
 pub use agentfs::*;
+pub use app::*;
 pub use backup::*;
 pub use incident::*;
 pub use inventory::*;
@@ -46,6 +48,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         Inventory::crd(),
         tenant::Tenant::crd(),
         Incident::crd(),
+        App::crd(),
     ]
 }
 

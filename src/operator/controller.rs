@@ -1,4 +1,4 @@
-//! The shell shared by the `Agent`, `Tool` and `AgentFS` controllers: the
+//! The shell shared by the `Agent`, `Tool`, `AgentFS` and `App` controllers: the
 //! timed wrapper around a reconcile and the one error policy.
 //!
 //! Guarantees: only the Lease holder reconciles (others wait for a change);
@@ -70,6 +70,7 @@ fn span<K: Resource>(c: Controller, obj: &K) -> Span {
         Controller::Agent => info_span!("reconcile_inner", namespace = ns, agent = name),
         Controller::Tool => info_span!("reconcile_inner", namespace = ns, tool = name),
         Controller::Agentfs => info_span!("reconcile_inner", namespace = ns, agentfs = name),
+        Controller::App => info_span!("reconcile_inner", namespace = ns, app = name),
         Controller::Rollout | Controller::Tenant | Controller::Leader | Controller::Incident => {
             info_span!("reconcile_inner", namespace = ns, name = name)
         }
@@ -86,6 +87,7 @@ fn warn_failed(c: Controller, name: &str, cat: ErrorCategory, err: &Error) {
         Controller::Agentfs => {
             warn!(agentfs = %name, category, error = %err, "agentfs reconcile failed");
         }
+        Controller::App => warn!(app = %name, category, error = %err, "app reconcile failed"),
         Controller::Rollout => {
             warn!(name = %name, category, error = %err, "rollout reconcile failed");
         }

@@ -1,5 +1,5 @@
-//! The in-cluster operator: reconciles `Agent`, `Tool` and `AgentFS` into
-//! pods, Services, Secrets and PVCs, and runs the leader's tasks (the
+//! The in-cluster operator: reconciles `Agent`, `Tool`, `AgentFS` and `App`
+//! into pods, Services, Secrets and PVCs, and runs the leader's tasks (the
 //! rollout engine, audits, monitors, the upstream connection).
 //!
 //! It sits on top: it uses the write path and builders of
@@ -8,8 +8,9 @@
 //!
 //! Layout (one module per concern):
 //! - pure core: [`phase`] (pod state to phase), [`hooks`] (the push
-//!   receiver's rules), `agent::plan` (validate and build an Agent);
-//! - thin I/O: the [`agent`], [`tool`] and [`agentfs`] reconcilers, in the
+//!   receiver's rules), `agent::plan` (validate and build an Agent),
+//!   `app::plan` (an App's volumes, pod and status);
+//! - thin I/O: the [`agent`], [`tool`], [`agentfs`] and [`app`] reconcilers, in the
 //!   one shell of [`controller`];
 //! - runtime: [`http`] (`/healthz`, `/readyz`, `/metrics`, the push
 //!   receiver, the agent check-in of [`monitor`]), [`runtime`] and
@@ -26,6 +27,7 @@
 
 pub mod agent;
 pub mod agentfs;
+pub mod app;
 pub mod assemble;
 pub mod backups;
 pub mod controller;

@@ -1,5 +1,6 @@
 //! Wires the operator together: CRD check, HTTP endpoints, leader
-//! election, the three controllers, leader-only background tasks and
+//! election, the controllers (Agent, Tool, AgentFS, and App where its CRD
+//! is installed), leader-only background tasks and
 //! graceful shutdown.
 //!
 //! Every replica watches (so a standby's caches are warm and `/readyz`
@@ -31,17 +32,17 @@ use tracing::{debug, info, warn};
 use super::http::{self, HttpState};
 use super::leader_tasks::run_leader_tasks;
 pub use super::leader_tasks::{LeaderTask, Stop};
-use super::{agent, agentfs, tool};
+use super::{agent, agentfs, app, tool};
 use crate::cluster::apply::Ctx;
 use crate::cluster::error::{Error, is_not_found, is_unlistable};
 use crate::cluster::feeds::{
-    Hubs, agent_feed, child_feed, children, configmap_feed, fleet_tenants, managed_feed, own_feed,
-    selected_feed,
+    Hubs, Owners, agent_feed, app_of_pvc, child_feed, children, configmap_feed, fleet_tenants,
+    managed_feed, own_feed, selected_feed,
 };
 use crate::cluster::leader::{self, LeaderConfig};
 use crate::cluster::metrics::Metrics;
 use crate::crd::tenant::Tenant;
-use crate::crd::{Agent, AgentFS, Fleet, Rollout, Tool};
+use crate::crd::{Agent, AgentFS, App, Fleet, Rollout, Tool};
 use crate::meta::CONTROLLER_NAME;
 
 /// How long in-flight reconciles get to finish after a shutdown request.
@@ -124,6 +125,7 @@ fn crd_name<K: Resource<DynamicType = ()>>() -> &'static str {
         "Rollout" => "rollouts.autonomic.sh",
         "Tenant" => "tenants.autonomic.sh",
         "Fleet" => "fleets.autonomic.sh",
+        "App" => "apps.autonomic.sh",
         _ => "agentfs.autonomic.sh",
     }
 }
@@ -200,6 +202,10 @@ pub async fn run(
     check_crd::<Agent>(&client, ns).await?;
     check_crd::<Tool>(&client, ns).await?;
     check_crd::<AgentFS>(&client, ns).await?;
+    // Apps came later than the other kinds: an install without their CRD
+    // (or RBAC) keeps running everything else.
+    let watch_apps =
+        listable::<App>(&client, ns, "Apps are not reconciled and not streamed").await?;
     let watch_rollouts = listable::<Rollout>(&client, ns, "the GitOps engine will not run").await?;
     let fleet_ns = cfg.fleet_namespace.as_deref();
     let watch_fleets = listable::<Fleet>(
@@ -258,10 +264,12 @@ pub async fn run(
     let (agents_store, agents_writer) = reflector::store::<Agent>();
     let (tools_store, tools_writer) = reflector::store::<Tool>();
     let (fs_store, fs_writer) = reflector::store::<AgentFS>();
+    let (apps_store, apps_writer) = reflector::store::<App>();
     let hubs = Hubs::default();
     let (agent_tx, agent_rx) = futures::channel::mpsc::unbounded();
     let (tool_tx, tool_rx) = futures::channel::mpsc::unbounded();
     let (fs_tx, fs_rx) = futures::channel::mpsc::unbounded();
+    let (app_tx, app_rx) = futures::channel::mpsc::unbounded();
     let agents_feed = agent_feed(
         api::<Agent>(&client, ns),
         agents_writer,
@@ -281,20 +289,28 @@ pub async fn run(
         hubs.filesystems.clone(),
         Some(fs_tx),
     );
+    // Without Apps watched nothing reads `app_rx`: it is dropped below,
+    // and a wake sent for an App's pod is dropped with it.
+    let apps_feed = {
+        let (api, hub, wake) = (api::<App>(&client, ns), hubs.apps.clone(), app_tx.clone());
+        async move {
+            if watch_apps {
+                own_feed(api, apps_writer, hub, Some(wake)).await;
+            }
+        }
+    };
+    let owners = Owners {
+        agents: agent_tx,
+        tools: tool_tx,
+        apps: app_tx,
+    };
     let pod_feed = child_feed(
         api::<Pod>(&client, ns),
         pods_writer,
         Some(hubs.pods.clone()),
-        agent_tx.clone(),
-        tool_tx.clone(),
+        owners.clone(),
     );
-    let service_feed = child_feed(
-        api::<Service>(&client, ns),
-        services_writer,
-        None,
-        agent_tx,
-        tool_tx,
-    );
+    let service_feed = child_feed(api::<Service>(&client, ns), services_writer, None, owners);
     let ccfg = ControllerConfig::default().concurrency(cfg.concurrency);
     let stop = || {
         let mut s = shutdown.clone();
@@ -320,7 +336,7 @@ pub async fn run(
         .reconcile_all_on(became_leader(leader_rx.clone()))
         .graceful_shutdown_on(stop());
     let filesystems = Controller::for_stream(futures::stream::pending(), fs_store)
-        .with_config(ccfg)
+        .with_config(ccfg.clone())
         .owns(
             api::<PersistentVolumeClaim>(&client, ns),
             children("agentfs"),
@@ -328,6 +344,20 @@ pub async fn run(
         .reconcile_on(fs_rx)
         .reconcile_all_on(became_leader(leader_rx.clone()))
         .graceful_shutdown_on(stop());
+    // An App's PVCs are watched by label, not by owner: retained ones
+    // have no owner reference.
+    let apps = watch_apps.then(|| {
+        Controller::for_stream(futures::stream::pending(), apps_store.clone())
+            .with_config(ccfg)
+            .watches(
+                api::<PersistentVolumeClaim>(&client, ns),
+                children("app"),
+                |pvc| app_of_pvc(&pvc),
+            )
+            .reconcile_on(app_rx)
+            .reconcile_all_on(became_leader(leader_rx.clone()))
+            .graceful_shutdown_on(stop())
+    });
 
     let (configmaps_store, configmaps_writer) = reflector::store::<ConfigMap>();
     let cm_feed = configmap_feed(api::<ConfigMap>(&client, ns), configmaps_writer);
@@ -383,6 +413,7 @@ pub async fn run(
         agents: agents_store.clone(),
         tools: tools.store(),
         filesystems: filesystems.store(),
+        apps: watch_apps.then(|| apps_store.clone()),
         configmaps: configmaps_store.clone(),
         network_policies: policies_store.clone(),
         rollouts: watch_rollouts.then(|| rollouts_store.clone()),
@@ -413,6 +444,7 @@ pub async fn run(
             && synced(&services_store).await
             && synced(&configmaps_store).await
             && synced(&policies_store).await
+            && (!watch_apps || synced(&apps_store).await)
             && (!watch_rollouts || synced(&rollouts_store).await)
             && (!watch_tenants || synced(&tenants_store).await)
             && (!watch_fleets || synced(&fleets_store).await);
@@ -444,6 +476,7 @@ pub async fn run(
             agents_feed,
             tools_feed,
             fs_feed,
+            apps_feed,
             pod_feed,
             service_feed,
             cm_feed,
@@ -460,6 +493,13 @@ pub async fn run(
             filesystems
                 .run(agentfs::reconcile, agentfs::error_policy, ctx.clone())
                 .for_each(log),
+            async {
+                if let Some(apps) = apps {
+                    apps.run(app::reconcile, app::error_policy, ctx.clone())
+                        .for_each(log)
+                        .await;
+                }
+            },
         )
     };
     // A controller asked to stop before its first list completed can wait

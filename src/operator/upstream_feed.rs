@@ -18,8 +18,8 @@ use tokio::sync::{broadcast, mpsc, watch};
 use crate::cluster::apply::Ctx;
 use crate::cluster::feeds::{Hub, Touch};
 
-use crate::crd::Rollout;
 use crate::crd::tenant::Tenant;
+use crate::crd::{App, Rollout};
 use crate::meta::{LABEL_MANAGED_BY, MANAGED_BY};
 use crate::upstream::packed::encode;
 use crate::upstream::tracker::WatchEvent;
@@ -29,10 +29,10 @@ use crate::wire::ResourceKind;
 type Tx = mpsc::Sender<(ResourceKind, WatchEvent)>;
 
 /// The kinds the operator's caches can feed for `cfg`: Agents, Tools,
-/// AgentFS, Rollouts and Tenants always; Pods when the upstream streams
-/// exactly the operator's own (the default selector), else the connection
-/// watches Pods itself. Rollouts or Tenants the operator cannot list (no
-/// CRD or RBAC) are fed as an empty list: the connection does not try a
+/// AgentFS, Rollouts, Tenants and Apps always; Pods when the upstream
+/// streams exactly the operator's own (the default selector), else the
+/// connection watches Pods itself. Rollouts, Tenants or Apps the operator
+/// cannot list (no CRD or RBAC) are fed as an empty list: the connection does not try a
 /// watch the operator could not have either.
 pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
     let (tx, events) = mpsc::channel(1024);
@@ -43,6 +43,7 @@ pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
         ResourceKind::AgentFS,
         ResourceKind::Rollout,
         ResourceKind::Tenant,
+        ResourceKind::App,
     ];
     relay(
         ResourceKind::Agent,
@@ -88,6 +89,11 @@ pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
         &tx,
         &synced,
     );
+    let apps = ctx
+        .apps
+        .clone()
+        .unwrap_or_else(|| reflector::store::<App>().0);
+    relay(ResourceKind::App, apps, &ctx.hubs.apps, &tx, &synced);
     if cfg.pod_selector == format!("{LABEL_MANAGED_BY}={MANAGED_BY}") {
         kinds.push(ResourceKind::Pod);
         relay::<Pod>(

@@ -157,7 +157,7 @@ pub fn to_wire<K: kube::Resource + Serialize>(
             leave_out(&mut spec, "settings");
             leave_out(&mut status, "activeSettings");
         }
-        ResourceKind::Agent | ResourceKind::Tool | ResourceKind::AgentFS => {}
+        ResourceKind::Agent | ResourceKind::Tool | ResourceKind::AgentFS | ResourceKind::App => {}
     }
     Ok(Resource {
         key: ResourceKey {

@@ -21,6 +21,9 @@ pub const IDLE_TIMEOUT_MS: u64 = 60_000;
 /// The capability an operator advertises when it serves `agentfs_*`
 /// commands and mounts file systems on agents.
 pub const CAP_MOUNT_FILESYSTEMS: &str = "mount-filesystems";
+/// The capability an operator advertises when it reconciles Apps and
+/// serves the `app_volumes` and `app_resize` commands.
+pub const CAP_APP_STORAGE: &str = "app-storage";
 
 /// One piece of a copy's tar stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -118,6 +121,36 @@ pub struct FsInfo {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct FsList {
     pub items: Vec<FsInfo>,
+}
+
+/// One of an App's volumes (`workspace` or `database`) as `app_volumes`
+/// and `app_resize` report it. A volume whose App is gone but whose PVC
+/// was kept (`retain: true`) has phase `Retained`, and no `maxSize`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppVolumeInfo {
+    pub namespace: String,
+    pub app: String,
+    /// `workspace` or `database`.
+    pub volume: String,
+    pub phase: FsPhase,
+    /// What the App's spec asks for (a retained volume: its PVC's request).
+    pub size: String,
+    #[serde(default)]
+    pub max_size: String,
+    #[serde(default)]
+    pub retain: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioned: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pvc: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct AppVolumeList {
+    pub items: Vec<AppVolumeInfo>,
 }
 
 /// What kind of thing a directory entry is. Symbolic links are shown,

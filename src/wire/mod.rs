@@ -178,6 +178,10 @@ pub struct Welcome {
     /// `Received` in the cluster until one that takes them connects.
     #[serde(default)]
     pub accepts_incidents: bool,
+    /// The server takes resources of kind `App`; a client sends none
+    /// otherwise (an older server would close the connection on the kind).
+    #[serde(default)]
+    pub accepts_apps: bool,
 }
 
 /// One chunk of a snapshot. Chunks of one snapshot share `snapshot_id`, are
@@ -294,12 +298,33 @@ pub enum Command {
         path: String,
         max_bytes: u64,
     },
+    /// List the Apps' volumes (and volumes retained from deleted Apps),
+    /// in one namespace or all.
+    AppVolumes {
+        #[serde(default)]
+        namespace: Option<String>,
+    },
+    /// Grow an App's workspace, database, or both; refused when shrinking
+    /// or above `maxSize`.
+    AppResize {
+        namespace: String,
+        app_name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        workspace: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        database: Option<String>,
+    },
 }
 
 impl Command {
-    /// The capability an operator must advertise to be sent this command.
+    /// The capability an operator must advertise to be sent this command
+    /// (an operator without it would close its connection on the unknown
+    /// command name).
     pub fn capability(&self) -> &'static str {
-        fs::CAP_MOUNT_FILESYSTEMS
+        match self {
+            Command::AppVolumes { .. } | Command::AppResize { .. } => fs::CAP_APP_STORAGE,
+            _ => fs::CAP_MOUNT_FILESYSTEMS,
+        }
     }
 
     /// Whether bytes follow the command as `fs_chunk` frames.
@@ -504,6 +529,7 @@ mod tests {
             panic!("not a welcome")
         };
         assert!(!w.accepts_alerts && !w.accepts_rollouts && !w.accepts_tenants);
+        assert!(!w.accepts_apps);
     }
 
     #[test]

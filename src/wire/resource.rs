@@ -21,6 +21,9 @@ pub enum ResourceKind {
     /// A tenant's lifecycle saga (`autonomic.sh` Tenant, cluster-scoped:
     /// its namespace on the wire is empty).
     Tenant,
+    /// An app with its workspace and database volumes (`autonomic.sh`
+    /// App), sent only to a control plane that takes them.
+    App,
 }
 
 impl ResourceKind {
@@ -32,6 +35,7 @@ impl ResourceKind {
             ResourceKind::Pod => "Pod",
             ResourceKind::Rollout => "Rollout",
             ResourceKind::Tenant => "Tenant",
+            ResourceKind::App => "App",
         }
     }
 }

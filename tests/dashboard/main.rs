@@ -18,6 +18,7 @@ mod upstream_support;
 mod deployment;
 mod lanes;
 mod login;
+mod storage;
 mod waves;
 
 use std::io::{Read, Write};

@@ -1,5 +1,5 @@
 //! The cluster-wide pieces every test needs: the CRDs, generated from the
-//! Rust types, and the admission policy as `deploy/` ships it.
+//! Rust types, and the admission policies as `deploy/` ships them.
 
 use std::time::Duration;
 
@@ -40,20 +40,31 @@ pub async fn install_crds(client: &kube::Client) {
     install_admission(client).await;
 }
 
-/// Applies `deploy/agentfs-admission.yaml` as it ships (the policy that
-/// refuses deleting a mounted AgentFS, and its binding), so the tests test
-/// that file and not a copy.
+/// The admission policies `deploy/` ships: deleting a mounted AgentFS,
+/// shrinking an App's volume.
+const POLICIES: [&str; 2] = ["deploy/agentfs-admission.yaml", "deploy/app-admission.yaml"];
+
+/// Applies each of [`POLICIES`] as it ships (the policy and its binding),
+/// so the tests test those files and not copies.
 async fn install_admission(client: &kube::Client) {
+    for file in POLICIES {
+        install_policy(client, file).await;
+    }
+    admission_enforced(client).await;
+    app_admission_enforced(client).await;
+}
+
+async fn install_policy(client: &kube::Client, file: &str) {
     use k8s_openapi::api::admissionregistration::v1::{
         ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
     };
     use kube::api::{Patch, PatchParams};
-    let path = repo_root().join("deploy/agentfs-admission.yaml");
-    let text = std::fs::read_to_string(&path).expect("read deploy/agentfs-admission.yaml");
+    let path = repo_root().join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {file}: {e}"));
     let params = PatchParams::apply("exo-tests").force();
     for doc in text.split("\n---\n") {
         let obj: serde_json::Value =
-            exo::yaml::from_str(&path, doc).expect("parse deploy/agentfs-admission.yaml");
+            exo::yaml::from_str(&path, doc).unwrap_or_else(|e| panic!("parse {file}: {e}"));
         let name = obj["metadata"]["name"].as_str().expect("metadata.name");
         let applied = match obj["kind"].as_str() {
             Some("ValidatingAdmissionPolicy") => {
@@ -72,8 +83,11 @@ async fn install_admission(client: &kube::Client) {
         };
         applied.unwrap_or_else(|e| panic!("apply {name} from {}: {e}", path.display()));
     }
-    admission_enforced(client).await;
 }
+
+/// Where the probes of [`admission_enforced`] and
+/// [`app_admission_enforced`] are made (no operator watches it).
+const PROBES: &str = "exo-admission-probe";
 
 /// The apiserver enforces a new policy only once its admission plugin has
 /// seen the policy and the binding, a moment after they are written: wait
@@ -81,7 +95,6 @@ async fn install_admission(client: &kube::Client) {
 /// test races that window. The probe is then detached and deleted.
 async fn admission_enforced(client: &kube::Client) {
     use kube::api::{Patch, PatchParams};
-    const PROBES: &str = "exo-admission-probe";
     let namespaces = Api::<Namespace>::all(client.clone());
     let ns: Namespace = serde_json::from_value(serde_json::json!({
         "metadata": { "name": PROBES }
@@ -130,4 +143,37 @@ async fn admission_enforced(client: &kube::Client) {
         .await
         .expect("detach the probe");
     let _ = fss.delete(&name, &DeleteParams::default()).await;
+}
+
+/// Likewise for the App policy: wait until a dry-run shrink of a probe
+/// App is refused, then delete the probe.
+async fn app_admission_enforced(client: &kube::Client) {
+    use kube::api::{Patch, PatchParams};
+    let name = format!("probe-{}", exo::wire::random_id().to_lowercase());
+    let apps = Api::<exo::crd::App>::namespaced(client.clone(), PROBES);
+    let probe: exo::crd::App = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": name },
+        "spec": { "image": "probe", "workspace": { "size": "2Gi", "maxSize": "2Gi" } }
+    }))
+    .unwrap();
+    apps.create(&PostParams::default(), &probe)
+        .await
+        .unwrap_or_else(|e| panic!("create probe App {PROBES}/{name}: {e}"));
+    let shrink = Patch::Merge(serde_json::json!({"spec": {"workspace": {"size": "1Gi"}}}));
+    let dry = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    eventually(
+        "the App grow-only policy to be enforced",
+        Duration::from_secs(30),
+        || async {
+            match apps.patch(&name, &dry, &shrink).await {
+                Err(kube::Error::Api(e)) if e.message.contains("grow-only") => Some(()),
+                _ => None,
+            }
+        },
+    )
+    .await;
+    let _ = apps.delete(&name, &DeleteParams::default()).await;
 }

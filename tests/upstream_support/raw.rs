@@ -38,7 +38,11 @@ pub async fn raw_client(cp: &ControlPlane, token: &str) -> Socket {
     send(&mut ws, &hello).await;
     match next_frame(&mut ws).await {
         Frame::Welcome(w) => assert!(
-            w.accepts_alerts && w.accepts_rollouts && w.accepts_tenants && w.accepts_registrations,
+            w.accepts_alerts
+                && w.accepts_rollouts
+                && w.accepts_tenants
+                && w.accepts_registrations
+                && w.accepts_apps,
             "{w:?}"
         ),
         other => panic!("expected welcome, got {other:?}"),

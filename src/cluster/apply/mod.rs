@@ -53,6 +53,9 @@ pub struct Ctx {
     pub tools: Store<Tool>,
     /// Every AgentFS in scope (the AgentFS controller's store).
     pub filesystems: Store<AgentFS>,
+    /// Every App in scope (the App controller's store); `None` without
+    /// their CRD or RBAC.
+    pub apps: Option<Store<crate::crd::App>>,
     /// Exo's baseline ConfigMaps (label `app.kubernetes.io/managed-by:
     /// exo`), for the GitOps engine's drift check.
     pub configmaps: Store<ConfigMap>,
@@ -71,8 +74,8 @@ pub struct Ctx {
     pub fleets: Option<Store<crate::crd::Fleet>>,
     /// `true` once every cache has listed once; reconciles wait for it.
     pub caches_synced: watch::Receiver<bool>,
-    /// Told of every change to the Agent, Tool, AgentFS, Pod, Rollout and
-    /// Tenant caches (the upstream connection streams them from there).
+    /// Told of every change to the Agent, Tool, AgentFS, App, Pod, Rollout
+    /// and Tenant caches (the upstream connection streams them from there).
     pub hubs: super::feeds::Hubs,
     /// Agents (`namespace/name/uid`) whose token Secret is known to exist:
     /// Secrets are not watched (no list/watch RBAC on Secrets), so this
@@ -104,6 +107,7 @@ fn kind_label<K: Resource<DynamicType = ()>>() -> &'static str {
         "Agent" => "Agent",
         "Tool" => "Tool",
         "AgentFS" => "AgentFS",
+        "App" => "App",
         "ConfigMap" => "ConfigMap",
         "Namespace" => "Namespace",
         "Rollout" => "Rollout",

@@ -221,7 +221,7 @@ pub async fn command(
             format!("a copy streams its bytes: use the WebSocket /api/v1/deployments/{name}/fs"),
         );
     }
-    if let Some(why) = unavailable(&app, &name) {
+    if let Some(why) = unavailable(&app, &name, body.command.capability()) {
         return error(StatusCode::CONFLICT, why);
     }
     let timeout = timeout_of(body.timeout_ms);

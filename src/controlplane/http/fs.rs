@@ -58,14 +58,16 @@ fn refuse(status: StatusCode, msg: String) -> Response {
     (status, axum::Json(json!({ "error": msg }))).into_response()
 }
 
-/// Why a deployment cannot take AgentFS commands now, if it cannot.
-pub fn unavailable(app: &App, deployment: &str) -> Option<String> {
+/// Why a deployment cannot take a command that needs `capability` now, if
+/// it cannot: an operator is sent no command it did not announce (one
+/// that does not know its name would close its connection on it).
+pub fn unavailable(app: &App, deployment: &str, capability: &str) -> Option<String> {
     match app.live.capabilities(deployment) {
         None => Some(format!(
             "deployment {deployment} is offline (no live connection); refused"
         )),
-        Some(caps) if !caps.iter().any(|c| c == CAP_MOUNT_FILESYSTEMS) => Some(format!(
-            "deployment {deployment}'s operator does not advertise the {CAP_MOUNT_FILESYSTEMS} \
+        Some(caps) if !caps.iter().any(|c| c == capability) => Some(format!(
+            "deployment {deployment}'s operator does not advertise the {capability} \
              capability (it advertises: {}); upgrade the operator",
             if caps.is_empty() {
                 "nothing".to_owned()
@@ -92,7 +94,7 @@ pub async fn fs(
         }
         Err(e) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
-    if let Some(why) = unavailable(&app, &name) {
+    if let Some(why) = unavailable(&app, &name, CAP_MOUNT_FILESYSTEMS) {
         return refuse(StatusCode::CONFLICT, why);
     }
     ws.max_message_size(4 * CHUNK_BYTES)
@@ -136,6 +138,17 @@ async fn serve(app: Arc<App>, deployment: String, mut user: WebSocket) {
             return;
         }
     };
+    // The upgrade checked `mount-filesystems`; an App volume command needs
+    // its own capability.
+    let capability = opening.command.capability();
+    if capability != CAP_MOUNT_FILESYSTEMS
+        && let Some(why) = unavailable(&app, &deployment, capability)
+    {
+        let r = failed(&id, why);
+        let _ = user.send(Message::Text(json!(r).to_string().into())).await;
+        close(&mut user, "refused").await;
+        return;
+    }
     let actor = opening.actor.unwrap_or_else(|| "api".into());
     let action = format!(
         "fs.{}",

@@ -307,6 +307,7 @@ impl Session {
             accepts_tenants: true,
             accepts_registrations: true,
             accepts_incidents: true,
+            accepts_apps: true,
         });
         // With replicas, the database decides who holds the deployment; the
         // claim and the registration here happen in one order per

@@ -47,15 +47,16 @@ use crate::upstream::health::{ConnState, HealthHandle, LossCause};
 use crate::upstream::tracker::{Tracker, WatchEvent};
 use crate::wire::{self, Frame, HostMeta, ResourceKind, close};
 
-/// The kinds streamed on the wire (Rollouts and Tenants only where they
-/// can be listed).
-pub const WIRE_KINDS: [ResourceKind; 6] = [
+/// The kinds streamed on the wire (Rollouts, Tenants and Apps only where
+/// they can be listed).
+pub const WIRE_KINDS: [ResourceKind; 7] = [
     ResourceKind::Agent,
     ResourceKind::Tool,
     ResourceKind::AgentFS,
     ResourceKind::Pod,
     ResourceKind::Rollout,
     ResourceKind::Tenant,
+    ResourceKind::App,
 ];
 
 type Events = mpsc::Receiver<(ResourceKind, WatchEvent)>;

@@ -225,9 +225,13 @@ impl Ctx {
         if !welcome.accepts_tenants {
             info!("upstream: the control plane does not take Tenants; not sending them");
         }
+        if !welcome.accepts_apps {
+            info!("upstream: the control plane does not take Apps; not sending them");
+        }
         let takes = Takes {
             rollouts: welcome.accepts_rollouts,
             tenants: welcome.accepts_tenants,
+            apps: welcome.accepts_apps,
         };
         let steady = self.steady(tracker, ev_rx, shutdown, &mut stream, &mut link, takes);
         // Beside the session, so a session stuck on a blocked write is
@@ -358,6 +362,7 @@ impl Ctx {
 pub(super) struct Takes {
     pub rollouts: bool,
     pub tenants: bool,
+    pub apps: bool,
 }
 
 impl Takes {
@@ -365,6 +370,7 @@ impl Takes {
         match kind {
             ResourceKind::Rollout => self.rollouts,
             ResourceKind::Tenant => self.tenants,
+            ResourceKind::App => self.apps,
             ResourceKind::Agent
             | ResourceKind::Tool
             | ResourceKind::AgentFS
@@ -392,28 +398,40 @@ mod tests {
 
     #[test]
     fn a_kind_the_control_plane_did_not_announce_is_left_out() {
-        use ResourceKind::{Agent, Rollout, Tenant};
-        let mut t = Tracker::new([Agent, Rollout, Tenant]);
-        for k in [Agent, Rollout, Tenant] {
+        use ResourceKind::{Agent, App, Rollout, Tenant};
+        let mut t = Tracker::new([Agent, Rollout, Tenant, App]);
+        for k in [Agent, Rollout, Tenant, App] {
             let r = Packed::new(&Resource::bare(k, "x", "1")).unwrap();
             t.on_event(k, WatchEvent::Apply(r));
         }
         let kinds = |takes: Takes| -> Vec<ResourceKind> {
-            takes
+            let mut k: Vec<_> = takes
                 .all(&t)
                 .iter()
                 .map(|j| serde_json::from_str::<Resource>(j).unwrap().key.kind)
-                .collect()
+                .collect();
+            k.sort();
+            k
         };
-        for (rollouts, tenants, want) in [
-            (false, false, vec![Agent]),
-            (true, false, vec![Agent, Rollout]),
-            (false, true, vec![Agent, Tenant]),
-            (true, true, vec![Agent, Rollout, Tenant]),
+        for (rollouts, tenants, apps, want) in [
+            (false, false, false, vec![Agent]),
+            (true, false, false, vec![Agent, Rollout]),
+            (false, true, false, vec![Agent, Tenant]),
+            (false, false, true, vec![Agent, App]),
+            (true, true, true, vec![Agent, Rollout, Tenant, App]),
         ] {
-            let takes = Takes { rollouts, tenants };
-            assert_eq!(kinds(takes), want, "rollouts {rollouts}, tenants {tenants}");
+            let takes = Takes {
+                rollouts,
+                tenants,
+                apps,
+            };
+            assert_eq!(
+                kinds(takes),
+                want,
+                "rollouts {rollouts}, tenants {tenants}, apps {apps}"
+            );
             assert!(takes.kind(Agent));
+            assert_eq!(takes.kind(App), apps);
             assert_eq!(takes.kind(Tenant), tenants);
         }
     }

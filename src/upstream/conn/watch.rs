@@ -2,9 +2,9 @@
 //! caches) and for the kinds a [`super::Feed`] does not carry: each turns
 //! watch events into the wire form the tracker folds.
 //!
-//! Rollouts and Tenants are optional: where they cannot be listed (the CRD
-//! is not installed, or RBAC does not allow it) they are not watched and
-//! not waited for, and the other kinds stream as before. Tenants are
+//! Rollouts, Tenants and Apps are optional: where they cannot be listed
+//! (the CRD is not installed, or RBAC does not allow it) they are not
+//! watched and not waited for, and the other kinds stream as before. Tenants are
 //! cluster-scoped: a connection that watches one namespace streams only
 //! the Tenants of that namespace's Fleets (label
 //! `autonomic.sh/fleet-namespace`), as the tenant engine drives only those.
@@ -23,7 +23,7 @@ use super::WIRE_KINDS;
 use crate::cluster::error::is_unlistable;
 use crate::cluster::feeds::fleet_tenants;
 use crate::crd::tenant::Tenant;
-use crate::crd::{Agent, AgentFS, Rollout, Tool};
+use crate::crd::{Agent, AgentFS, App, Rollout, Tool};
 use crate::upstream::config::UpstreamConfig;
 use crate::upstream::packed::encode;
 use crate::upstream::tracker::WatchEvent;
@@ -58,6 +58,13 @@ pub(super) async fn spawn_own(
                 }
                 spawn_watch(set, rollouts, kind, wc(), tx);
             }
+            ResourceKind::App => {
+                let apps = api::<App>(client, ns);
+                if !listable(&apps, &ListParams::default()).await {
+                    continue;
+                }
+                spawn_watch(set, apps, kind, wc(), tx);
+            }
             ResourceKind::Tenant => {
                 let tenants = Api::<Tenant>::all(client.clone());
                 let selector = ns.map(fleet_tenants);
@@ -76,7 +83,7 @@ pub(super) async fn spawn_own(
     kinds
 }
 
-/// Whether `K` (Rollouts, Tenants) can be listed; a refusal other than "no
+/// Whether `K` (Rollouts, Tenants, Apps) can be listed; a refusal other than "no
 /// such CRD" or "forbidden" (the apiserver is away, say) is left to the
 /// watch's retries.
 async fn listable<K>(api: &Api<K>, lp: &ListParams) -> bool

@@ -26,6 +26,17 @@ function resourceDetail(r) {
       if (spec.size) parts.push(`size ${spec.size}${spec.maxSize ? ` (max ${spec.maxSize})` : ''}`);
       if (Array.isArray(status.mountedBy) && status.mountedBy.length) parts.push(`mounted by ${status.mountedBy.join(', ')}`);
       break;
+    case 'App': {
+      if (spec.image) parts.push(spec.image);
+      const vol = (name, v) => (v && v.size ? `${name} ${v.size}${v.maxSize ? ` (max ${v.maxSize})` : ''}` : null);
+      const ws = vol('workspace', spec.workspace);
+      const db = vol('database', spec.database && spec.database.postgres);
+      if (ws) parts.push(ws);
+      if (db) parts.push(db);
+      if (spec.retain) parts.push('retain');
+      if (status.podName) parts.push(`pod ${status.podName}`);
+      break;
+    }
     case 'Pod':
       if (spec.nodeName) parts.push(`node ${spec.nodeName}`);
       break;

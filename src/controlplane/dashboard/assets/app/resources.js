@@ -6,7 +6,7 @@ import { dash, str } from './format.js';
 import { frameSeen, heartbeatText, noteHeartbeat, tickHeartbeats } from './heartbeat.js';
 import { stateBadge } from './page.js';
 
-const KIND_ORDER = ['Agent', 'Tool', 'AgentFS', 'Pod', 'Rollout', 'Tenant'];
+const KIND_ORDER = ['Agent', 'Tool', 'AgentFS', 'App', 'Pod', 'Rollout', 'Tenant'];
 export const resKey = (r) => `${r.kind}\u0000${r.namespace}\u0000${r.name}`;
 export function compareRes(a, b) {
   const ka = KIND_ORDER.indexOf(a.kind); const kb = KIND_ORDER.indexOf(b.kind);

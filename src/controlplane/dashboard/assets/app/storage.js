@@ -1,4 +1,4 @@
-// The Storage page: every AgentFS, its capacity, PVC and mounts, and usage on request.
+// The Storage page: every AgentFS, its capacity, PVC and mounts, and usage on request; then App storage.
 
 import { $, clear, el, enc } from './dom.js';
 import { postJSON } from './api.js';
@@ -6,6 +6,7 @@ import { dash, formatBytes } from './format.js';
 import { live } from './live.js';
 import { dataTable, pageHead, setStatus } from './page.js';
 import { compareRes, deploymentSummary, resKey, resourcePhase, resourceSet } from './resources.js';
+import { appStorageSection } from './app-storage.js';
 
 export function pageStorage(main, deployment) {
   const summary = deploymentSummary(deployment);
@@ -13,9 +14,12 @@ export function pageStorage(main, deployment) {
     'Namespace', 'AgentFS', 'Phase', 'Size (max)', ['Requested', 'num'], ['Provisioned', 'num'], 'PVC', 'Mounted by', 'Usage',
   ]);
   const empty = el('p', { class: 'empty', hidden: true }, 'No AgentFS in this deployment’s view.');
+  const apps = appStorageSection(deployment);
   clear(main).append(
-    pageHead(`Infrastructure › Storage · ${deployment}`, 'Every AgentFS: capacity asked for and provisioned, its PVC, who mounts it; real usage on request (df through the operator).'),
-    el('div', { class: 'card table-wrap' }, table, empty));
+    pageHead(`Infrastructure › Storage · ${deployment}`, 'Every AgentFS: capacity asked for and provisioned, its PVC, who mounts it; real usage on request (df through the operator). Then every App’s workspace and database.'),
+    el('section', { class: 'card table-wrap storage', 'aria-labelledby': 'agentfs-title' },
+      el('h2', { id: 'agentfs-title' }, 'File systems'), table, empty),
+    apps.section);
   $('.page-head', main).append(summary.box);
 
   const rows = new Map();
@@ -68,6 +72,7 @@ export function pageStorage(main, deployment) {
   };
 
   const render = () => {
+    apps.render([...set.map.values()]);
     const list = [...set.map.values()].filter((r) => r.kind === 'AgentFS').sort(compareRes);
     const keep = new Set(list.map(resKey));
     for (const [key, row] of rows) if (!keep.has(key)) { row.tr.remove(); rows.delete(key); }
