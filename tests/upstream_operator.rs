@@ -350,7 +350,7 @@ async fn operator_run_streams_its_own_caches_upstream() {
     assert!(
         log.contains("streaming the operator's caches")
             && log.contains(
-                r#"[\"Agent\", \"Tool\", \"AgentFS\", \"Rollout\", \"Tenant\", \"Pod\"]"#
+                r#"[\"Agent\", \"Tool\", \"AgentFS\", \"Rollout\", \"Tenant\", \"App\", \"Pod\"]"#
             ),
         "the upstream reads the operator's caches, no watches of its own:\n{log}"
     );
