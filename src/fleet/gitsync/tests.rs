@@ -1,6 +1,8 @@
 //! The checkout's tests: URL policy, errors, and writing commits out.
 
 use super::*;
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 #[test]
 fn url_policy() {
