@@ -356,9 +356,20 @@ impl Session {
     }
 
     pub async fn click(&self, css: &str) {
-        let e = self.wait_for(css).await;
-        if let Err(err) = e.click().await {
-            self.fail(&format!("click `{css}`: {err}")).await;
+        // A live page may render the element again between the find and
+        // the click (a lane's page reloads its table on each event): a
+        // stale element was not clicked, so it is found again and clicked.
+        let mut tries = 0;
+        loop {
+            let e = self.wait_for(css).await;
+            match e.click().await {
+                Ok(()) => return,
+                Err(err) if tries < 10 && err.to_string().contains("stale element") => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(err) => self.fail(&format!("click `{css}`: {err}")).await,
+            }
         }
     }
 
