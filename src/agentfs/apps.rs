@@ -102,13 +102,8 @@ fn retained(
 /// Every App's volumes in `namespace` (all when `None`), and the
 /// retained volumes of Apps that are gone.
 pub async fn list(client: &Client, namespace: Option<&str>) -> Result<AppVolumeList, FsError> {
-    let (apps, pvcs): (Api<App>, Api<PersistentVolumeClaim>) = match namespace {
-        Some(ns) => (
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-        ),
-        None => (Api::all(client.clone()), Api::all(client.clone())),
-    };
+    let apps: Api<App> = super::api_in(client, namespace);
+    let pvcs: Api<PersistentVolumeClaim> = super::api_in(client, namespace);
     let apps = apps
         .list(&ListParams::default())
         .await

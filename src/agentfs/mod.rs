@@ -31,6 +31,19 @@ pub mod script;
 pub mod tarstream;
 pub mod transfer;
 
+/// A namespaced kind's API in `namespace`, or in every namespace when
+/// `None` (what `exo fs list` and `list --apps` read).
+fn api_in<K>(client: &kube::Client, namespace: Option<&str>) -> kube::Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    <K as kube::Resource>::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => kube::Api::namespaced(client.clone(), ns),
+        None => kube::Api::all(client.clone()),
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum FsError {
     #[error(transparent)]

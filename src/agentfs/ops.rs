@@ -46,13 +46,8 @@ fn info(fs: &AgentFS) -> FsInfo {
 /// AgentFS volumes, and retained volumes whose AgentFS is gone (phase
 /// `Retained`): their PVC and data can be reclaimed.
 pub async fn list(client: &Client, namespace: Option<&str>) -> Result<FsList, FsError> {
-    let (fss, pvcs): (Api<AgentFS>, Api<PersistentVolumeClaim>) = match namespace {
-        Some(ns) => (
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-        ),
-        None => (Api::all(client.clone()), Api::all(client.clone())),
-    };
+    let fss: Api<AgentFS> = super::api_in(client, namespace);
+    let pvcs: Api<PersistentVolumeClaim> = super::api_in(client, namespace);
     let fss = fss
         .list(&ListParams::default())
         .await
