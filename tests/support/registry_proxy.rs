@@ -48,6 +48,10 @@ pub struct RegistryProxy {
     /// Upload PUTs (counted since the last reset) forwarded before every
     /// further one is answered 503; unlimited by default.
     pub uploads_allowed: Arc<AtomicU64>,
+    /// Upload PUTs past this many hang, unanswered, until it is raised;
+    /// then they are refused (503) and never reach the registry: a backup
+    /// caught in the middle, for a kill.
+    pub hold_after: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -67,6 +71,7 @@ struct ProxyState {
     counts: Arc<Counts>,
     corrupt: Arc<Mutex<Option<String>>>,
     uploads_allowed: Arc<AtomicU64>,
+    hold_after: Arc<AtomicU64>,
 }
 
 async fn forward(
@@ -76,8 +81,30 @@ async fn forward(
     use http_body_util::BodyExt;
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().to_owned();
-    let body = axum::body::to_bytes(body, 64 << 20).await.unwrap();
     let method = parts.method.clone();
+    if path.contains("/blobs/uploads/") && method == axum::http::Method::PUT {
+        // Held before its body is read: a killed client's bytes that are
+        // already on the way cannot slip through after a release.
+        let mut held = false;
+        while st.counts.upload_puts.load(Ordering::SeqCst) >= st.hold_after.load(Ordering::SeqCst) {
+            held = true;
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        if held {
+            // Its client was killed while it hung: it never arrives.
+            return axum::response::Response::builder()
+                .status(503)
+                .body(axum::body::Body::from("held for the test"))
+                .unwrap();
+        }
+    }
+    let Ok(body) = axum::body::to_bytes(body, 64 << 20).await else {
+        // The client went away in the middle of its request.
+        return axum::response::Response::builder()
+            .status(400)
+            .body(axum::body::Body::from("request cut off"))
+            .unwrap();
+    };
     if path.contains("/blobs/uploads/") {
         if method == axum::http::Method::POST {
             st.counts.upload_posts.fetch_add(1, Ordering::SeqCst);
@@ -141,6 +168,7 @@ impl RegistryProxy {
         let counts = Arc::new(Counts::default());
         let corrupt = Arc::new(Mutex::new(None));
         let uploads_allowed = Arc::new(AtomicU64::new(u64::MAX));
+        let hold_after = Arc::new(AtomicU64::new(u64::MAX));
         let state = ProxyState {
             upstream: upstream.to_owned(),
             client: hyper_util::client::legacy::Client::builder(
@@ -150,6 +178,7 @@ impl RegistryProxy {
             counts: Arc::clone(&counts),
             corrupt: Arc::clone(&corrupt),
             uploads_allowed: Arc::clone(&uploads_allowed),
+            hold_after: Arc::clone(&hold_after),
         };
         let app = axum::Router::new().fallback(forward).with_state(state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -162,6 +191,7 @@ impl RegistryProxy {
             counts,
             corrupt,
             uploads_allowed,
+            hold_after,
             task,
         }
     }
