@@ -15,6 +15,10 @@
 //!
 //! Knobs: EXO_BENCH_AGENTS (1000), EXO_BENCH_RUNS (3), EXO_BENCH_WATCHED
 //! (10000), EXO_BENCH_CONCURRENCY (the operator's `--concurrency`, 16).
+//!
+//! `EXO_BENCH_WRITE_FLOOR=1` measures only the write floor of a cold
+//! deploy of N Agents ([`write_floor`]), once per run: what
+//! `benches/gitops.sh`'s cold deploy is compared with.
 //! Prints a Markdown table for BENCHMARKS.md.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // a bench: a panic is a failed run
@@ -152,6 +156,82 @@ where
         .try_collect()
         .await
         .unwrap()
+}
+
+/// The children the operator makes for each of `agents`: pod, headless
+/// Service, token Secret.
+fn children_of(agents: &[Agent]) -> (Vec<Pod>, Vec<Service>, Vec<Secret>) {
+    let (mut pods, mut svcs, mut secrets) = (Vec::new(), Vec::new(), Vec::new());
+    for a in agents {
+        let owner = Owner::of(a).unwrap();
+        pods.push(build::agent_pod(&owner, &a.spec, &[]).unwrap());
+        svcs.push(build::agent_service(&owner).unwrap());
+        secrets.push(build::agent_secret(&owner, &hex::encode([7u8; 32])));
+    }
+    (pods, svcs, secrets)
+}
+
+/// The write floor of a cold deploy of `n` Agents: every write the
+/// operator must make per Agent (the Agent itself, applied from git; its
+/// pod, headless Service and token Secret; its finalizer; its first
+/// status), made by a client that does nothing else, 32 in flight per
+/// kind, the children, finalizers and statuses of created Agents at once.
+/// No reads, no waiting for pods, no verification. Seconds.
+async fn write_floor(c: &Client, ns: &str, n: usize) -> f64 {
+    use kube::api::{Patch, PatchParams};
+    create_ns(c, ns).await;
+    let agents: Api<Agent> = Api::namespaced(c.clone(), ns);
+    let start = Instant::now();
+    let created = create_all(&agents, (0..n).map(|i| agent(&format!("a{i}"))).collect()).await;
+    let (pods, svcs, secrets) = children_of(&created);
+    let names: Vec<String> = created
+        .iter()
+        .map(|a| a.metadata.name.clone().unwrap())
+        .collect();
+    let patch_all = |status: bool| {
+        let agents = agents.clone();
+        let names = names.clone();
+        async move {
+            futures::stream::iter(names)
+                .map(|name| {
+                    let agents = agents.clone();
+                    async move {
+                        let pp = PatchParams::default();
+                        if status {
+                            let p =
+                                Patch::Merge(serde_json::json!({"status": {"phase": "Active"}}));
+                            agents.patch_status(&name, &pp, &p).await.map(|_| ())
+                        } else {
+                            let p = Patch::Merge(serde_json::json!(
+                                {"metadata": {"finalizers": [exo::meta::FINALIZER_AGENT]}}
+                            ));
+                            agents.patch(&name, &pp, &p).await.map(|_| ())
+                        }
+                    }
+                })
+                .buffer_unordered(32)
+                .try_collect::<Vec<()>>()
+                .await
+                .unwrap()
+        }
+    };
+    let (pod_api, svc_api, secret_api) = (
+        Api::<Pod>::namespaced(c.clone(), ns),
+        Api::<Service>::namespaced(c.clone(), ns),
+        Api::<Secret>::namespaced(c.clone(), ns),
+    );
+    tokio::join!(
+        create_all(&pod_api, pods),
+        create_all(&svc_api, svcs),
+        create_all(&secret_api, secrets),
+        patch_all(false),
+        patch_all(true),
+    );
+    let secs = start.elapsed().as_secs_f64();
+    release::<Agent>(c, ns).await;
+    delete_ns(c, ns).await;
+    wait_gone(c, ns).await;
+    secs
 }
 
 struct Op {
@@ -370,6 +450,25 @@ async fn main() {
     let mut s = Samples::default();
     let tag = std::process::id();
 
+    if knob("EXO_BENCH_WRITE_FLOOR", 0) == 1 {
+        let mut floors = Vec::new();
+        for run in 0..runs {
+            let secs = write_floor(&c, &format!("bench-wf-{tag}-{run}"), n).await;
+            eprintln!(
+                "run {}/{runs}: write floor of {n} Agents ({} writes): {secs:.1} s",
+                run + 1,
+                6 * n
+            );
+            floors.push(secs);
+        }
+        println!(
+            "| write floor of a cold deploy: {n} Agents, {} writes, 32 in flight per kind ({runs} runs, median) | {:.1} s |",
+            6 * n,
+            median(floors)
+        );
+        return;
+    }
+
     for run in 0..runs {
         eprintln!("run {}/{runs}: {n} agents", run + 1);
         let ns_op = format!("bench-op-{tag}-{run}");
@@ -508,13 +607,7 @@ async fn main() {
             (0..n).map(|i| agent(&format!("a{i}"))).collect(),
         )
         .await;
-        let (mut pods_fl, mut svcs_fl, mut secrets_fl) = (Vec::new(), Vec::new(), Vec::new());
-        for a in &fl_agents {
-            let owner = Owner::of(a).unwrap();
-            pods_fl.push(build::agent_pod(&owner, &a.spec, &[]).unwrap());
-            svcs_fl.push(build::agent_service(&owner).unwrap());
-            secrets_fl.push(build::agent_secret(&owner, &hex::encode([7u8; 32])));
-        }
+        let (pods_fl, svcs_fl, secrets_fl) = children_of(&fl_agents);
         let (pod_api, svc_api, secret_api) = (
             Api::<Pod>::namespaced(c.clone(), &ns_fl),
             Api::<Service>::namespaced(c.clone(), &ns_fl),
