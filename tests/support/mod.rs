@@ -6,6 +6,7 @@
 //! A missing environment is a test failure with instructions, never a skip.
 #![allow(dead_code)]
 
+pub mod backup;
 pub mod balancer;
 pub mod blackhole;
 pub mod browser;
