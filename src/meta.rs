@@ -46,6 +46,9 @@ pub const LABEL_BASELINE: &str = "autonomic.sh/baseline";
 pub const LABEL_CREDENTIAL: &str = "autonomic.sh/credential";
 /// Label naming the AgentFS a helper pod serves.
 pub const LABEL_FS_HELPER: &str = "autonomic.sh/fs-helper";
+/// On a restore drill's scratch AgentFS: the AgentFS whose backup it
+/// proves (it is owned by that volume too).
+pub const LABEL_BACKUP_DRILL: &str = "autonomic.sh/backup-drill";
 /// The node label (and taint key) that names a node's tier.
 pub const LABEL_NODE_TIER: &str = "autonomic.sh/node-tier";
 /// Nodes with this label run the cluster's control plane: no tenant pod

@@ -12,11 +12,11 @@ mod support;
 use std::time::Duration;
 
 use exo::crd::{Agent, AgentFS, AgentPhase};
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{Patch, PatchParams};
 use support::operator::{
-    OperatorProcess, agent, agentfs, create, delete_refused, mount, pod_name, restricted_namespace,
-    volume_folder, wait_for, wait_gone,
+    OperatorProcess, agent, agentfs, create, create_baseline, delete_refused, mount, pod_name,
+    restricted_namespace, volume_folder, wait_for, wait_gone,
 };
 use support::{eventually, kubectl};
 
@@ -45,11 +45,7 @@ async fn delete_refused_while_mounted_then_detach_delete_and_retain() {
     let pvcs = ns.api::<PersistentVolumeClaim>();
     // The agents' baseline: like the kubelet, the seam materialises a pod
     // only once every volume it mounts is there.
-    let baseline: ConfigMap = serde_json::from_value(serde_json::json!({
-        "metadata": { "name": "persona-0001" }, "data": { "persona.md": "test" }
-    }))
-    .unwrap();
-    create(&ns.api::<ConfigMap>(), &baseline).await;
+    create_baseline(&ns).await;
     create(&fss, &agentfs("shared", "1Gi", "2Gi", true)).await;
     create(&fss, &agentfs("scratch", "1Gi", "2Gi", false)).await;
     let mut alpha = agent("alpha");

@@ -14,14 +14,12 @@
 mod support;
 mod upstream_support;
 
-use std::process::Output;
-
 use exo::crd::{AgentFSPhase, App, AppPhase, AppVolumeKind};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use std::time::Duration;
 
-use support::fs::{json, ok, refused};
+use support::fs::{exo_fs, json, ok, refused};
 use support::operator::{
     OperatorProcess, create, restricted_namespace, the_pod, wait_for, wait_gone, wait_no_pod,
 };
@@ -46,17 +44,6 @@ fn app(name: &str, database: bool, retain: bool) -> App {
         "metadata": { "name": name }, "spec": spec
     }))
     .expect("App fixture")
-}
-
-fn exo_fs(ns: &str, args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_exo"))
-        .arg("fs")
-        .args(args)
-        .args(["-n", ns])
-        .env("KUBECONFIG", &env().kubeconfig)
-        .env_remove("EXO_DEPLOYMENT")
-        .output()
-        .expect("run exo fs")
 }
 
 fn request(p: &PersistentVolumeClaim) -> String {

@@ -18,7 +18,7 @@ use exo::backup::store::Blob;
 use exo::backup::{Options, Repository};
 use exo::crd::AgentFS;
 use kube::api::{Patch, PatchParams};
-use support::backup::{backup_of, noise};
+use support::backup::{backup_of, noise_from};
 use support::eventually;
 use support::operator::{OperatorProcess, create, restricted_namespace, volume_folder, wait_for};
 use support::registry_proxy::{Counts, RegistryProxy};
@@ -91,7 +91,7 @@ async fn a_killed_operator_and_a_failing_registry_leave_no_broken_backup() {
     let dir = volume_folder(&ns, &bound.status.unwrap().pvc_name.unwrap()).await;
     std::fs::write(dir.join("notes.md"), b"kept\n").unwrap();
     // About ten chunks of 4 MiB on average.
-    std::fs::write(dir.join("big.bin"), noise(1, 40 << 20)).unwrap();
+    std::fs::write(dir.join("big.bin"), noise_from(1, 40 << 20)).unwrap();
 
     let request = |r: &'static str| {
         let api = api.clone();
@@ -180,7 +180,7 @@ async fn a_killed_operator_and_a_failing_registry_leave_no_broken_backup() {
 
     // 2. The registry fails in the middle: a new big file (every chunk
     // new), two uploads let through, then 503s.
-    std::fs::write(dir.join("big.bin"), noise(2, 40 << 20)).unwrap();
+    std::fs::write(dir.join("big.bin"), noise_from(2, 40 << 20)).unwrap();
     proxy.counts.reset();
     proxy.uploads_allowed.store(2, Ordering::SeqCst);
     request("r2").await;

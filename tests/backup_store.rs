@@ -23,7 +23,6 @@ use exo::backup::{
 };
 use hyper::body::Bytes;
 use sha2::{Digest, Sha256};
-use support::backup::noise;
 use support::registry_proxy::{Counts, RegistryProxy};
 
 // ------------------------------------------------------------------ the volume
@@ -36,6 +35,21 @@ const TEST_SIZES: ChunkSizes = ChunkSizes {
     avg: 256 * 1024,
     max: 1024 * 1024,
 };
+
+/// Deterministic pseudo-random bytes (splitmix64).
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut s = seed;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = s;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
 
 /// A volume's files, by path under the top name `vol`.
 type Files = BTreeMap<String, Vec<u8>>;

@@ -6,29 +6,15 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::path::Path;
 use std::time::Duration;
 
-use exo::crd::{Agent, AgentFS, AgentPhase};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use exo::crd::{Agent, AgentFS};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, Patch, PatchParams};
-use support::fs::{json, ok, refused, staging};
-use support::operator::{
-    OperatorProcess, agent, create, mount, restricted_namespace, volume_folder, wait_for,
-};
-use support::{env, eventually};
-
-fn exo_fs(ns: &str, args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_exo"))
-        .arg("fs")
-        .args(args)
-        .args(["-n", ns])
-        .env("KUBECONFIG", &env().kubeconfig)
-        .env_remove("EXO_DEPLOYMENT")
-        .output()
-        .expect("run exo fs")
-}
+use support::eventually;
+use support::fs::{bound, exo_fs, files_of, json, ok, refused, staging};
+use support::operator::{OperatorProcess, active_agent_mounting, restricted_namespace, wait_for};
 
 fn write_tree(root: &Path) {
     std::fs::create_dir_all(root.join("sub/deeper")).unwrap();
@@ -39,39 +25,6 @@ fn write_tree(root: &Path) {
     )
     .unwrap();
     std::fs::write(root.join("sub/deeper/empty"), b"").unwrap();
-}
-
-fn files_of(root: &Path) -> Vec<(String, Vec<u8>)> {
-    fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
-        let mut entries: Vec<_> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        entries.sort();
-        for p in entries {
-            if p.is_dir() {
-                walk(base, &p, out);
-            } else {
-                let rel = p.strip_prefix(base).unwrap().display().to_string();
-                out.push((rel, std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(root, root, &mut out);
-    out
-}
-
-async fn bound(ns: &support::TestNamespace, name: &str) -> PathBuf {
-    wait_for(&ns.api::<AgentFS>(), name, "Bound", |f| {
-        f.status.as_ref().and_then(|s| s.pvc_name.clone()).is_some()
-            && f.status
-                .as_ref()
-                .and_then(|s| s.provisioned.clone())
-                .is_some()
-    })
-    .await;
-    volume_folder(ns, &format!("agentfs-{name}")).await
 }
 
 #[tokio::test]
@@ -256,18 +209,7 @@ async fn direct_route_every_verb_and_refusal() {
 
     // Mounted by an agent: ls runs in the agent's pod; delete is refused
     // naming the agent; detached, it goes.
-    let baseline: ConfigMap = serde_json::from_value(serde_json::json!({
-        "metadata": { "name": "persona-0001" }, "data": { "persona.md": "test" }
-    }))
-    .unwrap();
-    create(&ns.api::<ConfigMap>(), &baseline).await;
-    let mut worker = agent("worker");
-    worker.spec.filesystems = Some(vec![mount("data", None, false)]);
-    create(&ns.api::<Agent>(), &worker).await;
-    wait_for(&ns.api::<Agent>(), "worker", "Active", |a| {
-        a.status.as_ref().and_then(|s| s.phase) == Some(AgentPhase::Active)
-    })
-    .await;
+    active_agent_mounting(&ns, "worker", "data").await;
     wait_for(&ns.api::<AgentFS>(), "data", "mountedBy worker", |f| {
         f.status
             .as_ref()

@@ -14,37 +14,11 @@ use std::collections::BTreeMap;
 
 use exo::agentfs::tarstream::Limits;
 use exo::backup::{Options, Repository};
-use exo::crd::{AgentFS, BackupStatus};
+use exo::crd::AgentFS;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams, PostParams};
+use support::backup::{backup_of, noise, volume};
 use support::operator::{OperatorProcess, create, restricted_namespace, volume_folder, wait_for};
-
-/// Bytes that do not compress or repeat (a fixed LCG).
-fn noise(n: usize) -> Vec<u8> {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    (0..n)
-        .map(|_| {
-            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-            (x >> 33) as u8
-        })
-        .collect()
-}
-
-fn backup_of(fs: &AgentFS) -> BackupStatus {
-    fs.status
-        .as_ref()
-        .and_then(|s| s.backup.clone())
-        .unwrap_or_default()
-}
-
-fn volume(name: &str, policy: serde_json::Value) -> AgentFS {
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "autonomic.sh/v1alpha1", "kind": "AgentFS",
-        "metadata": { "name": name },
-        "spec": { "size": "1Gi", "maxSize": "2Gi", "backup": policy }
-    }))
-    .unwrap()
-}
 
 /// The files of a backup, restored from the registry: path -> bytes.
 async fn restored(repo: &Repository, reference: &str) -> BTreeMap<String, Vec<u8>> {

@@ -90,8 +90,11 @@ async fn kustomization_applies_and_its_rbac_is_enough_to_operate() {
     // The push receiver reads a Fleet and its webhook Secret by name, and
     // stamps the Fleet's sync-requested annotation. AgentFS file commands
     // exec in pods, and start, mark and delete helper pods. Apps are
-    // watched, and grown by a tunnelled `app_resize`.
+    // watched, and grown by a tunnelled `app_resize`. A restore drill
+    // creates and deletes its scratch AgentFS.
     for (verb, resource) in [
+        ("create", "agentfs.autonomic.sh"),
+        ("delete", "agentfs.autonomic.sh"),
         ("get", "fleets.autonomic.sh"),
         ("patch", "fleets.autonomic.sh"),
         ("watch", "apps.autonomic.sh"),

@@ -112,6 +112,42 @@ pub fn choose(pods: &[Pod], pvc: &str, write: bool) -> Option<Target> {
     found.into_iter().next()
 }
 
+/// The pods that mount claim `pvc`, but for `fs`'s own helper pod, by
+/// name (pure): whoever a restore into the volume would write under. A pod
+/// that has ended (Succeeded, Failed) mounts nothing any more; one still
+/// starting or being deleted does.
+pub fn others_mounting(pods: &[Pod], pvc: &str, fs: &str) -> Vec<String> {
+    let mut names: Vec<String> = pods
+        .iter()
+        .filter(|p| {
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            !matches!(phase, Some("Succeeded" | "Failed"))
+        })
+        .filter(|p| {
+            p.spec
+                .iter()
+                .flat_map(|s| s.volumes.iter().flatten())
+                .any(|v| {
+                    v.persistent_volume_claim
+                        .as_ref()
+                        .is_some_and(|c| c.claim_name == pvc)
+                })
+        })
+        .filter_map(|p| {
+            let name = p.metadata.name.clone()?;
+            let helper = name == helper_name(fs)
+                && p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(LABEL_FS_HELPER))
+                    .is_some_and(|v| v == fs);
+            (!helper).then_some(name)
+        })
+        .collect();
+    names.sort();
+    names
+}
+
 /// The helper pod for `fs` (pure), placed like the tenant's own pods: on
 /// `tier`'s nodes when there is one, never on a control-plane node.
 /// The helper pod of `fs`: on the tenant's node `tier`, as its first uid
@@ -372,6 +408,24 @@ mod tests {
         assert!(choose(&pods, "agentfs-other", false).is_none());
         // Not ready: not chosen.
         assert!(choose(&[agent_pod("agent-b", false)], "agentfs-data", false).is_none());
+    }
+
+    #[test]
+    fn others_mounting_leaves_out_the_volumes_own_helper_and_ended_pods() {
+        let helper = running(helper_pod(&fs("data"), "img", 0, None, None));
+        let agent = agent_pod("agent-a", true);
+        let mut done = running(agent_pod("job-1", false));
+        done.status.as_mut().unwrap().phase = Some("Succeeded".into());
+        // Another volume's helper that mounts this claim is someone else.
+        let mut stranger = helper_pod(&fs("data"), "img", 0, None, None);
+        stranger.metadata.name = Some("exo-fs-other".into());
+        let pods = [helper, agent, done, stranger];
+        assert_eq!(
+            others_mounting(&pods, "agentfs-data", "data"),
+            ["agent-a", "exo-fs-other"]
+        );
+        assert!(others_mounting(&pods, "agentfs-else", "else").is_empty());
+        assert!(others_mounting(&pods[..1], "agentfs-data", "data").is_empty());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! Paths are walked one folder at a time from the volume's root and a
 //! symbolic link anywhere on the way is refused, so no operation reaches
 //! outside the volume through a link planted in it. Needs `sh`, `stat`,
-//! `df`, `awk`, `tar`, `find`, `sha256sum`, `mv` (busybox has them all).
+//! `df`, `awk`, `tar`, `find`, `sha256sum`, `mv`, `ls` (busybox has them all).
 
 use crate::wire::fs::{EntryKind, FsEntry, FsUsage};
 
@@ -109,6 +109,55 @@ if [ -f ".exo-part-$1.pid" ]; then kill "$(cat ".exo-part-$1.pid")" 2>/dev/null;
 rm -rf -- ".exo-part-$1" ".exo-part-$1.pid"
 "#;
 
+/// A shell function, `foreign`, that prints the first entry at the volume
+/// root (the current folder) that makes it not empty: anything but the
+/// staging folders of copies and an empty `lost+found`. One rule for both
+/// [`EMPTY`] and [`COMMIT_ROOT`]. (A macro, so `concat!` can join it.)
+macro_rules! foreign_fn {
+    () => {
+        r#"foreign() {
+  set +f
+  for f in .* *; do
+    case $f in .|..|.exo-part-*) continue;; esac
+    [ -e "$f" ] || [ -L "$f" ] || continue
+    if [ "$f" = lost+found ] && [ -d "$f" ] && [ ! -L "$f" ] && [ -z "$(ls -A -- "$f" 2>/dev/null)" ]; then continue; fi
+    printf '%s\n' "$f"; break
+  done
+  set -f
+}
+"#
+    };
+}
+
+/// `empty`: prints the first entry that makes the volume not empty
+/// (nothing when it is empty).
+const EMPTY: &str = concat!("go /\n", foreign_fn!(), "foreign\n");
+
+/// `commit-root ID TOP`: a restore's end. The volume must still be empty
+/// (the same rule as [`EMPTY`]); then everything in the staged TOP moves
+/// to the volume's root (an empty folder there, `lost+found`, is
+/// replaced), and the staging folder goes.
+const COMMIT_ROOT: &str = concat!(
+    "go /\n",
+    foreign_fn!(),
+    r#"x=$(foreign)
+if [ -n "$x" ]; then echo "exo: the volume is not empty: it holds $x" >&2; exit 7; fi
+S="$R/.exo-part-$1/$2"
+if [ -L "$S" ] || [ ! -d "$S" ]; then echo "exo: nothing staged under $2" >&2; exit 6; fi
+cd -- "$S" || exit 6
+set +f
+for f in .* *; do
+  case $f in .|..) continue;; esac
+  [ -e "$f" ] || [ -L "$f" ] || continue
+  if [ -e "$R/$f" ] || [ -L "$R/$f" ]; then
+    rmdir -- "$R/$f" 2>/dev/null || { echo "exo: $f exists in the volume" >&2; exit 7; }
+  fi
+  mv -f -- "$f" "$R/$f" || exit 6
+done
+cd -- "$R" && rm -rf -- ".exo-part-$1"
+"#
+);
+
 /// `pack PARENT NAME`: a tar of PARENT/NAME on stdout. The script then
 /// waits for a line (or the end) on stdin, which the reader sends once it
 /// has seen the archive's end: the exec's exit status can then never
@@ -149,6 +198,8 @@ pub enum Op {
     Pack,
     PackVolume,
     Sums,
+    Empty,
+    CommitRoot,
 }
 
 impl Op {
@@ -163,6 +214,8 @@ impl Op {
             Op::Pack => PACK,
             Op::PackVolume => PACK_VOLUME,
             Op::Sums => SUMS,
+            Op::Empty => EMPTY,
+            Op::CommitRoot => COMMIT_ROOT,
         }
     }
 
@@ -279,5 +332,54 @@ mod tests {
         assert_eq!(cmd[0], "sh");
         assert!(!cmd[2].contains("rm -rf /)"));
         assert_eq!(cmd.last().map(String::as_str), Some("$(rm -rf /)"));
+    }
+
+    /// Runs `op` with `sh` here, the volume being `root` (as kwok's exec
+    /// does): (exit code, stdout, stderr).
+    fn run_here(op: Op, root: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+        let cmd = op.command("ns", "pod", &root.display().to_string(), args);
+        let out = std::process::Command::new(&cmd[0])
+            .args(&cmd[1..])
+            .env_remove("EXO_POD_ROOT")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// A restore fills only an empty volume (staging folders and an empty
+    /// `lost+found` do not count), checked again at its commit, which
+    /// moves the staged top's content to the root.
+    #[test]
+    fn a_restore_commits_into_an_empty_root_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        std::fs::create_dir_all(root.join("lost+found")).unwrap();
+        let staged = root.join(".exo-part-r1/vol");
+        std::fs::create_dir_all(staged.join("d")).unwrap();
+        std::fs::write(staged.join("a.txt"), b"alpha").unwrap();
+        std::fs::write(staged.join(".hidden"), b"h").unwrap();
+        std::fs::write(staged.join("d/b"), b"beta").unwrap();
+        assert_eq!(run_here(Op::Empty, root, &[]).1, "");
+
+        std::fs::write(root.join(".junk"), b"x").unwrap();
+        assert_eq!(run_here(Op::Empty, root, &[]).1, ".junk\n");
+        let (code, _, err) = run_here(Op::CommitRoot, root, &["r1", "vol"]);
+        assert_eq!(code, 7, "{err}");
+        assert!(err.contains("not empty: it holds .junk"), "{err}");
+        assert!(staged.join("a.txt").exists(), "nothing moved");
+
+        std::fs::remove_file(root.join(".junk")).unwrap();
+        let (code, _, err) = run_here(Op::CommitRoot, root, &["r1", "vol"]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"alpha");
+        assert_eq!(std::fs::read(root.join(".hidden")).unwrap(), b"h");
+        assert_eq!(std::fs::read(root.join("d/b")).unwrap(), b"beta");
+        assert!(!root.join(".exo-part-r1").exists());
+        assert!(root.join("lost+found").is_dir());
+        assert!(!run_here(Op::Empty, root, &[]).1.is_empty(), "filled now");
     }
 }

@@ -63,6 +63,25 @@ fn walk_err(e: impl std::fmt::Display) -> FsError {
     FsError::Stream(e.to_string())
 }
 
+/// An archive's top entry must be one name, no path.
+fn single_name(top: &str) -> Result<(), FsError> {
+    if VolumePath::parse(top)?.as_str() != format!("/{top}") {
+        return Err(FsError::Invalid(format!(
+            "{top:?} is not a single file or folder name"
+        )));
+    }
+    Ok(())
+}
+
+/// Where an upload's staged top goes once it is checked.
+enum Landing {
+    /// To this path (`cp`'s rule: into it when it is a folder).
+    At(VolumePath),
+    /// Its content to the volume's root, which must be empty then (a
+    /// restore, `backup::volume`).
+    Root,
+}
+
 /// A copy into a volume, in progress.
 pub struct Upload {
     client: Client,
@@ -70,7 +89,7 @@ pub struct Upload {
     helper: HelperOpts,
     staging: String,
     top: String,
-    dest: VolumePath,
+    landing: Landing,
     walker: Walker,
     run: Option<Running>,
     stdin: Option<Stdin>,
@@ -91,14 +110,35 @@ impl Upload {
         helper: &HelperOpts,
     ) -> Result<Self, FsError> {
         let dest = VolumePath::parse(dest)?;
-        let top_path = VolumePath::parse(top)?;
-        if top_path.as_str() != format!("/{top}") {
-            return Err(FsError::Invalid(format!(
-                "{top:?} is not a single file or folder name"
-            )));
-        }
+        single_name(top)?;
         let fs = get_fs(client, namespace, fs_name).await?;
         let t = target(client, &fs, true, helper).await?;
+        Self::start(client, t, Landing::At(dest), top, limits, helper).await
+    }
+
+    /// Starts `tar -x` of a whole volume's archive (its one top entry,
+    /// `top`) in the pod `t`, whose content lands at the volume's root
+    /// once checked, and only if the root is still empty then (the
+    /// script's own check). The caller chose `t` (a pod no agent shares).
+    pub async fn begin_root(
+        client: &Client,
+        t: Target,
+        top: &str,
+        limits: Limits,
+        helper: &HelperOpts,
+    ) -> Result<Self, FsError> {
+        single_name(top)?;
+        Self::start(client, t, Landing::Root, top, limits, helper).await
+    }
+
+    async fn start(
+        client: &Client,
+        t: Target,
+        landing: Landing,
+        top: &str,
+        limits: Limits,
+        helper: &HelperOpts,
+    ) -> Result<Self, FsError> {
         let staging = crate::wire::random_id();
         let stall = (IDLE_TIMEOUT_MS / 1000).to_string();
         let mut run = exec::start(client, &t, Op::Stage, &[&staging, top, &stall], true).await?;
@@ -113,7 +153,7 @@ impl Upload {
             helper: helper.clone(),
             staging,
             top: top.to_owned(),
-            dest,
+            landing,
             walker: Walker::new(Some(top), limits),
             run: Some(run),
             stdin: Some(stdin),
@@ -198,7 +238,21 @@ impl Upload {
                 landed: seen,
             });
         }
-        let (parent, base) = match self.dest.split() {
+        let dest = match &self.landing {
+            Landing::At(dest) => dest.clone(),
+            Landing::Root => {
+                let args = [self.staging.as_str(), self.top.as_str()];
+                exec::output(&self.client, &self.target, Op::CommitRoot, &args, 64).await?;
+                return Ok(Transferred {
+                    path: "/".to_owned(),
+                    files: manifest.files.len() as u64,
+                    bytes: manifest.bytes(),
+                    sha256: seen,
+                    pod: self.target.pod.clone(),
+                });
+            }
+        };
+        let (parent, base) = match dest.split() {
             Ok((p, b)) => (p, b.to_owned()),
             // Into the root: the top keeps its name.
             Err(_) => (VolumePath::parse("/")?, self.top.clone()),

@@ -34,6 +34,12 @@ pub const FORMAT: u32 = 1;
 pub const ANNOTATION_CREATED: &str = "org.opencontainers.image.created";
 /// The tree hash, on the manifest too, so a listing need not fetch configs.
 pub const ANNOTATION_TREE_HASH: &str = "sh.autonomic.exo.backup.tree-hash";
+/// The number of files, on the manifest too (decimal), so a listing need
+/// not fetch configs. Optional on read: backups written before it lack it.
+pub const ANNOTATION_FILES: &str = "sh.autonomic.exo.backup.files";
+/// The bytes of file data (decimal); optional on read like
+/// [`ANNOTATION_FILES`].
+pub const ANNOTATION_FILE_BYTES: &str = "sh.autonomic.exo.backup.file-bytes";
 /// Bound on a config blob: 100,000 files of long names fit.
 pub const MAX_CONFIG_BYTES: u64 = 64 << 20;
 /// Bound on a manifest: a 10 GiB volume in 1 MiB chunks is about 2 MB.
@@ -285,6 +291,11 @@ pub fn build(config: &BackupConfig, layers: Vec<Descriptor>) -> Result<Built, Ma
         annotations: BTreeMap::from([
             (ANNOTATION_CREATED.to_owned(), config.created.clone()),
             (ANNOTATION_TREE_HASH.to_owned(), config.tree_hash.clone()),
+            (ANNOTATION_FILES.to_owned(), config.files.len().to_string()),
+            (
+                ANNOTATION_FILE_BYTES.to_owned(),
+                config.file_bytes.to_string(),
+            ),
         ]),
     };
     let manifest_bytes = serialize("manifest", &manifest)?;
@@ -494,7 +505,28 @@ pub fn check_config(m: &ImageManifest, bytes: &[u8]) -> Result<BackupConfig, Man
             computed,
         });
     }
+    for (key, value) in [
+        (ANNOTATION_FILES, c.files.len() as u64),
+        (ANNOTATION_FILE_BYTES, c.file_bytes),
+    ] {
+        if let Some(stated) = m.annotations.get(key)
+            && stated.parse::<u64>().ok() != Some(value)
+        {
+            return Err(ManifestError::Annotation {
+                key,
+                why: format!("states {stated:?}, the config {value}"),
+            });
+        }
+    }
     Ok(c)
+}
+
+/// The number of files and bytes of file data the manifest's annotations
+/// state, when it has both (a listing's shortcut: [`check_config`] holds
+/// them to the config on every restore).
+pub fn annotated_counts(m: &ImageManifest) -> Option<(u64, u64)> {
+    let count = |key| m.annotations.get(key).and_then(|v| v.parse::<u64>().ok());
+    Some((count(ANNOTATION_FILES)?, count(ANNOTATION_FILE_BYTES)?))
 }
 
 fn media_type(field: &str, found: &str, expected: &'static str) -> Result<(), ManifestError> {

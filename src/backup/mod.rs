@@ -8,7 +8,13 @@
 //!   (pure);
 //! - `store`: the registry, over the distribution API (thin I/O);
 //! - `take`: one backup, in one pass over the stream;
-//! - `restore`: one restore, every byte checked before it reaches the sink.
+//! - `restore`: one restore, every byte checked before it reaches the sink;
+//! - `access`: the repository a volume's policy names, with its Secret's
+//!   credentials (thin I/O);
+//! - `select`: which backups a repository holds, and which one `latest`, a
+//!   digest or a time means;
+//! - `volume`: a restore into an AgentFS through a pod that mounts it,
+//!   proven by the pod's own tree hash (`exo fs restore` and the drills).
 //!
 //! Guarantees:
 //! - the stream passes through `agentfs::tarstream::Walker`, both ways, so
@@ -26,17 +32,20 @@
 //! Each file has its own error enum; each maps to a [`Category`] for Event
 //! reasons and metric labels.
 
+pub mod access;
 pub mod chunk;
 pub mod manifest;
 pub mod restore;
+pub mod select;
 pub mod store;
 pub mod take;
 #[cfg(test)]
 pub(crate) mod testdata;
+pub mod volume;
 
 pub use chunk::{Chunk, ChunkError, ChunkSizes};
 pub use manifest::{Backup, BackupConfig, ManifestError, Volume};
-pub use restore::{RestoreError, Restored, restore};
+pub use restore::{Prepared, RestoreError, Restored, prepare, restore};
 pub use store::{Credentials, Options, Repository, StoreError};
 pub use take::{BackupError, Taken, backup};
 

@@ -5,7 +5,8 @@
 //!
 //! Guarantees:
 //! - nothing reaches the sink before the manifest and config passed
-//!   `manifest::verify` and the config fits `limits`;
+//!   `manifest::verify` and the config fits `limits` ([`prepare`], which a
+//!   caller runs before it creates or opens the target);
 //! - a chunk reaches the sink only after its sha256 and size matched its
 //!   layer and the walker (`tarstream::Walker`, the one `exo fs cp` uses:
 //!   links, special files and escaping names refused) accepted it;
@@ -22,7 +23,7 @@ use std::collections::BTreeMap;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::Category;
-use super::manifest::{self, ManifestError, Volume};
+use super::manifest::{self, BackupConfig, ManifestError, Volume};
 use super::store::{Blob, Repository, StoreError};
 use crate::agentfs::tarstream::{Event, FileSum, Limits, StreamError, WalkError, Walker};
 
@@ -130,14 +131,117 @@ impl RestoreError {
     }
 }
 
-/// Restores the backup `reference` (a tag or a manifest digest) of `repo`
-/// into `sink` as its tar stream. See the module comment.
-pub async fn restore<W: AsyncWrite + Unpin>(
+/// A backup whose manifest and config were fetched and checked together
+/// and fit the restore's limits: nothing has been written yet. What a
+/// caller needs before it opens the sink (the archive's top name, the
+/// tree hash to expect) is here.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    reference: String,
+    digest: String,
+    manifest: manifest::ImageManifest,
+    config: BackupConfig,
+    limits: Limits,
+}
+
+impl Prepared {
+    /// The name it was asked for: a tag or a digest.
+    pub fn reference(&self) -> &str {
+        &self.reference
+    }
+
+    /// The manifest's digest (the reference resolved).
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// What the backup states: top name, files, tree hash.
+    pub fn config(&self) -> &BackupConfig {
+        &self.config
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Streams the chunks into `sink`, each checked before it is written.
+    /// See the module comment.
+    pub async fn write_to<W: AsyncWrite + Unpin>(
+        self,
+        repo: &Repository,
+        mut sink: W,
+    ) -> Result<Restored, RestoreError> {
+        let Prepared {
+            digest,
+            manifest: m,
+            config,
+            limits,
+            ..
+        } = self;
+        let stated = config.file_map();
+        let check = Check { stated: &stated };
+        let mut walker = Walker::new(Some(&config.top), limits);
+        for (i, layer) in m.layers.iter().enumerate() {
+            let data = repo
+                .pull_blob(&layer.digest, layer.size, Blob::Layer(i))
+                .await?;
+            walker
+                .feed(&data, &mut |e| check.event(e))
+                .map_err(|e| match e {
+                    WalkError::Stream(e) => RestoreError::Stream(e),
+                    WalkError::Sink(e) => e,
+                })?;
+            sink.write_all(&data).await.map_err(RestoreError::Sink)?;
+        }
+        sink.flush().await.map_err(RestoreError::Sink)?;
+        let walked = walker.finish().map_err(RestoreError::Stream)?;
+
+        if let Some(path) = stated.keys().find(|p| !walked.files.contains_key(*p)) {
+            return Err(RestoreError::Differs {
+                path: path.clone(),
+                difference: Difference::Missing,
+            });
+        }
+        let stated_dirs: std::collections::BTreeSet<&String> = config.dirs.iter().collect();
+        if let Some(path) = stated_dirs.iter().find(|d| !walked.dirs.contains(**d)) {
+            return Err(RestoreError::DirDiffers {
+                path: (*path).clone(),
+                difference: Difference::Missing,
+            });
+        }
+        if let Some(path) = walked.dirs.iter().find(|d| !stated_dirs.contains(d)) {
+            return Err(RestoreError::DirDiffers {
+                path: path.clone(),
+                difference: Difference::Unexpected,
+            });
+        }
+        let computed = walked.digest();
+        if computed != config.tree_hash {
+            return Err(RestoreError::TreeHash {
+                stated: config.tree_hash,
+                computed,
+            });
+        }
+        Ok(Restored {
+            digest,
+            volume: config.volume,
+            created: config.created,
+            tree_hash: config.tree_hash,
+            files: walked.files.len() as u64,
+            file_bytes: walked.bytes(),
+            bytes_total: config.stream_bytes,
+            chunks: config.chunks,
+        })
+    }
+}
+
+/// Fetches and checks the manifest `reference` names (a tag or a manifest
+/// digest) and its config, against each other and `limits`.
+pub async fn prepare(
     repo: &Repository,
     reference: &str,
-    mut sink: W,
     limits: Limits,
-) -> Result<Restored, RestoreError> {
+) -> Result<Prepared, RestoreError> {
     let pulled = repo.pull_manifest(reference).await?;
     let refused = |source| RestoreError::Manifest {
         reference: reference.to_owned(),
@@ -160,61 +264,28 @@ pub async fn restore<W: AsyncWrite + Unpin>(
     if (config.files.len() + config.dirs.len()) as u64 > limits.max_entries {
         return Err(over("more entries", limits.max_entries));
     }
-
-    let stated = config.file_map();
-    let check = Check { stated: &stated };
-    let mut walker = Walker::new(Some(&config.top), limits);
-    for (i, layer) in m.layers.iter().enumerate() {
-        let data = repo
-            .pull_blob(&layer.digest, layer.size, Blob::Layer(i))
-            .await?;
-        walker
-            .feed(&data, &mut |e| check.event(e))
-            .map_err(|e| match e {
-                WalkError::Stream(e) => RestoreError::Stream(e),
-                WalkError::Sink(e) => e,
-            })?;
-        sink.write_all(&data).await.map_err(RestoreError::Sink)?;
-    }
-    sink.flush().await.map_err(RestoreError::Sink)?;
-    let walked = walker.finish().map_err(RestoreError::Stream)?;
-
-    if let Some(path) = stated.keys().find(|p| !walked.files.contains_key(*p)) {
-        return Err(RestoreError::Differs {
-            path: path.clone(),
-            difference: Difference::Missing,
-        });
-    }
-    let stated_dirs: std::collections::BTreeSet<&String> = config.dirs.iter().collect();
-    if let Some(path) = stated_dirs.iter().find(|d| !walked.dirs.contains(**d)) {
-        return Err(RestoreError::DirDiffers {
-            path: (*path).clone(),
-            difference: Difference::Missing,
-        });
-    }
-    if let Some(path) = walked.dirs.iter().find(|d| !stated_dirs.contains(d)) {
-        return Err(RestoreError::DirDiffers {
-            path: path.clone(),
-            difference: Difference::Unexpected,
-        });
-    }
-    let computed = walked.digest();
-    if computed != config.tree_hash {
-        return Err(RestoreError::TreeHash {
-            stated: config.tree_hash,
-            computed,
-        });
-    }
-    Ok(Restored {
+    Ok(Prepared {
+        reference: reference.to_owned(),
         digest: pulled.digest,
-        volume: config.volume,
-        created: config.created,
-        tree_hash: config.tree_hash,
-        files: walked.files.len() as u64,
-        file_bytes: walked.bytes(),
-        bytes_total: config.stream_bytes,
-        chunks: config.chunks,
+        manifest: m,
+        config,
+        limits,
     })
+}
+
+/// Restores the backup `reference` (a tag or a manifest digest) of `repo`
+/// into `sink` as its tar stream: [`prepare`], then
+/// [`Prepared::write_to`]. See the module comment.
+pub async fn restore<W: AsyncWrite + Unpin>(
+    repo: &Repository,
+    reference: &str,
+    sink: W,
+    limits: Limits,
+) -> Result<Restored, RestoreError> {
+    prepare(repo, reference, limits)
+        .await?
+        .write_to(repo, sink)
+        .await
 }
 
 /// Each file against the config as the walker reports it: its size at its

@@ -2,7 +2,9 @@
 //! `resize app/NAME`), from the command line. With `--deployment`
 //! every verb goes through the control plane to that deployment's
 //! operator; without it, straight to the cluster of the current
-//! kubeconfig. Both routes run the same `agentfs` code.
+//! kubeconfig. Both routes run the same `agentfs` code. The backup verbs
+//! (`backup`, `backups`, `restore`; one file each) take the direct route
+//! only.
 
 use clap::{Args, Subcommand, ValueEnum};
 
@@ -91,6 +93,32 @@ pub enum FsVerb {
     },
     /// Delete a file system; refused while agents mount it.
     Delete { name: String },
+    /// Take a backup now (the volume needs `spec.backup`) and wait for
+    /// it; prints its digest. Direct route only.
+    Backup {
+        name: String,
+        /// How long to wait for the operator's answer (e.g. 30s, 10m).
+        #[arg(long, default_value = "10m")]
+        timeout: String,
+    },
+    /// List the backups in a volume's repository: time, digest, files,
+    /// bytes, tree hash, and the last restore drill's result. Direct
+    /// route only.
+    Backups { name: String },
+    /// Restore a backup of NAME into a new AgentFS (`--to NEWNAME`, sized
+    /// like NAME) or into NAME itself when it is empty and no pod mounts
+    /// it. Every chunk, file and the tree hash are checked before it
+    /// reports done. Direct route only.
+    Restore {
+        name: String,
+        /// `latest`, a backup's `sha256:` digest, or an RFC 3339 time (the
+        /// newest backup at or before it).
+        #[arg(long)]
+        from: String,
+        /// Restore into this new AgentFS instead of NAME.
+        #[arg(long)]
+        to: Option<String>,
+    },
 }
 
 pub fn run(args: FsArgs) -> u8 {
@@ -282,6 +310,29 @@ async fn verb(args: FsArgs) -> Result<(), String> {
                 })
                 .await?;
             show(v, super::fs_show::done);
+        }
+        FsVerb::Backup { name, timeout } => {
+            let (client, _) = route.direct("backup")?;
+            let timeout = crate::duration::parse(&timeout)
+                .map_err(|e| format!("--timeout {timeout:?}: {e}"))?;
+            let v = super::fs_backup::backup(client, &ns, &name, timeout).await?;
+            show(v, super::fs_backup::show);
+        }
+        FsVerb::Backups { name } => {
+            let (client, _) = route.direct("backups")?;
+            let v = super::fs_backups::list(client, &ns, &name).await?;
+            show(v, super::fs_backups::show);
+        }
+        FsVerb::Restore { name, from, to } => {
+            let (client, helper) = route.direct("restore")?;
+            let ask = super::fs_restore::Ask {
+                namespace: ns,
+                name,
+                from,
+                to,
+            };
+            let v = super::fs_restore::restore(client, helper, &ask).await?;
+            show(v, super::fs_restore::show);
         }
     }
     Ok(())

@@ -78,7 +78,9 @@ impl Read for ChanReader {
     }
 }
 
-fn bar(what: &str) -> ProgressBar {
+/// A spinner on stderr with bytes, rate and elapsed time (drawn only when
+/// stderr is a terminal).
+pub(crate) fn bar(what: &str) -> ProgressBar {
     let pb = ProgressBar::new_spinner();
     pb.set_style(
         ProgressStyle::with_template("{spinner} {msg} {bytes} ({binary_bytes_per_sec}) {elapsed}")

@@ -105,6 +105,19 @@ impl Route {
         Ok(Route::Direct { client, helper })
     }
 
+    /// The kubeconfig's client and helper settings, for a verb that works
+    /// on the cluster directly (the backup verbs); refused on the control
+    /// plane's route, which does not carry them.
+    pub fn direct(&self, verb: &str) -> Result<(&kube::Client, &HelperOpts), String> {
+        match self {
+            Route::Direct { client, helper } => Ok((client, helper)),
+            Route::Plane { deployment, .. } => Err(format!(
+                "exo fs {verb} works with the kubeconfig's credentials only; it does not go \
+                 through the control plane (--deployment {deployment})"
+            )),
+        }
+    }
+
     async fn dial(
         plane: &PlaneArgs,
         deployment: &str,

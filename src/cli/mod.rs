@@ -12,7 +12,10 @@ pub mod config;
 pub mod control_plane;
 pub mod crd;
 pub mod fs;
+pub mod fs_backup;
+pub mod fs_backups;
 pub mod fs_cp;
+pub mod fs_restore;
 pub mod fs_route;
 pub mod fs_show;
 pub mod incident;
@@ -52,7 +55,8 @@ pub enum Command {
     ControlPlane(control_plane::ControlPlaneArgs),
     /// A shell in an agent's pod, through the control plane.
     Attach(attach::AttachArgs),
-    /// Agent file systems: list, create, browse, copy, resize, delete.
+    /// Agent file systems: list, create, browse, copy, resize, delete,
+    /// back up and restore.
     Fs(fs::FsArgs),
     /// The in-cluster operator.
     #[command(subcommand)]

@@ -71,6 +71,9 @@ pub enum Reason {
     TenantActive,
     /// The offboarding saga finished.
     TenantOffboarded,
+    /// A restore drill of an AgentFS's backup failed; the note names the
+    /// first file that differs, the layer, or the error.
+    BackupDrillFailed,
 }
 
 impl Reason {
@@ -106,6 +109,7 @@ impl Reason {
             Reason::TenantWaiting => "TenantWaiting",
             Reason::TenantActive => "TenantActive",
             Reason::TenantOffboarded => "TenantOffboarded",
+            Reason::BackupDrillFailed => "BackupDrillFailed",
         }
     }
 
@@ -118,7 +122,7 @@ impl Reason {
             Reason::VolumeResized | Reason::ShrinkRefused | Reason::AboveMaxSize => "Resize",
             Reason::DeleteRefused | Reason::VolumeRetained => "Delete",
             Reason::DriftReverted => "Apply",
-            Reason::ContentDrift => "Verify",
+            Reason::ContentDrift | Reason::BackupDrillFailed => "Verify",
             Reason::Pruned | Reason::PruneBlocked => "Prune",
             Reason::AuditFinding | Reason::AuditCleared => "Audit",
             Reason::UpstreamDisconnected | Reason::UpstreamWedged => "Connect",

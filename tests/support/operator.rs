@@ -44,6 +44,30 @@ pub fn agent(name: &str) -> Agent {
     )
 }
 
+/// Creates the ConfigMap `persona-0001` that the [`agent`] fixture's
+/// baseline names (the seam makes a pod only once its volumes are there).
+pub async fn create_baseline(ns: &super::TestNamespace) {
+    let baseline: k8s_openapi::api::core::v1::ConfigMap =
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "persona-0001" }, "data": { "persona.md": "test" }
+        }))
+        .expect("ConfigMap fixture");
+    create(&ns.api(), &baseline).await;
+}
+
+/// An [`agent`] `name` (its baseline created too) that mounts the AgentFS
+/// `fs` read-write, waited for until it is Active.
+pub async fn active_agent_mounting(ns: &super::TestNamespace, name: &str, fs: &str) {
+    create_baseline(ns).await;
+    let mut a = agent(name);
+    a.spec.filesystems = Some(vec![mount(fs, None, false)]);
+    create(&ns.api::<Agent>(), &a).await;
+    wait_for(&ns.api::<Agent>(), name, "Active", |a| {
+        a.status.as_ref().and_then(|s| s.phase) == Some(exo::crd::AgentPhase::Active)
+    })
+    .await;
+}
+
 pub fn mount(name: &str, path: Option<&str>, read_only: bool) -> FilesystemMount {
     FilesystemMount {
         name: name.into(),

@@ -83,6 +83,12 @@ fn an_artifact_round_trips() {
         m["annotations"][ANNOTATION_TREE_HASH],
         json!(config.tree_hash)
     );
+    // A listing reads the counts from the manifest alone.
+    assert_eq!(m["annotations"][ANNOTATION_FILES], "3");
+    assert_eq!(
+        annotated_counts(&back.manifest),
+        Some((3, config.file_bytes))
+    );
     let c: Value = serde_json::from_slice(&built.config).unwrap();
     for key in [
         "format",
@@ -264,6 +270,16 @@ fn every_inconsistency_is_refused_naming_the_field() {
             "annotations.sh.autonomic.exo.backup.tree-hash",
         ),
         (
+            "files annotation lies",
+            |m, _| m["annotations"][ANNOTATION_FILES] = json!("4"),
+            "annotations.sh.autonomic.exo.backup.files",
+        ),
+        (
+            "file bytes annotation not a number",
+            |m, _| m["annotations"][ANNOTATION_FILE_BYTES] = json!("many"),
+            "annotations.sh.autonomic.exo.backup.file-bytes",
+        ),
+        (
             "tree hash annotation malformed",
             |m, _| m["annotations"][ANNOTATION_TREE_HASH] = json!("abc"),
             "annotations.sh.autonomic.exo.backup.tree-hash",
@@ -419,4 +435,17 @@ fn build_refuses_what_verify_would() {
         build(&config, layers),
         Err(ManifestError::TreeHash { .. })
     ));
+}
+
+/// Backups written before the count annotations existed still verify;
+/// a listing then reads the counts from their config.
+#[test]
+fn the_count_annotations_are_optional() {
+    let (mut m, c) = good_values();
+    let a = m["annotations"].as_object_mut().unwrap();
+    a.remove(ANNOTATION_FILES);
+    a.remove(ANNOTATION_FILE_BYTES);
+    let (mb, cb) = bytes_of(m, &c);
+    let back = verify(&mb, &cb).unwrap();
+    assert_eq!(annotated_counts(&back.manifest), None);
 }

@@ -2,6 +2,7 @@
 //! backed up on its schedule or on request, its backups proven by restore
 //! drills, and its staleness raised as alerts (docs/backups.md).
 
+pub mod drill;
 pub mod plan;
 pub mod run;
 pub mod task;

@@ -76,10 +76,7 @@ impl Settings {
             Some(t) => duration("staleAfter", t)?,
             None => every * 2,
         };
-        let (registry, path) = policy
-            .repository
-            .split_once('/')
-            .filter(|(r, p)| !r.is_empty() && !p.is_empty())
+        let (registry, path) = crate::backup::access::split_repository(&policy.repository)
             .ok_or_else(|| PolicyError::Repository {
                 repository: policy.repository.clone(),
             })?;

@@ -9,8 +9,6 @@
 //! (the manifest goes last, `backup::take`).
 
 use bytes::Bytes;
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::Api;
 use kube::{Client, ResourceExt};
 
 use super::plan::Settings;
@@ -18,19 +16,14 @@ use crate::agentfs::FsError;
 use crate::agentfs::helper::HelperOpts;
 use crate::agentfs::tarstream::Limits;
 use crate::agentfs::transfer::Download;
-use crate::backup::{
-    self, BackupError, ChunkSizes, Credentials, Options, Repository, StoreError, Taken, Volume,
-};
+use crate::backup::access::{self, AccessError};
+use crate::backup::{self, BackupError, ChunkSizes, Repository, StoreError, Taken, Volume, select};
 use crate::crd::{AgentFS, BackupPolicy};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("Secret {namespace}/{name}: {why}")]
-    Secret {
-        namespace: String,
-        name: String,
-        why: String,
-    },
+    #[error(transparent)]
+    Access(#[from] AccessError),
     #[error("reading the volume: {0}")]
     Fs(#[from] FsError),
     #[error(transparent)]
@@ -43,59 +36,12 @@ impl RunError {
     /// A bounded reason for the status, Events and metric labels.
     pub fn reason(&self) -> &'static str {
         match self {
-            RunError::Secret { .. } => "credentials",
+            RunError::Access(e) => e.reason(),
             RunError::Fs(_) => "volume",
             RunError::Backup(e) => e.category().as_str(),
             RunError::Store(e) => e.category().as_str(),
         }
     }
-}
-
-/// The repository of `policy` for a volume in `namespace`, with the
-/// credentials of its Secret.
-pub async fn repository(
-    client: &Client,
-    namespace: &str,
-    s: &Settings,
-    policy: &BackupPolicy,
-) -> Result<Repository, RunError> {
-    let credentials = match &policy.secret_ref {
-        Some(name) => Some(credentials(client, namespace, name).await?),
-        None => None,
-    };
-    let options = Options {
-        plain_http: policy.insecure.then_some(true),
-        ..Options::default()
-    };
-    Ok(Repository::new(&s.registry, &s.path, credentials, options)?)
-}
-
-async fn credentials(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-) -> Result<Credentials, RunError> {
-    let refused = |why: &str| RunError::Secret {
-        namespace: namespace.to_owned(),
-        name: name.to_owned(),
-        why: why.to_owned(),
-    };
-    let secret = Api::<Secret>::namespaced(client.clone(), namespace)
-        .get_opt(name)
-        .await
-        .map_err(|_| refused("cannot be read"))?
-        .ok_or_else(|| refused("not found"))?;
-    let field = |key: &str| {
-        secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(key))
-            .and_then(|v| String::from_utf8(v.0.clone()).ok())
-            .filter(|v| !v.is_empty())
-    };
-    let user = field("username").ok_or_else(|| refused("has no username"))?;
-    let password = field("password").ok_or_else(|| refused("has no password"))?;
-    Ok(Credentials::new(user, password))
 }
 
 /// Takes one backup of `fs` now, then deletes the backups past `keep`.
@@ -107,7 +53,7 @@ pub async fn backup_now(
     helper: &HelperOpts,
 ) -> Result<Taken, RunError> {
     let namespace = fs.namespace().unwrap_or_default();
-    let repo = repository(client, &namespace, s, policy).await?;
+    let repo = access::open(client, &namespace, policy).await?;
     let download = Download::begin_volume(client, fs, Limits::default(), helper).await?;
     // The checked pieces, then the exec's end (its exit status): a failed
     // `tar` is an error of the stream, so no manifest names its bytes.
@@ -142,13 +88,7 @@ pub async fn backup_now(
 /// Deletes the manifests of all but the newest `keep` backups (their
 /// tags are Unix milliseconds; `latest` names the newest).
 pub async fn prune(repo: &Repository, keep: u32) -> Result<usize, RunError> {
-    let mut stamps: Vec<u64> = repo
-        .list_tags()
-        .await?
-        .iter()
-        .filter_map(|t| t.parse().ok())
-        .collect();
-    stamps.sort_unstable_by(|a, b| b.cmp(a));
+    let stamps = select::stamps(&repo.list_tags().await?);
     let mut deleted = 0;
     for old in stamps.iter().skip(keep as usize) {
         let pulled = repo.pull_manifest(&old.to_string()).await?;

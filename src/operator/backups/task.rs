@@ -1,8 +1,9 @@
 //! The leader's backup loop: every `tick`, each AgentFS with
 //! `spec.backup` is looked at from the cache ([`plan::next`]); a due or
-//! requested backup runs ([`run::backup_now`]), at most `parallel` at
-//! once and one per volume; its outcome is merged into
-//! `status.backup`.
+//! requested backup runs ([`run::backup_now`]), or a due restore drill
+//! ([`drill::run`]), at most `parallel` at once and one per volume (a
+//! drill and a backup of the same volume never overlap); its outcome is
+//! merged into `status.backup`.
 //!
 //! Guarantees:
 //! - `status.backup` is written only by this task, as a merge patch, with
@@ -14,7 +15,9 @@
 //!   only when the AgentFS changes;
 //! - a volume is not looked at again until the cache shows the outcome
 //!   this task wrote (a cache a moment behind would otherwise run the same
-//!   request, or the same scheduled backup, twice);
+//!   request, the same scheduled backup, or the same drill, twice);
+//! - a failed drill is an Event `BackupDrillFailed` on the volume, naming
+//!   the first file that differs (or the layer, or the error);
 //! - losing the Lease stops the loop; a backup cut short pushed no
 //!   manifest (`backup::take`), and the next leader starts it again.
 
@@ -23,14 +26,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::ResourceExt;
+use kube::runtime::events::EventType;
 use serde_json::json;
 use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
 use super::plan::{self, Next, Settings};
-use super::run;
+use super::{drill, run};
 use crate::agentfs::helper::HelperOpts;
 use crate::cluster::apply::Ctx;
+use crate::cluster::events::Reason;
 use crate::cluster::metrics::Controller;
 use crate::crd::{AgentFS, BackupFailure, BackupRecord};
 use crate::meta::ANNOTATION_BACKUP_REQUESTED;
@@ -72,6 +77,7 @@ impl InHand {
         let shown = status.is_some_and(|s| {
             s.last_success.as_ref().is_some_and(|b| &b.time == time)
                 || s.last_error.as_ref().is_some_and(|e| &e.time == time)
+                || s.last_drill.as_ref().is_some_and(|d| &d.time == time)
         });
         if shown {
             self.written.remove(key);
@@ -128,13 +134,10 @@ pub async fn run(ctx: Arc<Ctx>, cfg: BackupTaskConfig) {
                 }
             };
             let requested = fs.annotations().get(ANNOTATION_BACKUP_REQUESTED).cloned();
-            let Next::Backup { request } =
-                plan::next(&key, now_s(), &settings, status, requested.as_deref())
-            else {
-                // Drills and staleness alerts are not run yet (issue 31):
-                // only backups are taken.
+            let next = plan::next(&key, now_s(), &settings, status, requested.as_deref());
+            if let Next::Wait(_) = next {
                 continue;
-            };
+            }
             let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
                 break;
             };
@@ -144,7 +147,13 @@ pub async fn run(ctx: Arc<Ctx>, cfg: BackupTaskConfig) {
             let (ctx, busy, helper) = (Arc::clone(&ctx), Arc::clone(&busy), cfg.helper.clone());
             tokio::spawn(async move {
                 let _permit = permit;
-                let time = once(&ctx, &fs, &settings, &policy, &helper, request).await;
+                let time = match next {
+                    Next::Backup { request } => {
+                        once(&ctx, &fs, &settings, &policy, &helper, request).await
+                    }
+                    Next::Drill { digest } => drill_once(&ctx, &fs, &policy, &helper, digest).await,
+                    Next::Wait(_) => None,
+                };
                 if let Ok(mut b) = busy.lock() {
                     b.running.remove(&key);
                     if let Some(t) = time {
@@ -204,6 +213,51 @@ async fn once(
     write(ctx, fs, patch).await.then_some(time).flatten()
 }
 
+/// One restore drill of `digest`, its record merged into
+/// `status.backup.lastDrill` (and an Event when it failed); the record's
+/// time when it was written.
+async fn drill_once(
+    ctx: &Ctx,
+    fs: &AgentFS,
+    policy: &crate::crd::BackupPolicy,
+    helper: &HelperOpts,
+    digest: String,
+) -> Option<String> {
+    let key = format!("{}/{}", fs.namespace().unwrap_or_default(), fs.name_any());
+    let started = std::time::Instant::now();
+    let outcome = drill::run(ctx, fs, policy, helper, &digest).await;
+    let ms = started.elapsed().as_millis() as u64;
+    let result = match &outcome {
+        Ok(done) => {
+            info!(volume = %key, %digest, files = done.restored.files,
+                tree_hash = %done.landed, pod = %done.pod, ms, "restore drill passed");
+            Ok(())
+        }
+        Err(e) => {
+            let message = e.to_string();
+            warn!(volume = %key, %digest, error = %message, ms, "restore drill failed");
+            ctx.event(
+                fs,
+                EventType::Warning,
+                Reason::BackupDrillFailed,
+                format!("restore drill of backup {digest}: {message}"),
+            )
+            .await;
+            Err(message)
+        }
+    };
+    let previous = fs
+        .status
+        .as_ref()
+        .and_then(|s| s.backup.as_ref())
+        .and_then(|b| b.last_drill.as_ref());
+    let record = drill::record(previous, rfc3339_now(), digest, result);
+    let time = record.time.clone();
+    write(ctx, fs, json!({ "lastDrill": record }))
+        .await
+        .then_some(time)
+}
+
 /// Merges `fields` into `status.backup`, with the generation they
 /// follow; whether it was written.
 async fn write(ctx: &Ctx, fs: &AgentFS, mut fields: serde_json::Value) -> bool {
@@ -227,7 +281,7 @@ async fn write(ctx: &Ctx, fs: &AgentFS, mut fields: serde_json::Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::{BackupRecord, BackupStatus};
+    use crate::crd::{BackupRecord, BackupStatus, DrillRecord};
 
     /// A volume whose outcome this task wrote is not looked at again until
     /// the cache shows that outcome (a stale copy would run it twice).
@@ -253,5 +307,29 @@ mod tests {
         assert!(hand.free("a/w", Some(&new)), "the cache caught up");
         assert!(hand.written.is_empty());
         assert!(hand.free("b/x", None), "others are free");
+    }
+
+    /// A drill's written record is an outcome too: the volume waits for
+    /// the cache to show it, whatever its backups' fields say.
+    #[test]
+    fn a_volume_waits_for_its_written_drill() {
+        let mut hand = InHand::default();
+        let before = BackupStatus {
+            last_success: Some(BackupRecord {
+                time: "t1".into(),
+                ..BackupRecord::default()
+            }),
+            last_drill: Some(DrillRecord {
+                time: "d1".into(),
+                ..DrillRecord::default()
+            }),
+            ..BackupStatus::default()
+        };
+        hand.written.insert("a/w".into(), "d2".into());
+        assert!(!hand.free("a/w", Some(&before)), "the old drill is shown");
+        let mut after = before.clone();
+        after.last_drill.as_mut().unwrap().time = "d2".into();
+        assert!(hand.free("a/w", Some(&after)), "the drill written is shown");
+        assert!(hand.written.is_empty());
     }
 }
