@@ -71,6 +71,20 @@ pub enum Reason {
     TenantActive,
     /// The offboarding saga finished.
     TenantOffboarded,
+    /// `backup/stale`: an AgentFS has had no good backup for longer than
+    /// its `staleAfter`; the note says since when and what to look at.
+    BackupStale,
+    /// `backup/stale` no longer holds (a backup succeeded, or the policy
+    /// went).
+    BackupStaleCleared,
+    /// `backup/drill-stale`: no restore drill of the AgentFS passed within
+    /// twice its `drillEvery`.
+    BackupDrillStale,
+    /// `backup/drill-stale` no longer holds.
+    BackupDrillStaleCleared,
+    /// `backup/drill-failed` no longer holds: a later drill passed (the
+    /// failed drill's own Event is the drill's).
+    BackupDrillFailedCleared,
 }
 
 impl Reason {
@@ -106,6 +120,11 @@ impl Reason {
             Reason::TenantWaiting => "TenantWaiting",
             Reason::TenantActive => "TenantActive",
             Reason::TenantOffboarded => "TenantOffboarded",
+            Reason::BackupStale => "BackupStale",
+            Reason::BackupStaleCleared => "BackupStaleCleared",
+            Reason::BackupDrillStale => "BackupDrillStale",
+            Reason::BackupDrillStaleCleared => "BackupDrillStaleCleared",
+            Reason::BackupDrillFailedCleared => "BackupDrillFailedCleared",
         }
     }
 
@@ -130,6 +149,11 @@ impl Reason {
             | Reason::CrashLoopCleared
             | Reason::AgentSilent
             | Reason::AgentSilentCleared => "Monitor",
+            Reason::BackupStale
+            | Reason::BackupStaleCleared
+            | Reason::BackupDrillStale
+            | Reason::BackupDrillStaleCleared
+            | Reason::BackupDrillFailedCleared => "Backup",
             Reason::InvalidSpec
             | Reason::FilesystemNotFound
             | Reason::FilesystemTerminating

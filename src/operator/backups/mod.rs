@@ -5,3 +5,4 @@
 pub mod plan;
 pub mod run;
 pub mod task;
+pub mod watch;
