@@ -156,7 +156,13 @@ async fn an_unreachable_registry_makes_backups_stale_and_its_return_resolves_it(
     // (The watch looks every second; the volume does not change, so each
     // backup's stream is as long as the first's.)
     let total = format!("{volume_labels},kind=\"total\"");
-    until_sample(&op, "exo_fs_backup_last_bytes", &total, ok.bytes_total as f64).await;
+    until_sample(
+        &op,
+        "exo_fs_backup_last_bytes",
+        &total,
+        ok.bytes_total as f64,
+    )
+    .await;
     assert_eq!(sample(&op, "exo_fs_backup_stale", &stale_labels), Some(0.0));
     assert!(sample(&op, "exo_fs_backup_age_seconds", &volume_labels).is_some());
     assert!(
