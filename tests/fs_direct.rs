@@ -66,11 +66,26 @@ async fn direct_route_every_verb_and_refusal() {
     assert_eq!(item["name"], "data");
     assert_eq!(item["pvc"], "agentfs-data");
     assert_eq!(item["provisioned"], "1Gi");
+    // No backup policy: no raw backup fields, and `-` in both columns.
+    assert!(
+        item.get("backup").is_none() && item.get("backupStatus").is_none(),
+        "{item}"
+    );
+    assert_eq!(item["generation"], 1, "{item}");
     let table = ok(&exo_fs(n, &["list"]));
     assert!(
         table.contains("MOUNTED-BY") && table.contains("agentfs-data"),
         "{table}"
     );
+    let head: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    let row: Vec<&str> = table
+        .lines()
+        .find(|l| l.contains("agentfs-data"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    let column = |name: &str| row[head.iter().position(|h| *h == name).unwrap()];
+    assert_eq!((column("BACKUP"), column("DRILL")), ("-", "-"), "{table}");
 
     // No agent mounts it: a helper pod, admitted in a restricted namespace.
     let ls = json(&exo_fs(n, &["ls", "data:/", "-o", "json"]));

@@ -509,6 +509,55 @@ async fn hand_edits_and_deletes_are_reverted_within_an_interval() {
     .await;
     assert_eq!(back.data, data);
     assert_eq!(back.immutable, Some(true));
+
+    // A tier's default backup policy: an AgentFS of a tenant of that tier
+    // (acme: standard) that declares none is applied with it, filled in
+    // for the volume; a change of `manifests/tiers.yaml` alone renders it
+    // again.
+    let tiers = String::from_utf8(fx.served_file("manifests/tiers.yaml")).unwrap();
+    let anchor = "      containerDefaults: {cpu: 250m, memory: 256Mi}\n    - name: platform";
+    assert!(tiers.contains(anchor), "{tiers}");
+    let with_default = |keep: u32| {
+        tiers.replace(
+            anchor,
+            &format!(
+                "      containerDefaults: {{cpu: 250m, memory: 256Mi}}\n      backup: {{every: 1h, keep: {keep}, repository: \"127.0.0.1:1/backups/{{namespace}}/{{name}}\", insecure: true}}\n    - name: platform"
+            ),
+        )
+    };
+    let notes = b"apiVersion: autonomic.sh/v1alpha1\nkind: AgentFS\nmetadata:\n  name: notes\nspec:\n  size: 1Gi\n  maxSize: 2Gi\n";
+    let volumes: Api<exo::crd::AgentFS> = Api::namespaced(fx.ns.client.clone(), t);
+    let policy_kept = |keep: u32| {
+        let volumes = volumes.clone();
+        async move {
+            eventually(
+                &format!("acme's volume with the tier's default, keep {keep}"),
+                Duration::from_secs(60),
+                || async {
+                    let b = volumes.get_opt("notes").await.ok()??.spec.backup?;
+                    (b.keep == keep).then_some(b)
+                },
+            )
+            .await
+        }
+    };
+    fx.push(
+        &[
+            ("manifests/tiers.yaml", Some(with_default(14).as_bytes())),
+            ("manifests/gd-acme/notes.yaml", Some(notes)),
+        ],
+        "a volume for acme, and the standard tier's backup default",
+    );
+    fx.request_sync().await;
+    let policy = policy_kept(14).await;
+    assert_eq!(policy.repository, "127.0.0.1:1/backups/gd-acme/notes");
+    assert_eq!(policy.every, "1h");
+    fx.push(
+        &[("manifests/tiers.yaml", Some(with_default(7).as_bytes()))],
+        "the standard tier keeps 7",
+    );
+    fx.request_sync().await;
+    policy_kept(7).await;
 }
 
 #[tokio::test]

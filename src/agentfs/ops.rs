@@ -40,6 +40,14 @@ fn info(fs: &AgentFS) -> FsInfo {
         provisioned: st.provisioned.map(|q| q.0),
         pvc: st.pvc_name,
         mounted_by: st.mounted_by,
+        backup: fs.spec.backup.clone(),
+        backup_status: st.backup,
+        generation: fs.metadata.generation,
+        created: fs
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string()),
     }
 }
 

@@ -13,7 +13,7 @@ use kube::api::Api;
 
 use super::Category;
 use super::store::{Credentials, Options, Repository, StoreError};
-use crate::crd::BackupPolicy;
+use crate::crd::{BackupPolicy, split_repository};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AccessError {
@@ -38,14 +38,6 @@ impl AccessError {
             AccessError::Store(e) => e.category().as_str(),
         }
     }
-}
-
-/// `host[:port]` and the repository's path in it, of a policy's
-/// `repository` (`registry.example.com/backups/acme/work`).
-pub fn split_repository(repository: &str) -> Option<(&str, &str)> {
-    repository
-        .split_once('/')
-        .filter(|(r, p)| !r.is_empty() && !p.is_empty())
 }
 
 /// The repository of `policy`, for a volume in `namespace`, with the

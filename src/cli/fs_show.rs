@@ -1,13 +1,70 @@
 //! Tables for `exo fs` (`-o json` prints the answers as they are).
 
 use crate::cli::table;
+use crate::operator::backups::{plan, watch};
 use crate::wire::fs::{AppVolumeInfo, AppVolumeList, FsInfo, FsList, FsListing, Transferred};
 
 fn or_dash(s: Option<&str>) -> String {
     s.filter(|s| !s.is_empty()).unwrap_or("-").to_owned()
 }
 
-fn row(i: &FsInfo) -> Vec<String> {
+/// The BACKUP column at `now` (seconds): `-` without a policy; `pending`
+/// before any outcome, or while the status is for an older generation of
+/// the policy; `stale` when the staleness rule holds (the operator's,
+/// [`plan::stale`]); `failing (<reason>)` when the last attempt failed;
+/// else the age of the last good backup (`3h`).
+pub fn backup_cell(i: &FsInfo, now: i64) -> String {
+    let Some(policy) = &i.backup else {
+        return "-".into();
+    };
+    let status = i.backup_status.as_ref();
+    let behind = match (status.and_then(|s| s.observed_generation), i.generation) {
+        (Some(seen), Some(generation)) => seen < generation,
+        (None, Some(_)) => true,
+        _ => false,
+    };
+    let outcome = status.is_some_and(|s| s.last_success.is_some() || s.last_error.is_some());
+    if behind || !outcome {
+        return "pending".into();
+    }
+    let created = i.created.as_deref().and_then(plan::seconds).unwrap_or(now);
+    let stale = plan::Settings::of(policy).is_ok_and(|s| {
+        plan::stale(now, &s, status, created)
+            .iter()
+            .any(|a| matches!(a, plan::Stale::Backup { .. }))
+    });
+    match (stale, watch::failing(status)) {
+        (true, Some(reason)) => format!("stale, failing ({reason})"),
+        (true, None) => "stale".into(),
+        (false, Some(reason)) => format!("failing ({reason})"),
+        (false, None) => table::age(
+            status
+                .and_then(|s| s.last_success.as_ref())
+                .and_then(|b| plan::seconds(&b.time))
+                .map(|t| now - t),
+        ),
+    }
+}
+
+/// The DRILL column at `now`: `passed 2d` (since the last drill, which
+/// passed), `FAILED`, or `-` (no policy, or no drill yet).
+pub fn drill_cell(i: &FsInfo, now: i64) -> String {
+    let drill = i
+        .backup
+        .as_ref()
+        .and(i.backup_status.as_ref())
+        .and_then(|s| s.last_drill.as_ref());
+    match drill {
+        None => "-".into(),
+        Some(d) if !d.passed => "FAILED".into(),
+        Some(d) => format!(
+            "passed {}",
+            table::age(plan::seconds(&d.time).map(|t| now - t))
+        ),
+    }
+}
+
+fn row(i: &FsInfo, now: i64) -> Vec<String> {
     vec![
         i.namespace.clone(),
         i.name.clone(),
@@ -16,6 +73,8 @@ fn row(i: &FsInfo) -> Vec<String> {
         or_dash(i.provisioned.as_deref()),
         or_dash(Some(&i.max_size)),
         or_dash(i.pvc.as_deref()),
+        backup_cell(i, now),
+        drill_cell(i, now),
         if i.mounted_by.is_empty() {
             "-".into()
         } else {
@@ -24,7 +83,7 @@ fn row(i: &FsInfo) -> Vec<String> {
     ]
 }
 
-const HEAD: [&str; 8] = [
+const HEAD: [&str; 10] = [
     "NAMESPACE",
     "NAME",
     "STATUS",
@@ -32,20 +91,30 @@ const HEAD: [&str; 8] = [
     "PROVISIONED",
     "MAX",
     "PVC",
+    "BACKUP",
+    "DRILL",
     "MOUNTED-BY",
 ];
+
+fn now() -> i64 {
+    k8s_openapi::jiff::Timestamp::now().as_second()
+}
 
 pub fn list(v: &serde_json::Value) -> String {
     match serde_json::from_value::<FsList>(v.clone()) {
         Ok(l) if l.items.is_empty() => "no file systems\n".into(),
-        Ok(l) => table::render_trimmed(&HEAD, &l.items.iter().map(row).collect::<Vec<_>>()),
+        Ok(l) => {
+            let now = now();
+            let rows: Vec<_> = l.items.iter().map(|i| row(i, now)).collect();
+            table::render_trimmed(&HEAD, &rows)
+        }
         Err(_) => format!("{v}\n"),
     }
 }
 
 pub fn one(v: &serde_json::Value) -> String {
     match serde_json::from_value::<FsInfo>(v.clone()) {
-        Ok(i) => table::render_trimmed(&HEAD, &[row(&i)]),
+        Ok(i) => table::render_trimmed(&HEAD, &[row(&i, now())]),
         Err(_) => format!("{v}\n"),
     }
 }
@@ -216,5 +285,157 @@ mod tests {
         assert!(t.starts_with("NAMESPACE"));
         assert!(t.contains("agentfs-data"));
         assert!(t.contains("a,b"));
+    }
+
+    /// The BACKUP and DRILL columns over fixed times: one case per state.
+    #[test]
+    fn backup_and_drill_columns() {
+        use crate::crd::{BackupFailure, BackupPolicy, BackupRecord, BackupStatus, DrillRecord};
+        const T0: i64 = 1_800_000_000;
+        let at = |s: i64| {
+            k8s_openapi::jiff::Timestamp::from_second(s)
+                .unwrap()
+                .to_string()
+        };
+        let policy = BackupPolicy {
+            every: "1h".into(),
+            keep: 3,
+            repository: "r.example.com/b".into(),
+            ..BackupPolicy::default()
+        };
+        let ok = |secs: i64| BackupRecord {
+            time: at(secs),
+            digest: "sha256:aa".into(),
+            ..BackupRecord::default()
+        };
+        let err = |secs: i64, reason: &str| BackupFailure {
+            time: at(secs),
+            reason: reason.into(),
+            message: "m".into(),
+        };
+        let drill = |secs: i64, passed: bool| DrillRecord {
+            time: at(secs),
+            digest: "sha256:aa".into(),
+            passed,
+            ..DrillRecord::default()
+        };
+        let vol =
+            |policy: Option<&BackupPolicy>, status: Option<BackupStatus>, generation: i64| FsInfo {
+                backup: policy.cloned(),
+                backup_status: status,
+                generation: Some(generation),
+                created: Some(at(T0 - 30 * 86_400)),
+                ..FsInfo::default()
+            };
+        let st = |success: Option<BackupRecord>,
+                  error: Option<BackupFailure>,
+                  drill: Option<DrillRecord>| BackupStatus {
+            observed_generation: Some(2),
+            last_success: success,
+            last_error: error,
+            last_drill: drill,
+            answered_request: None,
+        };
+        let cases: Vec<(FsInfo, &str, &str)> = vec![
+            (vol(None, None, 1), "-", "-"),
+            (vol(Some(&policy), None, 1), "pending", "-"),
+            (
+                vol(Some(&policy), Some(st(None, None, None)), 2),
+                "pending",
+                "-",
+            ),
+            // A status for generation 2 of a policy now at 3.
+            (
+                vol(Some(&policy), Some(st(Some(ok(T0 - 60)), None, None)), 3),
+                "pending",
+                "-",
+            ),
+            (
+                vol(
+                    Some(&policy),
+                    Some(st(
+                        Some(ok(T0 - 3 * 3600)),
+                        None,
+                        Some(drill(T0 - 2 * 86_400, true)),
+                    )),
+                    2,
+                ),
+                "stale",
+                "passed 2d",
+            ),
+            (
+                vol(
+                    Some(&policy),
+                    Some(st(
+                        Some(ok(T0 - 600)),
+                        Some(err(T0 - 60, "auth")),
+                        Some(drill(T0, false)),
+                    )),
+                    2,
+                ),
+                "failing (auth)",
+                "FAILED",
+            ),
+            (
+                vol(
+                    Some(&policy),
+                    Some(st(
+                        Some(ok(T0 - 3 * 3600)),
+                        Some(err(T0 - 60, "unreachable")),
+                        None,
+                    )),
+                    2,
+                ),
+                "stale, failing (unreachable)",
+                "-",
+            ),
+            // Never a good backup, the first attempt failed: stale from the
+            // volume's creation.
+            (
+                vol(
+                    Some(&policy),
+                    Some(st(None, Some(err(T0 - 60, "auth")), None)),
+                    2,
+                ),
+                "stale, failing (auth)",
+                "-",
+            ),
+            // An error older than the last success is over.
+            (
+                vol(
+                    Some(&policy),
+                    Some(st(Some(ok(T0 - 1800)), Some(err(T0 - 3600, "auth")), None)),
+                    2,
+                ),
+                "30m",
+                "-",
+            ),
+        ];
+        for (i, (v, backup, drill)) in cases.iter().enumerate() {
+            assert_eq!(
+                (backup_cell(v, T0).as_str(), drill_cell(v, T0).as_str()),
+                (*backup, *drill),
+                "case {i}"
+            );
+        }
+        // The table has the columns, the JSON the raw fields.
+        let raw = serde_json::to_value(FsList {
+            items: vec![cases[5].0.clone()],
+        })
+        .unwrap();
+        let table = list(&raw);
+        let head: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+        assert_eq!(head[7..], ["BACKUP", "DRILL", "MOUNTED-BY"], "{table}");
+        assert!(
+            table.contains("failing (auth)") && table.contains("FAILED"),
+            "{table}"
+        );
+        let item = &raw["items"][0];
+        assert_eq!(item["backup"]["every"], "1h", "{item}");
+        assert_eq!(
+            item["backupStatus"]["lastError"]["reason"], "auth",
+            "{item}"
+        );
+        assert_eq!(item["generation"], 2, "{item}");
     }
 }

@@ -16,9 +16,11 @@ use crate::operator::monitor::thresholds::Overrides;
 #[derive(Debug, Subcommand)]
 pub enum OperatorCommand {
     /// Run the operator: reconcile Agents, Tools and AgentFS volumes.
-    Run(RunArgs),
+    /// (Both boxed: their many flags would make every `exo` command as
+    /// large.)
+    Run(Box<RunArgs>),
     /// Run only the upstream connection (watch and stream to the control plane).
-    Connect(crate::cli::operator_connect::ConnectArgs),
+    Connect(Box<crate::cli::operator_connect::ConnectArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -113,6 +115,10 @@ pub struct RunArgs {
     /// How often the health monitors look (leader only).
     #[arg(long, default_value = "15s", env = "EXO_MONITOR_INTERVAL", value_parser = crate::duration::parse)]
     pub monitor_interval: Duration,
+    /// How often the leader looks for stale backups and drills (the
+    /// `backup/*` alerts, Events and `exo_fs_backup_*` gauges).
+    #[arg(long, default_value = "5s", env = "EXO_BACKUP_WATCH_INTERVAL", value_parser = crate::duration::parse)]
+    pub backup_watch_interval: Duration,
     /// Incidents one agent may post per minute (`POST /v1/incidents`);
     /// a burst of a quarter of that is taken at once.
     #[arg(long, default_value_t = 60, env = "EXO_INCIDENT_RATE", value_parser = clap::value_parser!(u32).range(1..))]
@@ -125,8 +131,8 @@ pub struct RunArgs {
 
 pub fn run(cmd: OperatorCommand) -> u8 {
     match cmd {
-        OperatorCommand::Run(args) => run_operator(args),
-        OperatorCommand::Connect(args) => crate::cli::operator_connect::run(args),
+        OperatorCommand::Run(args) => run_operator(*args),
+        OperatorCommand::Connect(args) => crate::cli::operator_connect::run(*args),
     }
 }
 
@@ -211,6 +217,7 @@ fn run_operator(args: RunArgs) -> u8 {
                 silent_after: args.monitor_silent_after,
             },
             monitor_interval: args.monitor_interval,
+            backup_watch_interval: args.backup_watch_interval,
             incident_rate: args.incident_rate,
             incident_retention: args.incident_retention,
         };

@@ -5,6 +5,17 @@
 
 use std::fmt::Write as _;
 
+/// Seconds as people read them: `45s`, `12m`, `3h`, `2d`; `-` for none.
+pub fn age(secs: Option<i64>) -> String {
+    match secs {
+        None => "-".into(),
+        Some(s) if s < 120 => format!("{}s", s.max(0)),
+        Some(s) if s < 7200 => format!("{}m", s / 60),
+        Some(s) if s < 172_800 => format!("{}h", s / 3600),
+        Some(s) => format!("{}d", s / 86_400),
+    }
+}
+
 /// `header` over `rows`. A cell beyond the header's columns is not
 /// measured.
 pub fn render(header: &[&str], rows: &[Vec<String>]) -> String {
@@ -66,5 +77,20 @@ mod tests {
             render_trimmed(&["K", "V", "NOTE"], &rows),
             "K      V       NOTE\ngröße  x\na      longer  last\n"
         );
+    }
+
+    #[test]
+    fn ages() {
+        let cases = [
+            (None, "-"),
+            (Some(-3), "0s"),
+            (Some(59), "59s"),
+            (Some(600), "10m"),
+            (Some(7200), "2h"),
+            (Some(200_000), "2d"),
+        ];
+        for (secs, want) in cases {
+            assert_eq!(age(secs), want, "{secs:?}");
+        }
     }
 }

@@ -74,6 +74,20 @@ pub enum Reason {
     /// A restore drill of an AgentFS's backup failed; the note names the
     /// first file that differs, the layer, or the error.
     BackupDrillFailed,
+    /// `backup/stale`: an AgentFS has had no good backup for longer than
+    /// its `staleAfter`; the note says since when and what to look at.
+    BackupStale,
+    /// `backup/stale` no longer holds (a backup succeeded, or the policy
+    /// went).
+    BackupStaleCleared,
+    /// `backup/drill-stale`: no restore drill of the AgentFS passed within
+    /// twice its `drillEvery`.
+    BackupDrillStale,
+    /// `backup/drill-stale` no longer holds.
+    BackupDrillStaleCleared,
+    /// `backup/drill-failed` no longer holds: a later drill passed (the
+    /// failed drill's own Event is the drill's).
+    BackupDrillFailedCleared,
 }
 
 impl Reason {
@@ -110,6 +124,11 @@ impl Reason {
             Reason::TenantActive => "TenantActive",
             Reason::TenantOffboarded => "TenantOffboarded",
             Reason::BackupDrillFailed => "BackupDrillFailed",
+            Reason::BackupStale => "BackupStale",
+            Reason::BackupStaleCleared => "BackupStaleCleared",
+            Reason::BackupDrillStale => "BackupDrillStale",
+            Reason::BackupDrillStaleCleared => "BackupDrillStaleCleared",
+            Reason::BackupDrillFailedCleared => "BackupDrillFailedCleared",
         }
     }
 
@@ -134,6 +153,11 @@ impl Reason {
             | Reason::CrashLoopCleared
             | Reason::AgentSilent
             | Reason::AgentSilentCleared => "Monitor",
+            Reason::BackupStale
+            | Reason::BackupStaleCleared
+            | Reason::BackupDrillStale
+            | Reason::BackupDrillStaleCleared
+            | Reason::BackupDrillFailedCleared => "Backup",
             Reason::InvalidSpec
             | Reason::FilesystemNotFound
             | Reason::FilesystemTerminating

@@ -1,6 +1,10 @@
 //! Prometheus metrics with bounded labels: the controller (3 values), the
 //! result or error category (a fixed enum), the object kind and the write
-//! verb (fixed sets). Object names never become labels.
+//! verb (fixed sets). Object names never become labels, but for the
+//! backups' gauges ([`backup`]), one series per volume with a backup
+//! policy.
+
+pub mod backup;
 
 use std::time::Duration;
 
@@ -144,6 +148,8 @@ pub struct Metrics {
     pub writes_fenced: Counter,
     pub leader: Gauge,
     pub ready: Gauge,
+    /// `exo_fs_backup_*`: their own registry, on the same page.
+    pub backups: backup::BackupMetrics,
 }
 
 impl Default for Metrics {
@@ -291,6 +297,7 @@ impl Metrics {
             writes_fenced,
             leader,
             ready,
+            backups: backup::BackupMetrics::new(),
         }
     }
 
@@ -344,10 +351,14 @@ impl Metrics {
         sum_samples(&text, "exo_operator_api_writes_total")
     }
 
+    /// The `/metrics` page: the operator's metrics, then the backups'.
     pub fn encode(&self) -> String {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut text = String::new();
         // Encoding into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        let _ = encode_registry(&mut text, &self.registry)
+            .and_then(|()| encode_registry(&mut text, &self.backups.registry))
+            .and_then(|()| encode_eof(&mut text));
         text
     }
 }
@@ -429,5 +440,20 @@ mod tests {
             text.contains("exo_operator_upstream_disconnects_total{cause=\"silent\"} 1"),
             "{text}"
         );
+    }
+
+    /// The backups' registry is on the same page, which ends once.
+    #[test]
+    fn the_page_carries_the_backups_metrics_and_one_eof() {
+        let m = Metrics::new();
+        m.backups.ended(Duration::from_secs(2), None);
+        let text = m.encode();
+        assert!(text.contains("exo_operator_leader 0"), "{text}");
+        assert!(
+            text.contains(r#"exo_fs_backups_total{outcome="ok",reason="none"} 1"#),
+            "{text}"
+        );
+        assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
     }
 }

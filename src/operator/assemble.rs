@@ -56,6 +56,8 @@ pub struct Config {
     /// The health monitors' thresholds given as flags.
     pub monitors: Overrides,
     pub monitor_interval: Duration,
+    /// How often the backup watch looks for stale backups and drills.
+    pub backup_watch_interval: Duration,
     /// Incidents one agent may post per minute.
     pub incident_rate: u32,
     /// How long an incident is kept once routed to its lane.
@@ -146,6 +148,16 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
         Error::Upstream(e)
     })?;
     let managed = upstream.is_some();
+    // Beside the backup task: the backups' staleness and drill alerts
+    // (upstream only when managed), Events and gauges, looked at often
+    // enough that a test's `every: 10s` sees them within seconds.
+    let backup_watch = super::backups::watch::WatchConfig {
+        interval: cfg.backup_watch_interval,
+        alerts: managed.then(|| alerts.clone()),
+    };
+    leader_tasks.push(for_the_term(move |ctx| {
+        super::backups::watch::run(ctx, backup_watch.clone())
+    }));
     // Tenant lifecycle sagas; the key actuator's Secret is read from the
     // operator's own namespace (the Lease's). Managed, they register each
     // tenant (and its support lane) with the control plane through the

@@ -26,7 +26,7 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 
 use super::isolation::{self, Platform};
 use super::saga::{Workload, baselines_needed, desired_agent, desired_tool};
-use crate::crd::{AgentFS, InventoryKind};
+use crate::crd::{AgentFS, BackupPolicy, InventoryKind};
 use crate::fleet::Tenant;
 use crate::release::{Release, WaveName};
 
@@ -40,6 +40,9 @@ pub struct TenantDesired {
     pub filesystems: Vec<AgentFS>,
     /// The tenant's `tenant.yaml` (node tier, allowed egress).
     pub settings: crate::crd::tenant::TenantSpec,
+    /// The tenant's tier's default backup policy (`manifests/tiers.yaml`),
+    /// which each AgentFS declaring none got, its placeholders filled.
+    pub backup_default: Option<BackupPolicy>,
     /// The tenant namespace's NetworkPolicies ([`super::isolation`]).
     pub policies: Vec<NetworkPolicy>,
     /// Baseline version -> the release's content sha256 (`None`: the
@@ -94,13 +97,20 @@ fn workload_hash(w: &Workload) -> [u8; 32] {
 
 impl TenantDesired {
     pub fn new(tenant: &Tenant, release: &Release) -> Self {
-        Self::render(tenant, release, None)
+        Self::render(tenant, release, None, None)
     }
 
-    /// [`TenantDesired::new`], taking over from `earlier` the workloads of
-    /// the files it says did not change. `earlier` is used only when it was
-    /// rendered for the same release and the same tenant settings.
-    pub fn render(tenant: &Tenant, release: &Release, earlier: Option<Earlier<'_>>) -> Self {
+    /// [`TenantDesired::new`] with the tier's default backup policy
+    /// `backup_default` for the AgentFS that declare none, taking over
+    /// from `earlier` the workloads of the files it says did not change.
+    /// `earlier` is used only when it was rendered for the same release
+    /// and the same tenant settings.
+    pub fn render(
+        tenant: &Tenant,
+        release: &Release,
+        backup_default: Option<&BackupPolicy>,
+        earlier: Option<Earlier<'_>>,
+    ) -> Self {
         let earlier = earlier.filter(|e| {
             e.target.release == *release && e.target.desired.settings == tenant.settings
         });
@@ -151,6 +161,12 @@ impl TenantDesired {
             .map(|f| {
                 let mut fs = f.value.clone();
                 fs.status = None;
+                if fs.spec.backup.is_none()
+                    && let Some(d) = backup_default
+                {
+                    let name = fs.metadata.name.as_deref().unwrap_or_default();
+                    fs.spec.backup = Some(d.for_volume(&tenant.name, name));
+                }
                 fs
             })
             .collect();
@@ -191,6 +207,7 @@ impl TenantDesired {
             sources,
             filesystems,
             settings: tenant.settings.clone(),
+            backup_default: backup_default.cloned(),
             policies,
             baselines,
             hash,
@@ -331,6 +348,7 @@ mod tests {
         let again = TenantDesired::render(
             acme,
             new,
+            None,
             Some(Earlier {
                 target: &planted,
                 same_file: &same_file,
@@ -353,6 +371,7 @@ mod tests {
         let plain = TenantDesired::render(
             acme,
             new,
+            None,
             Some(Earlier {
                 target: &planted,
                 same_file: &none,
@@ -366,6 +385,7 @@ mod tests {
         let other = TenantDesired::render(
             acme,
             old,
+            None,
             Some(Earlier {
                 target: &planted,
                 same_file: &all,
@@ -378,6 +398,7 @@ mod tests {
         let resettled = TenantDesired::render(
             &moved,
             new,
+            None,
             Some(Earlier {
                 target: &planted,
                 same_file: &all,
@@ -385,5 +406,56 @@ mod tests {
         );
         assert!(!resettled.workloads.iter().any(marked));
         assert_eq!(resettled.hash, TenantDesired::new(&moved, new).hash);
+    }
+
+    /// An AgentFS that declares no backup gets its tier's default, for its
+    /// own namespace and name; one that declares a policy keeps it; the
+    /// default is part of the hash.
+    #[test]
+    fn an_agentfs_without_a_policy_gets_the_tiers_default() {
+        let f = example();
+        let new = &f.release("2026.11.1").unwrap().value;
+        let mut globex = crate::fleet::Tenant::clone(&f.tenants["globex"]);
+        assert!(!globex.filesystems.is_empty(), "the example declares one");
+        let mut own = globex.filesystems[0].clone();
+        own.value.metadata.name = Some("own".into());
+        own.value.spec.backup = Some(BackupPolicy {
+            every: "1d".into(),
+            keep: 2,
+            repository: "r.example.com/mine".into(),
+            ..BackupPolicy::default()
+        });
+        globex.filesystems.push(own);
+        let default = BackupPolicy {
+            every: "6h".into(),
+            keep: 14,
+            repository: "r.example.com/backups/{namespace}/{name}".into(),
+            ..BackupPolicy::default()
+        };
+        let plain = TenantDesired::new(&globex, new);
+        let d = TenantDesired::render(&globex, new, Some(&default), None);
+        let first = globex.filesystems[0].value.metadata.name.clone().unwrap();
+        let got: Vec<(String, String)> = d
+            .filesystems
+            .iter()
+            .map(|fs| {
+                let b = fs.spec.backup.clone().unwrap();
+                (fs.metadata.name.clone().unwrap(), b.repository)
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    first.clone(),
+                    format!("r.example.com/backups/globex/{first}")
+                ),
+                ("own".into(), "r.example.com/mine".into()),
+            ]
+        );
+        assert_eq!(d.filesystems[0].spec.backup.as_ref().unwrap().keep, 14);
+        assert_eq!(d.backup_default.as_ref(), Some(&default));
+        assert_ne!(d.hash, plain.hash, "the default is in the hash");
+        assert!(plain.filesystems[0].spec.backup.is_none());
     }
 }

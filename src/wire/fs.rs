@@ -116,6 +116,20 @@ pub struct FsInfo {
     pub pvc: Option<String>,
     #[serde(default)]
     pub mounted_by: Vec<String>,
+    /// `spec.backup`: how the volume is backed up (none: it is not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<crate::crd::BackupPolicy>,
+    /// `status.backup`: what its backups and restore drills did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_status: Option<crate::crd::BackupStatus>,
+    /// The AgentFS's generation: `backupStatus.observedGeneration` behind
+    /// it is a status for an older policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+    /// When the AgentFS was created (RFC 3339): a volume that never had a
+    /// good backup is stale counted from then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

@@ -53,6 +53,7 @@ pub struct RegistryProxy {
     /// caught in the middle, for a kill.
     pub hold_after: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
+    state: ProxyState,
 }
 
 impl Drop for RegistryProxy {
@@ -180,12 +181,9 @@ impl RegistryProxy {
             uploads_allowed: Arc::clone(&uploads_allowed),
             hold_after: Arc::clone(&hold_after),
         };
-        let app = axum::Router::new().fallback(forward).with_state(state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
-        });
+        let task = serve(listener, state.clone());
         RegistryProxy {
             addr,
             counts,
@@ -193,6 +191,38 @@ impl RegistryProxy {
             uploads_allowed,
             hold_after,
             task,
+            state,
         }
     }
+
+    /// Stops listening: the registry is unreachable (connection refused)
+    /// at this address until [`RegistryProxy::resume`].
+    pub fn stop(&mut self) {
+        self.task.abort();
+    }
+
+    /// Listens again at the same address.
+    pub async fn resume(&mut self) {
+        self.task.abort();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let listener = loop {
+            match tokio::net::TcpListener::bind(&self.addr).await {
+                Ok(l) => break l,
+                // The aborted server may take a moment to let go of it.
+                Err(e) if std::time::Instant::now() < deadline => {
+                    let _ = e;
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("listen again on {}: {e}", self.addr),
+            }
+        };
+        self.task = serve(listener, self.state.clone());
+    }
+}
+
+fn serve(listener: tokio::net::TcpListener, state: ProxyState) -> tokio::task::JoinHandle<()> {
+    let app = axum::Router::new().fallback(forward).with_state(state);
+    tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    })
 }

@@ -33,17 +33,6 @@ pub struct Status {
     pub tenants: Vec<TenantSummary>,
 }
 
-/// Seconds as people read them: `45s`, `12m`, `3h`, `2d`.
-pub fn age(secs: Option<i64>) -> String {
-    match secs {
-        None => "-".into(),
-        Some(s) if s < 120 => format!("{}s", s.max(0)),
-        Some(s) if s < 7200 => format!("{}m", s / 60),
-        Some(s) if s < 172_800 => format!("{}h", s / 3600),
-        Some(s) => format!("{}d", s / 86_400),
-    }
-}
-
 /// Two lines: which Fleet and where it syncs from; what it applied.
 fn fleet_lines(f: &FleetSummary) -> String {
     let mut out = format!("Fleet {}/{}: {} ({})", f.namespace, f.name, f.url, f.branch);
@@ -71,7 +60,7 @@ fn fleet_lines(f: &FleetSummary) -> String {
             out,
             ", {} {} ago: {}: {}",
             if ready { "Ready" } else { "not Ready" },
-            age(f.last_sync_age_seconds),
+            table::age(f.last_sync_age_seconds),
             f.reason.as_deref().unwrap_or("-"),
             f.message.as_deref().unwrap_or("-")
         ),
@@ -109,12 +98,12 @@ fn live_cell(t: &TenantSummary) -> String {
         Some(c) => format!(
             "{} {}",
             if c.ok { "ok" } else { "mismatch" },
-            age(c.age_seconds)
+            table::age(c.age_seconds)
         ),
     };
     match t.last_full_check_age_seconds {
         None => last,
-        full => format!("{last}, all pods {}", age(full)),
+        full => format!("{last}, all pods {}", table::age(full)),
     }
 }
 
@@ -148,7 +137,7 @@ fn notes(t: &TenantSummary) -> Vec<String> {
     if let Some(d) = &t.last_drift {
         out.push(format!(
             "drift reverted {} ago: {} ({})",
-            age(d.age_seconds),
+            table::age(d.age_seconds),
             d.object,
             d.fields.join(", ")
         ));
@@ -157,7 +146,7 @@ fn notes(t: &TenantSummary) -> Vec<String> {
         out.push(format!(
             "live re-check of {} pod(s) {} ago: {}",
             c.pods,
-            age(c.age_seconds),
+            table::age(c.age_seconds),
             c.message.as_deref().unwrap_or("mismatch")
         ));
     }
@@ -190,7 +179,7 @@ pub fn render(status: &Status) -> String {
                 state_cell(t),
                 sync_cell(t),
                 live_cell(t),
-                age(t.age_seconds),
+                table::age(t.age_seconds),
             ]
         })
         .collect();
@@ -343,21 +332,6 @@ mod tests {
         ];
         for w in want {
             assert!(text.contains(w), "missing {w:?} in\n{text}");
-        }
-    }
-
-    #[test]
-    fn ages() {
-        let cases = [
-            (None, "-"),
-            (Some(-3), "0s"),
-            (Some(59), "59s"),
-            (Some(600), "10m"),
-            (Some(7200), "2h"),
-            (Some(200_000), "2d"),
-        ];
-        for (secs, want) in cases {
-            assert_eq!(age(secs), want, "{secs:?}");
         }
     }
 }

@@ -175,6 +175,7 @@ mod tests {
                 cpu: "250m".into(),
                 memory: "256Mi".into(),
             }),
+            backup: None,
         }
     }
 

@@ -11,6 +11,11 @@
 //!     - name: standard
 //!       quota: {cpu: "8", memory: 16Gi, pods: 50, storage: 100Gi}
 //!       containerDefaults: {cpu: 250m, memory: 256Mi}
+//!       # optional: the backup policy of the tenant's AgentFS that have none
+//!       backup:
+//!         every: 6h
+//!         keep: 14
+//!         repository: registry.example.com/backups/{namespace}/{name}
 //! ```
 //!
 //! Pure: types and the checks of the file.
@@ -50,6 +55,11 @@ pub struct Tier {
     /// The LimitRange's default request and limit per container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_defaults: Option<ContainerDefaults>,
+    /// The backup policy an AgentFS of the tenant's fleet folder gets when
+    /// it declares none; `{namespace}` and `{name}` in its `repository`
+    /// are the volume's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<crate::crd::BackupPolicy>,
 }
 
 /// Quantities as Kubernetes writes them (`8`, `16Gi`); unset is unlimited.
@@ -111,6 +121,9 @@ impl TiersDoc {
                     &d.memory,
                 );
             }
+            if let Some(e) = t.backup.as_ref().and_then(|b| b.check_template().err()) {
+                out.push(e.at(&format!("{at}.backup")));
+            }
         }
         out
     }
@@ -146,5 +159,32 @@ mod tests {
         assert_eq!(p.len(), 4, "{p:?}");
         assert!(doc.tier("standard").is_some());
         assert!(doc.tier("gold").is_none());
+    }
+
+    /// A tier's backup default is checked as a policy (the operator's
+    /// check), each problem under the tier's own field.
+    #[test]
+    fn a_bad_backup_default_names_its_tier_and_field() {
+        let doc: TiersDoc = serde_saphyr::from_str(concat!(
+            "kind: Tiers\nspec:\n  tiers:\n",
+            "  - {name: ok, backup: {every: 6h, keep: 14, repository: 'r.example.com/b/{namespace}/{name}'}}\n",
+            "  - {name: soon, backup: {every: soon, keep: 1, repository: r.example.com/b}}\n",
+            "  - {name: none, backup: {every: 1h, keep: 0, repository: r.example.com/b}}\n",
+            "  - {name: flat, backup: {every: 1h, keep: 1, repository: just-a-host}}\n",
+            "  - {name: who, backup: {every: 1h, keep: 1, repository: 'r.example.com/{tenant}/{name}'}}\n",
+            "  - {name: slow, backup: {every: 1h, keep: 1, repository: r.example.com/b, drillEvery: '7'}}\n",
+        ))
+        .unwrap();
+        let p = doc.problems();
+        for want in [
+            "spec.tiers[1].backup.every: \"soon\"",
+            "spec.tiers[2].backup.keep: must be at least 1",
+            "spec.tiers[3].backup.repository: \"just-a-host\" is not host[:port]/path",
+            "spec.tiers[4].backup.repository: \"{tenant}\" in",
+            "spec.tiers[5].backup.drillEvery:",
+        ] {
+            assert!(p.iter().any(|m| m.starts_with(want)), "{want}: {p:?}");
+        }
+        assert_eq!(p.len(), 5, "{p:?}");
     }
 }

@@ -6,3 +6,4 @@ pub mod drill;
 pub mod plan;
 pub mod run;
 pub mod task;
+pub mod watch;

@@ -19,77 +19,15 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use crate::crd::{BackupPolicy, BackupStatus};
+use crate::crd::BackupStatus;
+// The check of a policy is the crate's one (`crd::backup`): a tier's
+// default in `manifests/tiers.yaml` is checked by it too.
+pub use crate::crd::{
+    BackupPolicyError as PolicyError, BackupSettings as Settings, DEFAULT_DRILL_EVERY,
+};
 
-/// A drill, by default, once a week.
-pub const DEFAULT_DRILL_EVERY: Duration = Duration::from_secs(7 * 24 * 3600);
 /// A failed attempt waits at most this long before the next.
 const RETRY_AT_MOST: Duration = Duration::from_secs(60);
-
-/// Why a policy cannot be followed; each names the field.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PolicyError {
-    #[error("spec.backup.{field}: {source}")]
-    Duration {
-        field: &'static str,
-        #[source]
-        source: crate::duration::DurationError,
-    },
-    #[error("spec.backup.{field}: must be more than zero")]
-    Zero { field: &'static str },
-    #[error("spec.backup.keep: must be at least 1 (0 would delete every backup)")]
-    KeepZero,
-    #[error("spec.backup.repository: {repository:?} is not host[:port]/path")]
-    Repository { repository: String },
-}
-
-/// A policy, checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
-    pub every: Duration,
-    pub keep: u32,
-    pub drill_every: Duration,
-    pub stale_after: Duration,
-    pub registry: String,
-    pub path: String,
-}
-
-impl Settings {
-    pub fn of(policy: &BackupPolicy) -> Result<Self, PolicyError> {
-        let duration = |field: &'static str, text: &str| {
-            let d = crate::duration::parse(text)
-                .map_err(|source| PolicyError::Duration { field, source })?;
-            if d.is_zero() {
-                return Err(PolicyError::Zero { field });
-            }
-            Ok(d)
-        };
-        let every = duration("every", &policy.every)?;
-        if policy.keep == 0 {
-            return Err(PolicyError::KeepZero);
-        }
-        let drill_every = match &policy.drill_every {
-            Some(t) => duration("drillEvery", t)?,
-            None => DEFAULT_DRILL_EVERY,
-        };
-        let stale_after = match &policy.stale_after {
-            Some(t) => duration("staleAfter", t)?,
-            None => every * 2,
-        };
-        let (registry, path) = crate::backup::access::split_repository(&policy.repository)
-            .ok_or_else(|| PolicyError::Repository {
-                repository: policy.repository.clone(),
-            })?;
-        Ok(Settings {
-            every,
-            keep: policy.keep,
-            drill_every,
-            stale_after,
-            registry: registry.to_owned(),
-            path: path.to_owned(),
-        })
-    }
-}
 
 /// What to do next for one volume.
 #[derive(Debug, Clone, PartialEq, Eq)]

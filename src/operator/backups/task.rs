@@ -178,6 +178,10 @@ async fn once(
     let key = format!("{}/{}", fs.namespace().unwrap_or_default(), fs.name_any());
     let started = std::time::Instant::now();
     let outcome = run::backup_now(&ctx.client, fs, settings, policy, helper).await;
+    ctx.metrics.backups.ended(
+        started.elapsed(),
+        outcome.as_ref().err().map(run::RunError::reason),
+    );
     let mut patch = match outcome {
         Ok(t) => {
             info!(volume = %key, digest = %t.digest, bytes_total = t.bytes_total,

@@ -141,27 +141,50 @@ pub fn human(d: std::time::Duration) -> String {
     out
 }
 
+/// A condition that holds, known by a stable key (the key of its alert).
+pub trait Keyed {
+    fn key(&self) -> String;
+}
+
+impl Keyed for Finding {
+    fn key(&self) -> String {
+        Finding::key(self)
+    }
+}
+
 /// What changed between two ticks: the findings that started and those
 /// that cleared. Pure.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Transitions {
-    pub started: Vec<Finding>,
-    pub cleared: Vec<Finding>,
+#[derive(Debug, PartialEq, Eq)]
+pub struct Transitions<F = Finding> {
+    pub started: Vec<F>,
+    pub cleared: Vec<F>,
 }
 
 /// The set of findings that hold, by key, and what changed from the last.
-#[derive(Debug, Default)]
-pub struct Firing {
-    by_key: BTreeMap<String, Finding>,
+/// The monitors' and the backup watch's (`operator::backups::watch`).
+#[derive(Debug)]
+pub struct Firing<F = Finding> {
+    by_key: BTreeMap<String, F>,
 }
 
-impl Firing {
+impl<F> Default for Firing<F> {
+    fn default() -> Self {
+        Firing {
+            by_key: BTreeMap::new(),
+        }
+    }
+}
+
+impl<F: Keyed + Clone> Firing<F> {
     /// Replaces the set with `now`; returns what started and what cleared.
     /// A finding whose message changed is neither (its alert is re-sent by
     /// the alert book).
-    pub fn update(&mut self, now: Vec<Finding>) -> Transitions {
-        let next: BTreeMap<String, Finding> = now.into_iter().map(|f| (f.key(), f)).collect();
-        let mut t = Transitions::default();
+    pub fn update(&mut self, now: Vec<F>) -> Transitions<F> {
+        let next: BTreeMap<String, F> = now.into_iter().map(|f| (f.key(), f)).collect();
+        let mut t = Transitions {
+            started: Vec::new(),
+            cleared: Vec::new(),
+        };
         for (k, f) in &self.by_key {
             if !next.contains_key(k) {
                 t.cleared.push(f.clone());
@@ -176,10 +199,12 @@ impl Firing {
         t
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Finding> {
+    pub fn iter(&self) -> impl Iterator<Item = &F> {
         self.by_key.values()
     }
+}
 
+impl Firing<Finding> {
     /// Firing findings per (monitor, namespace).
     pub fn counts(&self) -> BTreeMap<(Monitor, String), i64> {
         let mut out = BTreeMap::new();

@@ -365,7 +365,17 @@ async fn sync_one(
         let (Some(t), Some(r)) = (loaded.tenants.get(tenant), loaded.release(release)) else {
             continue;
         };
-        let target = incremental::target(prev, &checkout, tenant, *wave, r).unwrap_or_else(|| {
+        // The tier's default backup policy for the tenant's AgentFS that
+        // declare none: a change of it renders the tenant again.
+        let backup_default = t
+            .settings
+            .tier
+            .as_deref()
+            .and_then(|n| loaded.tiers.as_ref()?.value.tier(n))
+            .and_then(|tier| tier.backup.as_ref());
+        let last = incremental::target(prev, &checkout, tenant, *wave, r)
+            .filter(|last| last.desired.backup_default.as_ref() == backup_default);
+        let target = last.unwrap_or_else(|| {
             // The folder changed: its unchanged files' objects are taken
             // over from the last render, not rendered again.
             let same_file =
@@ -379,7 +389,7 @@ async fn sync_one(
             Arc::new(TenantTarget {
                 wave: *wave,
                 release: r.value.clone(),
-                desired: TenantDesired::render(t, &r.value, earlier),
+                desired: TenantDesired::render(t, &r.value, backup_default, earlier),
             })
         });
         tenants.insert(tenant.clone(), target);

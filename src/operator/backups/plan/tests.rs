@@ -1,7 +1,7 @@
 //! The schedule and the staleness rules, over fixed times.
 
 use super::*;
-use crate::crd::{BackupFailure, BackupRecord, DrillRecord};
+use crate::crd::{BackupFailure, BackupPolicy, BackupRecord, DrillRecord};
 
 const T0: i64 = 1_800_000_000;
 

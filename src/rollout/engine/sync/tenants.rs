@@ -69,7 +69,13 @@ pub(super) async fn apply(
                 .settings
                 .tier
                 .as_deref()
-                .and_then(|n| loaded.tiers.as_ref()?.value.tier(n).cloned()),
+                .and_then(|n| loaded.tiers.as_ref()?.value.tier(n).cloned())
+                // Its backup default is the sync's to render into the
+                // AgentFS; the lifecycle saga has nothing to do for it.
+                .map(|tier| crate::crd::tenant::tiers::Tier {
+                    backup: None,
+                    ..tier
+                }),
             commit: Some(commit.to_owned()),
             offboarding: false,
         };

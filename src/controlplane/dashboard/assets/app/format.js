@@ -14,6 +14,16 @@ export function formatAge(ms) {
   return `${Math.floor(h / 24)} days ago`;
 }
 
+// An age as `exo fs list` shows it: 45s, 12m, 3h, 2d.
+export function formatShortAge(ms) {
+  if (ms === null || ms === undefined || !Number.isFinite(ms)) return '—';
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s < 120) return `${s}s`;
+  if (s < 7200) return `${Math.floor(s / 60)}m`;
+  if (s < 172800) return `${Math.floor(s / 3600)}h`;
+  return `${Math.floor(s / 86400)}d`;
+}
+
 function pad(n) { return String(n).padStart(2, '0'); }
 
 export function formatTime(value) {

@@ -1,8 +1,8 @@
-// The Storage page: every AgentFS, its capacity, PVC and mounts, and usage on request; then App storage.
+// The Storage page: every AgentFS, its capacity, PVC and mounts, its backups and restore drills, and usage on request; then App storage.
 
 import { $, clear, el, enc } from './dom.js';
-import { postJSON } from './api.js';
-import { dash, formatBytes } from './format.js';
+import { getJSON, postJSON } from './api.js';
+import { dash, formatBytes, formatShortAge } from './format.js';
 import { live } from './live.js';
 import { dataTable, pageHead, setStatus } from './page.js';
 import { compareRes, deploymentSummary, resKey, resourcePhase, resourceSet } from './resources.js';
@@ -11,12 +11,12 @@ import { appStorageSection } from './app-storage.js';
 export function pageStorage(main, deployment) {
   const summary = deploymentSummary(deployment);
   const { table, tbody } = dataTable('storage', [
-    'Namespace', 'AgentFS', 'Phase', 'Size (max)', ['Requested', 'num'], ['Provisioned', 'num'], 'PVC', 'Mounted by', 'Usage',
+    'Namespace', 'AgentFS', 'Phase', 'Size (max)', ['Requested', 'num'], ['Provisioned', 'num'], 'PVC', 'Mounted by', 'Backup', 'Drill', 'Usage',
   ]);
   const empty = el('p', { class: 'empty', hidden: true }, 'No AgentFS in this deployment’s view.');
   const apps = appStorageSection(deployment);
   clear(main).append(
-    pageHead(`Infrastructure › Storage · ${deployment}`, 'Every AgentFS: capacity asked for and provisioned, its PVC, who mounts it; real usage on request (df through the operator). Then every App’s workspace and database.'),
+    pageHead(`Infrastructure › Storage · ${deployment}`, 'Every AgentFS: capacity asked for and provisioned, its PVC, who mounts it, the age of its last good backup and its last restore drill; real usage on request (df through the operator). Then every App’s workspace and database.'),
     el('section', { class: 'card table-wrap storage', 'aria-labelledby': 'agentfs-title' },
       el('h2', { id: 'agentfs-title' }, 'File systems'), table, empty),
     apps.section);
@@ -24,6 +24,11 @@ export function pageStorage(main, deployment) {
 
   const rows = new Map();
   const usage = new Map(); // key -> last usage result (kept across re-renders)
+  // The deployment's active alerts by key: whether a volume's backups or
+  // drills are stale is the operator's rule, sent as the keyed alerts
+  // backup/stale/<ns>/<name>, backup/drill-stale/…, backup/drill-failed/…
+  // (docs/backups.md); the page does not compute it again.
+  const active = new Map();
 
   const renderUsage = (cell, key) => {
     const u = usage.get(key);
@@ -71,6 +76,62 @@ export function pageStorage(main, deployment) {
     }
   };
 
+  const loadActive = async () => {
+    try {
+      const res = await getJSON(`/api/v1/deployments/${enc(deployment)}/alerts/active`);
+      active.clear();
+      for (const a of Array.isArray(res.active) ? res.active : []) if (a && a.key) active.set(a.key, a);
+      render();
+    } catch (_) { /* the last known set stays */ }
+  };
+
+  const ageOf = (time) => {
+    const t = Date.parse(time);
+    return Number.isNaN(t) ? null : Date.now() - t;
+  };
+
+  // The Backup cell: — without a policy; pending before an outcome or
+  // while the status is for an older generation of the policy; stale
+  // while its alert is active; failing (reason) when the last attempt
+  // failed; else the age of the last good backup.
+  const backupCell = (r) => {
+    const spec = r.spec || {};
+    const st = (r.status && r.status.backup) || null;
+    if (!spec.backup) return { state: 'none', text: '—', title: 'no backup policy' };
+    const stale = active.get(`backup/stale/${r.namespace}/${r.name}`);
+    const ok = st && st.lastSuccess;
+    const err = st && st.lastError;
+    const failing = err && (!ok || Date.parse(err.time) >= Date.parse(ok.time));
+    const why = failing ? `failing (${err.reason})` : '';
+    if (stale) return { state: 'stale', text: why ? `stale, ${why}` : 'stale', title: stale.message };
+    const behind = !st || typeof st.observedGeneration !== 'number' ||
+      (typeof r.generation === 'number' && st.observedGeneration < r.generation);
+    if (behind || (!ok && !err)) return { state: 'pending', text: 'pending', title: 'no outcome for this policy yet' };
+    if (failing) return { state: 'failing', text: why, title: err.message };
+    return { state: 'ok', text: formatShortAge(ageOf(ok.time)), title: `last good backup ${ok.time}: ${ok.digest}` };
+  };
+
+  // The Drill cell: FAILED, stale while its alert is active, passed and
+  // how long ago, or — (no policy, no drill yet).
+  const drillCell = (r) => {
+    const spec = r.spec || {};
+    const st = (r.status && r.status.backup) || null;
+    const d = spec.backup && st ? st.lastDrill : null;
+    if (!spec.backup) return { state: 'none', text: '—', title: '' };
+    if (d && d.passed === false) return { state: 'failed', text: 'FAILED', title: dash(d.message) };
+    const stale = active.get(`backup/drill-stale/${r.namespace}/${r.name}`);
+    const passed = d ? `passed ${formatShortAge(ageOf(d.time))}` : '';
+    if (stale) return { state: 'stale', text: passed ? `stale, ${passed}` : 'stale', title: stale.message };
+    if (d) return { state: 'passed', text: passed, title: `drill of ${d.digest} at ${d.time}` };
+    return { state: 'none', text: '—', title: 'no drill yet' };
+  };
+
+  const show = (cell, c) => {
+    cell.textContent = c.text;
+    cell.dataset.state = c.state;
+    cell.title = c.title || '';
+  };
+
   const render = () => {
     apps.render([...set.map.values()]);
     const list = [...set.map.values()].filter((r) => r.kind === 'AgentFS').sort(compareRes);
@@ -91,11 +152,13 @@ export function pageStorage(main, deployment) {
           provisioned: el('td', { class: 'provisioned num' }),
           pvc: el('td', { class: 'pvc mono' }),
           mounted: el('td', { class: 'mounted-by' }),
+          backup: el('td', { class: 'backup nowrap' }),
+          drill: el('td', { class: 'drill nowrap' }),
           usage: usageCell,
         };
         button.addEventListener('click', () => checkUsage(rows.get(key).r, button, usageCell));
         row.tr.append(el('td', null, r.namespace), el('th', { scope: 'row' }, r.name), el('td', null, row.phase),
-          row.size, row.requested, row.provisioned, row.pvc, row.mounted, usageCell);
+          row.size, row.requested, row.provisioned, row.pvc, row.mounted, row.backup, row.drill, usageCell);
         rows.set(key, row);
         renderUsage(usageCell, key);
       }
@@ -117,15 +180,21 @@ export function pageStorage(main, deployment) {
       row.pvc.textContent = dash(status.pvcName);
       const mb = Array.isArray(status.mountedBy) ? status.mountedBy : [];
       row.mounted.textContent = mb.length ? mb.join(', ') : '—';
+      show(row.backup, backupCell(r));
+      show(row.drill, drillCell(r));
     }
     empty.hidden = list.length !== 0;
   };
 
   const set = resourceSet(deployment, render, {
-    handlers: { deployment: summary.render },
-    onResync: () => summary.load().catch(() => {}),
+    handlers: {
+      deployment: summary.render,
+      alerts: (ev) => { if (ev.deployment === deployment) loadActive(); },
+    },
+    onResync: () => { summary.load().catch(() => {}); loadActive(); },
   });
   summary.load().catch(() => {});
+  loadActive();
   set.load().catch((err) => { if (err.status !== 401) setStatus(`Could not load the resources: ${err.message}`, 'failed'); });
   live(deployment, set.handlers, set.reload);
 }
