@@ -18,7 +18,7 @@ use exo::backup::store::Blob;
 use exo::backup::{Options, Repository};
 use exo::crd::AgentFS;
 use kube::api::{Patch, PatchParams};
-use support::backup::{backup_of, noise_from};
+use support::backup::{backup_of, noise_from, request_backup};
 use support::eventually;
 use support::operator::{OperatorProcess, create, restricted_namespace, volume_folder, wait_for};
 use support::registry_proxy::{Counts, RegistryProxy};
@@ -93,20 +93,7 @@ async fn a_killed_operator_and_a_failing_registry_leave_no_broken_backup() {
     // About ten chunks of 4 MiB on average.
     std::fs::write(dir.join("big.bin"), noise_from(1, 40 << 20)).unwrap();
 
-    let request = |r: &'static str| {
-        let api = api.clone();
-        async move {
-            api.patch(
-                "work",
-                &PatchParams::default(),
-                &Patch::Merge(serde_json::json!({"metadata": {"annotations": {
-                    "autonomic.sh/backup-requested-at": r
-                }}})),
-            )
-            .await
-            .unwrap();
-        }
-    };
+    let request = |r: &'static str| request_backup(&api, "work", r);
 
     // 1. SIGKILL in the middle: three uploads go through, the fourth hangs,
     // and the operator is killed while it waits.

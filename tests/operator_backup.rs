@@ -16,8 +16,8 @@ use exo::agentfs::tarstream::Limits;
 use exo::backup::{Options, Repository};
 use exo::crd::AgentFS;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Patch, PatchParams, PostParams};
-use support::backup::{backup_of, noise, volume};
+use kube::api::PostParams;
+use support::backup::{backup_of, noise, request_backup, volume};
 use support::operator::{OperatorProcess, create, restricted_namespace, volume_folder, wait_for};
 
 /// The files of a backup, restored from the registry: path -> bytes.
@@ -73,21 +73,7 @@ async fn volumes_are_backed_up_on_schedule_and_on_request() {
     // (Written after the claim bound; the first backup may have run on the
     // empty volume already: an on-demand request below takes the files.)
     let api = ns.api::<AgentFS>();
-    let request = |r: &str| {
-        let api = api.clone();
-        let r = r.to_owned();
-        async move {
-            api.patch(
-                "work",
-                &PatchParams::default(),
-                &Patch::Merge(serde_json::json!({"metadata": {"annotations": {
-                    "autonomic.sh/backup-requested-at": r
-                }}})),
-            )
-            .await
-            .unwrap();
-        }
-    };
+    let request = |r: &'static str| request_backup(&api, "work", r);
     request("r1").await;
     let first = wait_for(&api, "work", "the request r1 answered", |f| {
         backup_of(f).answered_request.as_deref() == Some("r1")

@@ -52,3 +52,17 @@ pub fn blob_file(digest: &str) -> PathBuf {
         .join(hex)
         .join("data")
 }
+
+/// Asks for a backup of the AgentFS `name` now: the on-demand annotation
+/// set to `request` (answered in `status.backup.answeredRequest`).
+pub async fn request_backup(api: &kube::Api<AgentFS>, name: &str, request: &str) {
+    api.patch(
+        name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"metadata": {"annotations": {
+            exo::meta::ANNOTATION_BACKUP_REQUESTED: request
+        }}})),
+    )
+    .await
+    .expect("the backup request annotation");
+}
