@@ -762,3 +762,57 @@ async fn a_bearer_token_registry_backs_up_and_restores() {
     assert!(restored == stream);
     assert!(!format!("{repo:?}").contains(&token));
 }
+
+/// A repository on a server that is not a registry is refused by name
+/// before anything is sent: a web server that answers every path with
+/// 200 would otherwise make every chunk look present, and a backup would
+/// "succeed" holding nothing. One that answers 404 is refused the same way.
+#[tokio::test]
+async fn a_server_that_is_not_a_registry_is_refused_before_anything_is_sent() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    for status in [200u16, 404] {
+        let writes = Arc::new(AtomicU64::new(0));
+        let seen = Arc::clone(&writes);
+        let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+            let seen = Arc::clone(&seen);
+            async move {
+                if req.method() != axum::http::Method::GET
+                    && req.method() != axum::http::Method::HEAD
+                {
+                    seen.fetch_add(1, Ordering::SeqCst);
+                }
+                axum::response::Response::builder()
+                    .status(status)
+                    .header("content-type", "text/html")
+                    .body(axum::body::Body::from("<html>a web site</html>"))
+                    .unwrap()
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let repo = Repository::new(&addr, "backups/acme/work", None, Options::default()).unwrap();
+        let e = backup(
+            &tar_of(&small_volume())[..],
+            &repo,
+            &vol(),
+            TEST_SIZES,
+            Limits::default(),
+        )
+        .await
+        .unwrap_err();
+        let shown = e.to_string();
+        assert!(
+            shown.contains(&addr) && shown.contains("is not an OCI registry"),
+            "HTTP {status}: {shown}"
+        );
+        assert_eq!(e.category(), exo::backup::Category::Invalid, "{shown}");
+        assert_eq!(
+            writes.load(Ordering::SeqCst),
+            0,
+            "HTTP {status}: nothing sent"
+        );
+        server.abort();
+    }
+}

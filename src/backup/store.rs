@@ -176,6 +176,42 @@ impl Repository {
     }
 
     /// Whether the repository holds the blob.
+    /// Whether the registry speaks the distribution API: `GET /v2/`
+    /// answers 200 (after the credentials, when it asks for them) with
+    /// `Docker-Distribution-API-Version: registry/2.0`, as the distribution
+    /// registry, Harbor, GHCR, Gitea and zot send. Anything else (a web
+    /// server that answers every path with 200, say, which would make
+    /// every blob look present) is refused before a backup sends or skips
+    /// a byte.
+    pub async fn check_api(&self) -> Result<(), StoreError> {
+        let what = "GET /v2/".to_owned();
+        let url = format!("{}/v2/", self.base);
+        self.timed(&what, self.options.timeout, async {
+            let resp = self
+                .call(
+                    Method::GET,
+                    &url,
+                    &[],
+                    Bytes::new(),
+                    &self.push_scope(),
+                    &what,
+                )
+                .await?;
+            let version = header(&resp, "docker-distribution-api-version");
+            if resp.status().is_success() && version.as_deref() == Some("registry/2.0") {
+                return Ok(());
+            }
+            if resp.status() == StatusCode::UNAUTHORIZED || resp.status() == StatusCode::FORBIDDEN {
+                return Err(self.refused(resp, &what).await);
+            }
+            Err(StoreError::NotRegistry {
+                registry: self.registry.clone(),
+                status: resp.status().as_u16(),
+            })
+        })
+        .await
+    }
+
     pub async fn blob_exists(&self, digest: &str, what: Blob) -> Result<bool, StoreError> {
         self.digest_arg(digest)?;
         let what = format!("HEAD {what} {digest}");

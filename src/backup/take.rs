@@ -117,6 +117,8 @@ pub async fn backup_with_progress<R: AsyncRead + Unpin>(
         .to_string();
     let tag = now.as_millisecond().to_string();
 
+    // Nothing is sent, or skipped as present, to what is not a registry.
+    repo.check_api().await?;
     let mut walker = Walker::new(None, limits);
     let mut chunker = Chunker::new(stream, sizes)?;
     let mut chunks = std::pin::pin!(chunker.chunks());

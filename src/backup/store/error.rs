@@ -60,6 +60,10 @@ pub enum StoreError {
         status: u16,
         codes: String,
     },
+    #[error(
+        "{registry} is not an OCI registry: GET /v2/ answered HTTP {status} without Docker-Distribution-API-Version: registry/2.0"
+    )]
+    NotRegistry { registry: String, status: u16 },
     #[error("registry {registry} does not allow {what} (HTTP {status})")]
     Unsupported {
         registry: String,
@@ -86,7 +90,9 @@ pub enum StoreError {
 impl StoreError {
     pub fn category(&self) -> Category {
         match self {
-            StoreError::Invalid { .. } | StoreError::Unsupported { .. } => Category::Invalid,
+            StoreError::Invalid { .. }
+            | StoreError::Unsupported { .. }
+            | StoreError::NotRegistry { .. } => Category::Invalid,
             StoreError::Unreachable { .. } | StoreError::Deadline { .. } => Category::Unreachable,
             StoreError::Auth { .. } => Category::Auth,
             StoreError::NotFound { .. } => Category::NotFound,
