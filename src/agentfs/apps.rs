@@ -243,6 +243,7 @@ mod tests {
                         image: "reg/postgres:16".into(),
                         size: q("1Gi"),
                         max_size: q("3Gi"),
+                        backup_hook: None,
                     },
                 }),
                 ..AppSpec::default()
