@@ -259,15 +259,23 @@ impl Exit {
             .is_some_and(|s| s.status.as_deref() == Some("Success"))
     }
 
-    /// The command's exit code, when the status carries one (a cause
-    /// `ExitCode`).
+    /// The command's exit code, when the status carries one: the kubelet
+    /// gives a cause `ExitCode`; other runtimes (kwok's) only end their
+    /// message with `exit status N`. Only the number is taken.
     pub fn code(&self) -> Option<i32> {
-        let causes = self.status.as_ref()?.details.as_ref()?.causes.as_ref()?;
-        causes
-            .iter()
-            .find(|c| c.reason.as_deref() == Some("ExitCode"))
+        let status = self.status.as_ref()?;
+        let cause = status
+            .details
+            .as_ref()
+            .and_then(|d| d.causes.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.reason.as_deref() == Some("ExitCode")))
             .and_then(|c| c.message.as_deref())
-            .and_then(|m| m.trim().parse().ok())
+            .and_then(|m| m.trim().parse().ok());
+        cause.or_else(|| {
+            let m = status.message.as_deref()?;
+            let at = m.rfind("exit status ")?;
+            m[at + "exit status ".len()..].trim().parse().ok()
+        })
     }
 
     /// The first non-empty line of stderr, at most `max` characters.
@@ -340,6 +348,17 @@ mod tests {
         assert_eq!(exit.code(), Some(3));
         assert_eq!(exit.stderr_line(18).as_deref(), Some("pg_dumpall: connec"));
         assert_eq!(super::Exit::default().code(), None);
+        let said: k8s_openapi::apimachinery::pkg::apis::meta::v1::Status =
+            serde_json::from_value(serde_json::json!({
+                "status": "Failure",
+                "message": "error executing command in container: cmd wait: sh -c x: exit status 7"
+            }))
+            .unwrap();
+        let exit = super::Exit {
+            status: Some(said),
+            stderr: String::new(),
+        };
+        assert_eq!((exit.code(), exit.stderr_line(80)), (Some(7), None));
         assert!(!super::Exit::default().success());
     }
 

@@ -1,0 +1,220 @@
+#![allow(clippy::expect_used, clippy::unwrap_used)] // test code: a panic is a test failure
+//! An App's volumes backed up, end to end: the real apiserver, the real
+//! operator, kwok's exec (on this host, in the pod's folder, whose mounts
+//! are links to the volumes' hostPath folders) and the real registry.
+//! kwok runs no Postgres, so the database's backup hook is a shell
+//! command of the test's: it writes a marker into the database volume,
+//! and the database backup restored from the registry holds it; the
+//! workspace backup holds the workspace's files; one request on the App
+//! is answered in both volumes' status. A hook that exits 3 fails the
+//! database's backup with reason `hook` (its status and first line of
+//! stderr), pushes no manifest for it, and the workspace still backs up.
+
+mod support;
+
+use exo::backup::{Options, Repository};
+use exo::crd::{App, AppPhase, AppVolumeKind, BackupStatus};
+use kube::api::{Api, Patch, PatchParams};
+use support::backup::restored;
+use support::operator::{OperatorProcess, create, restricted_namespace, volume_folder, wait_for};
+
+const WORKSPACE: &str = "app-workspace-shop";
+const DATABASE: &str = "app-database-shop";
+
+fn shop() -> App {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "autonomic.sh/v1alpha1", "kind": "App",
+        "metadata": { "name": "shop" },
+        "spec": {
+            "image": "example.invalid/shop:1",
+            "workspace": { "size": "1Gi", "maxSize": "4Gi" },
+            "database": { "postgres": {
+                "image": "example.invalid/postgres:16", "size": "1Gi", "maxSize": "8Gi"
+            }}
+        }
+    }))
+    .expect("App fixture")
+}
+
+/// The backup status of `app`'s `kind` volume (empty when none yet).
+fn backup_of(app: &App, kind: AppVolumeKind) -> BackupStatus {
+    app.status
+        .as_ref()
+        .and_then(|s| s.backup.as_ref())
+        .and_then(|b| b.volume(kind).cloned())
+        .unwrap_or_default()
+}
+
+fn answered(app: &App, request: &str) -> bool {
+    [AppVolumeKind::Workspace, AppVolumeKind::Database]
+        .iter()
+        .all(|k| backup_of(app, *k).answered_request.as_deref() == Some(request))
+}
+
+async fn patch(api: &Api<App>, body: serde_json::Value) {
+    api.patch("shop", &PatchParams::default(), &Patch::Merge(body))
+        .await
+        .unwrap();
+}
+
+async fn request(api: &Api<App>, r: &str) {
+    patch(
+        api,
+        serde_json::json!({"metadata": {"annotations": {
+            "autonomic.sh/backup-requested-at": r
+        }}}),
+    )
+    .await;
+}
+
+/// The Unix-millisecond tags (one per backup) of `repo`.
+async fn stamps(repo: &Repository) -> Vec<String> {
+    let mut v: Vec<String> = repo
+        .list_tags()
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| t.parse::<u64>().is_ok())
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test]
+async fn an_apps_workspace_and_database_are_backed_up_the_database_after_its_hook() {
+    let ns = restricted_namespace("app-backup").await;
+    let n = ns.name.as_str();
+    let registry = support::env().registry.clone();
+    let path = format!("exo-test/app-backup-{n}");
+    let op = OperatorProcess::start(n, "a");
+    op.wait_leader().await;
+    let apps = ns.api::<App>();
+    create(&apps, &shop()).await;
+    let running = wait_for(&apps, "shop", "Running", |a| {
+        a.status
+            .as_ref()
+            .is_some_and(|s| s.phase == Some(AppPhase::Running) && s.pod_name.is_some())
+    })
+    .await;
+    let pod = running.status.unwrap().pod_name.unwrap();
+
+    // The workspace holds code; the database volume its data folder.
+    let ws = volume_folder(&ns, WORKSPACE).await;
+    std::fs::create_dir_all(ws.join("src")).unwrap();
+    std::fs::write(ws.join("src/main.py"), b"print('shop')\n").unwrap();
+    let db = volume_folder(&ns, DATABASE).await;
+    std::fs::create_dir_all(db.join("pgdata")).unwrap();
+    std::fs::write(db.join("pgdata/PG_VERSION"), b"16\n").unwrap();
+
+    // The policy, and a hook that writes a marker into the database
+    // volume through the sidecar's mount (kwok runs it in the pod's
+    // folder under EXO_POD_ROOT).
+    let marker = format!("$EXO_POD_ROOT/{n}/{pod}/var/lib/postgresql/data/hook-marker");
+    patch(
+        &apps,
+        serde_json::json!({"spec": {
+            "backup": {"every": "1h", "keep": 3,
+                "repository": format!("{registry}/{path}"), "insecure": true},
+            "database": {"postgres": {"backupHook":
+                ["sh", "-c", format!("echo dumped-by-hook > \"{marker}\"")]}}
+        }}),
+    )
+    .await;
+    request(&apps, "r1").await;
+    let first = wait_for(&apps, "shop", "r1 answered by both volumes", |a| {
+        answered(a, "r1")
+    })
+    .await;
+    let generation = first.metadata.generation;
+    let (ws1, db1) = (
+        backup_of(&first, AppVolumeKind::Workspace),
+        backup_of(&first, AppVolumeKind::Database),
+    );
+    for b in [&ws1, &db1] {
+        assert!(b.last_error.is_none(), "{b:?}");
+        assert!(b.last_success.is_some(), "{b:?}");
+        assert_eq!(b.observed_generation, generation, "{b:?}");
+    }
+    // The App reconciler left the backup status alone.
+    assert_eq!(
+        first.status.as_ref().unwrap().phase,
+        Some(AppPhase::Running)
+    );
+
+    // Each volume went to its own repository, as it was.
+    let ws_repo = Repository::new(
+        &registry,
+        &format!("{path}/workspace"),
+        None,
+        Options::default(),
+    )
+    .unwrap();
+    let db_repo = Repository::new(
+        &registry,
+        &format!("{path}/database"),
+        None,
+        Options::default(),
+    )
+    .unwrap();
+    let ws_files = restored(&ws_repo, &ws1.last_success.as_ref().unwrap().digest).await;
+    assert_eq!(ws_files["src/main.py"], b"print('shop')\n");
+    assert!(
+        !ws_files.contains_key("hook-marker"),
+        "{:?}",
+        ws_files.keys()
+    );
+    let db_ok = db1.last_success.clone().unwrap();
+    let db_files = restored(&db_repo, &db_ok.digest).await;
+    assert_eq!(db_files["pgdata/PG_VERSION"], b"16\n");
+    assert_eq!(
+        db_files.get("hook-marker").map(Vec::as_slice),
+        Some(&b"dumped-by-hook\n"[..]),
+        "the hook ran before the volume was read: {:?}",
+        db_files.keys()
+    );
+    let db_stamps = stamps(&db_repo).await;
+    assert!(!db_stamps.is_empty());
+
+    // A hook that fails: the database's backup fails with reason `hook`
+    // and pushes nothing; the workspace still backs up.
+    std::fs::write(ws.join("src/new.py"), b"print('new')\n").unwrap();
+    patch(
+        &apps,
+        serde_json::json!({"spec": {"database": {"postgres": {"backupHook":
+            ["sh", "-c", "echo the dump broke >&2; exit 3"]}}}}),
+    )
+    .await;
+    request(&apps, "r2").await;
+    let second = wait_for(&apps, "shop", "r2 answered by both volumes", |a| {
+        answered(a, "r2")
+    })
+    .await;
+    let db2 = backup_of(&second, AppVolumeKind::Database);
+    let err = db2.last_error.clone().unwrap_or_else(|| panic!("{db2:?}"));
+    assert_eq!(err.reason, "hook", "{err:?}");
+    assert!(err.message.contains("exited with status 3"), "{err:?}");
+    assert!(err.message.contains("the dump broke"), "{err:?}");
+    assert_eq!(
+        db2.last_success,
+        Some(db_ok.clone()),
+        "the last good one stays"
+    );
+    assert_eq!(db2.observed_generation, second.metadata.generation);
+    assert_eq!(
+        stamps(&db_repo).await,
+        db_stamps,
+        "no manifest for the database"
+    );
+    assert_eq!(
+        db_repo.pull_manifest("latest").await.unwrap().digest,
+        db_ok.digest
+    );
+    let ws2 = backup_of(&second, AppVolumeKind::Workspace);
+    assert!(ws2.last_error.is_none(), "{ws2:?}");
+    let ws_ok = ws2.last_success.unwrap();
+    assert_ne!(Some(&ws_ok), ws1.last_success.as_ref());
+    assert_eq!(
+        restored(&ws_repo, &ws_ok.digest).await["src/new.py"],
+        b"print('new')\n"
+    );
+}
