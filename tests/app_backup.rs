@@ -16,6 +16,7 @@ use exo::backup::{Options, Repository};
 use exo::crd::{App, AppPhase, AppVolumeKind, BackupStatus};
 use kube::api::{Api, Patch, PatchParams};
 use support::backup::restored;
+use support::fs::{exo_fs, json, refused};
 use support::operator::{OperatorProcess, create, restricted_namespace, volume_folder, wait_for};
 
 const WORKSPACE: &str = "app-workspace-shop";
@@ -217,4 +218,40 @@ async fn an_apps_workspace_and_database_are_backed_up_the_database_after_its_hoo
         restored(&ws_repo, &ws_ok.digest).await["src/new.py"],
         b"print('new')\n"
     );
+
+    // The CLI: `exo fs backup app/shop` requests both and waits for both;
+    // a failing volume is named, with its reason.
+    let out = exo_fs(n, &["backup", "app/shop", "--timeout", "2m"]);
+    refused(
+        &out,
+        &[
+            "App",
+            "shop",
+            "database failed (hook)",
+            "exited with status 3",
+        ],
+    );
+    patch(
+        &apps,
+        serde_json::json!({"spec": {"database": {"postgres": {"backupHook": ["true"]}}}}),
+    )
+    .await;
+    let v = json(&exo_fs(
+        n,
+        &["backup", "app/shop", "--timeout", "2m", "-o", "json"],
+    ));
+    let volumes: Vec<&str> = v["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["volume"].as_str().unwrap())
+        .collect();
+    assert_eq!(volumes, ["workspace", "database"], "{v}");
+    let db3 = backup_of(&apps.get("shop").await.unwrap(), AppVolumeKind::Database);
+    assert_eq!(
+        v["volumes"][1]["digest"].as_str(),
+        db3.last_success.as_ref().map(|b| b.digest.as_str()),
+        "{v}"
+    );
+    assert_ne!(db3.last_success, Some(db_ok), "a new database backup");
 }

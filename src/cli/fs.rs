@@ -94,8 +94,10 @@ pub enum FsVerb {
     /// Delete a file system; refused while agents mount it.
     Delete { name: String },
     /// Take a backup now (the volume needs `spec.backup`) and wait for
-    /// it; prints its digest. Direct route only.
+    /// it; prints its digest. `app/NAME`: both volumes of an App. Direct
+    /// route only.
     Backup {
+        /// An AgentFS, or `app/NAME` for an App's volumes.
         name: String,
         /// How long to wait for the operator's answer (e.g. 30s, 10m).
         #[arg(long, default_value = "10m")]
@@ -144,7 +146,7 @@ fn parse_target(raw: &str) -> Result<FsPath, String> {
 
 /// The prefix that names an App in `exo fs resize` (kubectl's
 /// `kind/name`): `app/shop` is App shop's volumes, `shop` the AgentFS.
-const APP_PREFIX: &str = "app/";
+pub(crate) const APP_PREFIX: &str = "app/";
 
 /// `exo fs resize`'s arguments as a command: an AgentFS takes `--size`
 /// only, an `app/NAME` takes `--workspace` and `--database` only.
