@@ -9,6 +9,8 @@
 //! is answered in both volumes' status. A hook that exits 3 fails the
 //! database's backup with reason `hook` (its status and first line of
 //! stderr), pushes no manifest for it, and the workspace still backs up.
+//! `exo fs backup app/NAME` names a failing volume and lists both once
+//! they pass; `exo fs list --apps` shows each volume's last backup.
 
 mod support;
 
@@ -254,4 +256,31 @@ async fn an_apps_workspace_and_database_are_backed_up_the_database_after_its_hoo
         "{v}"
     );
     assert_ne!(db3.last_success, Some(db_ok), "a new database backup");
+
+    // `exo fs list --apps` shows each volume's last backup.
+    let rows = json(&exo_fs(n, &["list", "--apps", "-o", "json"]));
+    let last: Vec<(String, String)> = rows["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
+            (s("volume"), s("lastBackup"))
+        })
+        .collect();
+    assert_eq!(
+        last,
+        [
+            (
+                "workspace".to_owned(),
+                backup_of(&apps.get("shop").await.unwrap(), AppVolumeKind::Workspace)
+                    .last_success
+                    .unwrap()
+                    .time
+            ),
+            ("database".to_owned(), db3.last_success.unwrap().time),
+        ]
+    );
+    let table = String::from_utf8_lossy(&exo_fs(n, &["list", "--apps"]).stdout).into_owned();
+    assert!(table.lines().next().unwrap().ends_with("BACKUP"), "{table}");
 }
