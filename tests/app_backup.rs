@@ -10,7 +10,8 @@
 //! database's backup with reason `hook` (its status and first line of
 //! stderr), pushes no manifest for it, and the workspace still backs up.
 //! `exo fs backup app/NAME` names a failing volume and lists both once
-//! they pass; `exo fs list --apps` shows each volume's last backup.
+//! they pass; `exo fs list --apps` shows each volume's last backup, and
+//! `exo fs backups app/NAME --database` lists that volume's backups.
 
 mod support;
 
@@ -257,6 +258,8 @@ async fn an_apps_workspace_and_database_are_backed_up_the_database_after_its_hoo
     );
     assert_ne!(db3.last_success, Some(db_ok), "a new database backup");
 
+    let db_latest = db3.last_success.as_ref().unwrap().digest.clone();
+
     // `exo fs list --apps` shows each volume's last backup.
     let rows = json(&exo_fs(n, &["list", "--apps", "-o", "json"]));
     let last: Vec<(String, String)> = rows["items"]
@@ -278,9 +281,38 @@ async fn an_apps_workspace_and_database_are_backed_up_the_database_after_its_hoo
                     .unwrap()
                     .time
             ),
-            ("database".to_owned(), db3.last_success.unwrap().time),
+            (
+                "database".to_owned(),
+                db3.last_success.clone().unwrap().time
+            ),
         ]
     );
     let table = String::from_utf8_lossy(&exo_fs(n, &["list", "--apps"]).stdout).into_owned();
     assert!(table.lines().next().unwrap().ends_with("BACKUP"), "{table}");
+
+    // `exo fs backups app/shop --database` lists that volume's repository.
+    let listed = json(&exo_fs(
+        n,
+        &["backups", "app/shop", "--database", "-o", "json"],
+    ));
+    assert_eq!(listed["volume"], "database", "{listed}");
+    assert!(
+        listed["repository"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("{path}/database")),
+        "{listed}"
+    );
+    let digests: Vec<&str> = listed["backups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["digest"].as_str().unwrap())
+        .collect();
+    assert_eq!(digests.len(), stamps(&db_repo).await.len(), "{listed}");
+    assert_eq!(Some(digests[0]), Some(db_latest.as_str()), "newest first");
+    refused(
+        &exo_fs(n, &["backups", "app/shop"]),
+        &["--workspace or --database"],
+    );
 }

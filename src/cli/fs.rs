@@ -106,7 +106,16 @@ pub enum FsVerb {
     /// List the backups in a volume's repository: time, digest, files,
     /// bytes, tree hash, and the last restore drill's result. Direct
     /// route only.
-    Backups { name: String },
+    Backups {
+        /// An AgentFS, or `app/NAME` with `--workspace` or `--database`.
+        name: String,
+        /// `app/NAME`: the workspace volume's backups.
+        #[arg(long)]
+        workspace: bool,
+        /// `app/NAME`: the database volume's backups.
+        #[arg(long)]
+        database: bool,
+    },
     /// Restore a backup of NAME into a new AgentFS (`--to NEWNAME`, sized
     /// like NAME) or into NAME itself when it is empty and no pod mounts
     /// it. Every chunk, file and the tree hash are checked before it
@@ -320,9 +329,14 @@ async fn verb(args: FsArgs) -> Result<(), String> {
             let v = super::fs_backup::backup(client, &ns, &name, timeout).await?;
             show(v, super::fs_backup::show);
         }
-        FsVerb::Backups { name } => {
+        FsVerb::Backups {
+            name,
+            workspace,
+            database,
+        } => {
+            let (name, volume) = super::fs_backups::which(&name, workspace, database)?;
             let (client, _) = route.direct("backups")?;
-            let v = super::fs_backups::list(client, &ns, &name).await?;
+            let v = super::fs_backups::list(client, &ns, &name, volume).await?;
             show(v, super::fs_backups::show);
         }
         FsVerb::Restore { name, from, to } => {

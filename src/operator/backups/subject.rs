@@ -18,7 +18,7 @@ use kube::ResourceExt;
 use serde_json::{Value, json};
 
 use crate::backup::Volume;
-use crate::backup::access::split_repository;
+use crate::backup::access::app_volume_policy;
 use crate::cluster::build::app::{app_pvc_name, postgres_backup_hook};
 use crate::cluster::build::pvc_name;
 use crate::crd::{AgentFS, App, AppVolumeKind, BackupPolicy, BackupStatus};
@@ -52,20 +52,6 @@ pub struct Subject {
     pub generation: Option<i64>,
     /// Exec'd in the container that mounts the volume before it is read.
     pub hook: Option<Vec<String>>,
-}
-
-/// An App volume's policy: the App's, to `<repository>/<volume>`.
-/// A repository that is not `host/path` stays as it is, so that the
-/// policy check refuses it by name (rather than `host/workspace` passing).
-pub fn app_policy(policy: &BackupPolicy, volume: AppVolumeKind) -> BackupPolicy {
-    let repository = match split_repository(&policy.repository) {
-        Some(_) => format!("{}/{}", policy.repository.trim_end_matches('/'), volume),
-        None => policy.repository.clone(),
-    };
-    BackupPolicy {
-        repository,
-        ..policy.clone()
-    }
 }
 
 impl Subject {
@@ -113,7 +99,7 @@ impl Subject {
                 namespace: app.namespace().unwrap_or_default(),
                 name: name.clone(),
                 claim: app_pvc_name(&name, volume),
-                policy: app_policy(policy, volume),
+                policy: app_volume_policy(policy, volume),
                 status: backups.and_then(|b| b.volume(volume)).cloned(),
                 requested: app.annotations().get(ANNOTATION_BACKUP_REQUESTED).cloned(),
                 generation: app.metadata.generation,
@@ -274,7 +260,7 @@ mod tests {
             ..ws.policy.clone()
         };
         assert_eq!(
-            app_policy(&bare, AppVolumeKind::Workspace).repository,
+            app_volume_policy(&bare, AppVolumeKind::Workspace).repository,
             "reg.example.com",
             "a bad repository stays bad, to be refused by name"
         );
