@@ -31,6 +31,9 @@ use crate::meta::LABEL_APP;
 
 /// Characters of a failed hook's stderr kept for the status.
 const HOOK_STDERR: usize = 200;
+/// A hook that has not ended by then fails its backup: a stuck dump must
+/// not hold one of the task's slots (and the volume) for ever.
+const HOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -146,16 +149,29 @@ async fn reach(client: &Client, subject: &Subject, h: &HelperOpts) -> Result<Tar
 /// Runs a volume's backup hook in `t`'s container; its output is not
 /// kept, its exit status and the first line of its stderr are.
 async fn hook(client: &Client, t: &Target, argv: &[String]) -> Result<(), RunError> {
+    let pod = format!("{}/{} (container {})", t.namespace, t.pod, t.container);
     let mut run = exec::start_command(client, t, argv.to_vec(), false).await?;
-    if let Some(mut out) = run.stdout() {
-        let _ = tokio::io::copy(&mut out, &mut tokio::io::sink()).await;
-    }
-    let exit = run.wait().await;
-    if exit.success() {
-        return Ok(());
-    }
+    let ended = tokio::time::timeout(HOOK_TIMEOUT, async move {
+        if let Some(mut out) = run.stdout() {
+            let _ = tokio::io::copy(&mut out, &mut tokio::io::sink()).await;
+        }
+        run.wait().await
+    })
+    .await;
+    // Dropping the exec (on the timeout) ends its connection.
+    let exit = match ended {
+        Ok(exit) if exit.success() => return Ok(()),
+        Ok(exit) => exit,
+        Err(_) => {
+            return Err(RunError::Hook {
+                pod,
+                code: None,
+                stderr: Some(format!("did not end within {} s", HOOK_TIMEOUT.as_secs())),
+            });
+        }
+    };
     Err(RunError::Hook {
-        pod: format!("{}/{} (container {})", t.namespace, t.pod, t.container),
+        pod,
         code: exit.code(),
         stderr: exit.stderr_line(HOOK_STDERR),
     })
@@ -172,4 +188,42 @@ pub async fn prune(repo: &Repository, keep: u32) -> Result<usize, RunError> {
         deleted += 1;
     }
     Ok(deleted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A failed hook's message: where, how it ended, its first stderr
+    /// line; its reason is `hook`, an App without its pod's is `volume`.
+    #[test]
+    fn a_failed_hook_says_where_and_how() {
+        let e = RunError::Hook {
+            pod: "team/app-shop-1 (container postgres)".into(),
+            code: Some(3),
+            stderr: Some("pg_dumpall: connection refused".into()),
+        };
+        assert_eq!(e.reason(), "hook");
+        assert_eq!(
+            e.to_string(),
+            "the backup hook in team/app-shop-1 (container postgres) exited with status 3: \
+             pg_dumpall: connection refused"
+        );
+        let slow = RunError::Hook {
+            pod: "p".into(),
+            code: None,
+            stderr: None,
+        };
+        assert_eq!(
+            slow.to_string(),
+            "the backup hook in p failed without an exit status"
+        );
+        let gone = RunError::NoPod {
+            namespace: "team".into(),
+            app: "shop".into(),
+            claim: "app-database-shop".into(),
+        };
+        assert_eq!(gone.reason(), "volume");
+        assert!(gone.to_string().contains("app-database-shop"), "{gone}");
+    }
 }

@@ -14,7 +14,7 @@
 //!   that served it, whether it succeeded or failed, so `exo fs backup`
 //!   never waits for nothing;
 //! - an invalid policy is reported once, naming its field, and retried
-//!   only when the AgentFS changes;
+//!   only when the AgentFS or App changes;
 //! - a volume is not looked at again until the cache shows the outcome
 //!   this task wrote (a cache a moment behind would otherwise run the same
 //!   request, the same scheduled backup, or the same drill, twice);
