@@ -12,6 +12,7 @@
 //! `exo fs backup app/NAME` names a failing volume and lists both once
 //! they pass; `exo fs list --apps` shows each volume's last backup, and
 //! `exo fs backups app/NAME --database` lists that volume's backups.
+//! Each volume's first backup is proven by a restore drill.
 
 mod support;
 
@@ -178,6 +179,32 @@ async fn an_apps_workspace_and_database_are_backed_up_the_database_after_its_hoo
     );
     let db_stamps = stamps(&db_repo).await;
     assert!(!db_stamps.is_empty());
+
+    // The first backups are proven by a restore drill each (into a
+    // scratch AgentFS owned by the App, gone afterwards).
+    let drilled = wait_for(&apps, "shop", "both volumes drilled", |a| {
+        [AppVolumeKind::Workspace, AppVolumeKind::Database]
+            .iter()
+            .all(|k| backup_of(a, *k).last_drill.is_some())
+    })
+    .await;
+    for kind in [AppVolumeKind::Workspace, AppVolumeKind::Database] {
+        let d = backup_of(&drilled, kind).last_drill.unwrap();
+        assert!(d.passed, "{kind}: {d:?}");
+    }
+    let fss = ns.api::<exo::crd::AgentFS>();
+    support::eventually(
+        "the drills' scratch volumes gone",
+        std::time::Duration::from_secs(60),
+        || {
+            let fss = fss.clone();
+            async move {
+                let left = fss.list(&Default::default()).await.ok()?;
+                left.items.is_empty().then_some(())
+            }
+        },
+    )
+    .await;
 
     // A hook that fails: the database's backup fails with reason `hook`
     // and pushes nothing; the workspace still backs up.

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
+use super::drill::DrillSource;
 use crate::backup::Volume;
 use crate::backup::access::app_volume_policy;
 use crate::cluster::build::app::{app_pvc_name, postgres_backup_hook};
@@ -123,6 +124,15 @@ impl Subject {
             Source::App { volume, .. } => {
                 format!("{}/app/{}/{}", self.namespace, self.name, volume)
             }
+        }
+    }
+
+    /// What a restore drill of this volume needs (`None` while its object
+    /// has no uid).
+    pub fn drill_source(&self) -> Option<DrillSource> {
+        match &self.source {
+            Source::AgentFS(fs) => DrillSource::of_fs(fs),
+            Source::App { app, volume } => DrillSource::of_app(app, *volume),
         }
     }
 

@@ -18,7 +18,8 @@
 //! - a volume is not looked at again until the cache shows the outcome
 //!   this task wrote (a cache a moment behind would otherwise run the same
 //!   request, the same scheduled backup, or the same drill, twice);
-//! - a failed drill is an Event `BackupDrillFailed` on the volume, naming
+//! - a failed drill is an Event `BackupDrillFailed` on the volume (an App
+//!   volume's: on the App, naming the volume), naming
 //!   the first file that differs (or the layer, or the error);
 //! - losing the Lease stops the loop; a backup cut short pushed no
 //!   manifest (`backup::take`), and the next leader starts it again.
@@ -135,12 +136,8 @@ pub async fn run(ctx: Arc<Ctx>, cfg: BackupTaskConfig) {
                 status,
                 subject.requested.as_deref(),
             );
-            match (&next, &subject.source) {
-                (Next::Wait(_), _) => continue,
-                // A drill restores into a scratch AgentFS; App volumes
-                // have no drills yet (docs/backups.md, "App volumes").
-                (Next::Drill { .. }, Source::App { .. }) => continue,
-                _ => {}
+            if let Next::Wait(_) = next {
+                continue;
             }
             let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
                 break;
@@ -151,14 +148,12 @@ pub async fn run(ctx: Arc<Ctx>, cfg: BackupTaskConfig) {
             let (ctx, busy, helper) = (Arc::clone(&ctx), Arc::clone(&busy), cfg.helper.clone());
             tokio::spawn(async move {
                 let _permit = permit;
-                let time = match (next, &subject.source) {
-                    (Next::Backup { request }, _) => {
+                let time = match next {
+                    Next::Backup { request } => {
                         once(&ctx, &subject, &settings, &helper, request).await
                     }
-                    (Next::Drill { digest }, Source::AgentFS(fs)) => {
-                        drill_once(&ctx, &subject, fs, &helper, digest).await
-                    }
-                    _ => None,
+                    Next::Drill { digest } => drill_once(&ctx, &subject, &helper, digest).await,
+                    Next::Wait(_) => None,
                 };
                 if let Ok(mut b) = busy.lock() {
                     b.running.remove(&key);
@@ -224,13 +219,15 @@ async fn once(
 async fn drill_once(
     ctx: &Ctx,
     subject: &Subject,
-    fs: &AgentFS,
     helper: &HelperOpts,
     digest: String,
 ) -> Option<String> {
     let key = subject.key();
     let started = std::time::Instant::now();
-    let outcome = drill::run(ctx, fs, &subject.policy, helper, &digest).await;
+    let outcome = match subject.drill_source() {
+        Some(source) => drill::run(ctx, &source, &subject.policy, helper, &digest).await,
+        None => Err(drill::DrillError::Unnamed),
+    };
     let ms = started.elapsed().as_millis() as u64;
     let result = match &outcome {
         Ok(done) => {
@@ -241,13 +238,15 @@ async fn drill_once(
         Err(e) => {
             let message = e.to_string();
             warn!(volume = %key, %digest, error = %message, ms, "restore drill failed");
-            ctx.event(
-                fs,
-                EventType::Warning,
-                Reason::BackupDrillFailed,
-                format!("restore drill of backup {digest}: {message}"),
-            )
-            .await;
+            let note = format!("restore drill of backup {digest}: {message}");
+            let (warn, reason) = (EventType::Warning, Reason::BackupDrillFailed);
+            match &subject.source {
+                Source::AgentFS(fs) => ctx.event(fs.as_ref(), warn, reason, note).await,
+                Source::App { app, volume } => {
+                    let note = format!("the {volume} volume's {note}");
+                    ctx.event(app.as_ref(), warn, reason, note).await
+                }
+            }
             Err(message)
         }
     };
