@@ -10,37 +10,12 @@
 
 mod support;
 
-use std::collections::BTreeMap;
-
-use exo::agentfs::tarstream::Limits;
 use exo::backup::{Options, Repository};
 use exo::crd::AgentFS;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::PostParams;
-use support::backup::{backup_of, noise, request_backup, volume};
+use support::backup::{backup_of, noise, request_backup, restored, volume};
 use support::operator::{OperatorProcess, create, restricted_namespace, volume_folder, wait_for};
-
-/// The files of a backup, restored from the registry: path -> bytes.
-async fn restored(repo: &Repository, reference: &str) -> BTreeMap<String, Vec<u8>> {
-    let mut tar = Vec::new();
-    exo::backup::restore(repo, reference, &mut tar, Limits::default())
-        .await
-        .unwrap();
-    let mut out = BTreeMap::new();
-    let mut archive = tar::Archive::new(tar.as_slice());
-    for e in archive.entries().unwrap() {
-        let mut e = e.unwrap();
-        if e.header().entry_type().is_file() {
-            let path = e.path().unwrap().display().to_string();
-            // Under the volume folder's own name: keep the rest.
-            let rel = path.split_once('/').map(|(_, r)| r.to_owned()).unwrap();
-            let mut data = Vec::new();
-            std::io::Read::read_to_end(&mut e, &mut data).unwrap();
-            out.insert(rel, data);
-        }
-    }
-    out
-}
 
 #[tokio::test]
 async fn volumes_are_backed_up_on_schedule_and_on_request() {

@@ -34,6 +34,7 @@ fn rows(app: &App) -> Vec<AppVolumeInfo> {
         .into_iter()
         .map(|(kind, vol)| {
             let st = status.volume(kind).cloned().unwrap_or_default();
+            let backup = status.backup.as_ref().and_then(|b| b.volume(kind));
             AppVolumeInfo {
                 namespace: namespace.clone(),
                 app: name.clone(),
@@ -45,6 +46,12 @@ fn rows(app: &App) -> Vec<AppVolumeInfo> {
                 requested: st.requested.map(|q| q.0),
                 provisioned: st.provisioned.map(|q| q.0),
                 pvc: st.pvc_name,
+                last_backup: backup
+                    .and_then(|b| b.last_success.as_ref())
+                    .map(|r| r.time.clone()),
+                backup_error: backup
+                    .and_then(|b| b.last_error.as_ref())
+                    .map(|e| e.reason.clone()),
             }
         })
         .collect()
@@ -94,6 +101,8 @@ fn retained(
                 requested,
                 provisioned,
                 pvc: pvc.metadata.name.clone(),
+                last_backup: None,
+                backup_error: None,
             })
         })
         .collect()
@@ -243,6 +252,7 @@ mod tests {
                         image: "reg/postgres:16".into(),
                         size: q("1Gi"),
                         max_size: q("3Gi"),
+                        backup_hook: None,
                     },
                 }),
                 ..AppSpec::default()
@@ -374,5 +384,41 @@ mod tests {
             ]
         );
         assert_eq!(rows(&app(false)).len(), 1);
+        assert_eq!(r[0].last_backup, None, "no backups yet");
+    }
+
+    /// Each row carries its own volume's last backup and failure.
+    #[test]
+    fn a_row_has_its_volumes_backup() {
+        use crate::crd::{AppBackupStatus, BackupFailure, BackupRecord, BackupStatus};
+        let mut a = app(true);
+        a.status = Some(crate::crd::AppStatus {
+            backup: Some(AppBackupStatus {
+                workspace: BackupStatus {
+                    last_success: Some(BackupRecord {
+                        time: "2026-01-01T00:00:00Z".into(),
+                        ..BackupRecord::default()
+                    }),
+                    ..BackupStatus::default()
+                },
+                database: Some(BackupStatus {
+                    last_error: Some(BackupFailure {
+                        reason: "hook".into(),
+                        ..BackupFailure::default()
+                    }),
+                    ..BackupStatus::default()
+                }),
+            }),
+            ..Default::default()
+        });
+        let r = rows(&a);
+        assert_eq!(
+            (r[0].last_backup.as_deref(), r[0].backup_error.as_deref()),
+            (Some("2026-01-01T00:00:00Z"), None)
+        );
+        assert_eq!(
+            (r[1].last_backup.as_deref(), r[1].backup_error.as_deref()),
+            (None, Some("hook"))
+        );
     }
 }

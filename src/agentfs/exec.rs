@@ -64,12 +64,22 @@ pub async fn start(
     args: &[&str],
     stdin: bool,
 ) -> Result<Running, FsError> {
+    let cmd = op.command(&t.namespace, &t.pod, &t.mount_path, args);
+    start_command(client, t, cmd, stdin).await
+}
+
+/// Starts `cmd` (an argv, no shell around it) in `t`'s container.
+pub async fn start_command(
+    client: &Client,
+    t: &Target,
+    cmd: Vec<String>,
+    stdin: bool,
+) -> Result<Running, FsError> {
     let params = AttachParams::default()
         .container(t.container.clone())
         .stdin(stdin)
         .stdout(true)
         .stderr(true);
-    let cmd = op.command(&t.namespace, &t.pod, &t.mount_path, args);
     let what = || format!("exec in pod {}/{}", t.namespace, t.pod);
     let req = kube::core::Request::new(format!("/api/v1/namespaces/{}/pods", t.namespace))
         .exec(&t.pod, cmd, &params)
@@ -201,9 +211,9 @@ impl Running {
         self.stdout.take()
     }
 
-    /// Waits for the command to end; a non-zero exit is an error carrying
-    /// what the script printed on stderr.
-    pub async fn finish(mut self) -> Result<(), FsError> {
+    /// Waits for the command to end: its status and the start of its
+    /// stderr.
+    pub async fn wait(mut self) -> Exit {
         let status = match self.status.take() {
             Some(rx) => rx.await.ok(),
             None => None,
@@ -212,17 +222,69 @@ impl Running {
             Some(h) => h.await.unwrap_or_default(),
             None => String::new(),
         };
+        Exit { status, stderr }
+    }
+
+    /// Waits for the command to end; a non-zero exit is an error carrying
+    /// what the script printed on stderr.
+    pub async fn finish(self) -> Result<(), FsError> {
+        let pod = self.pod.clone();
+        let Exit { status, stderr } = self.wait().await;
         match status {
             Some(s) if s.status.as_deref() == Some("Success") => Ok(()),
             Some(s) => Err(FsError::InPod {
-                pod: self.pod.clone(),
+                pod: pod.clone(),
                 message: failure_message(&stderr, s.message.as_deref()),
             }),
             None => Err(FsError::InPod {
-                pod: self.pod.clone(),
+                pod,
                 message: failure_message(&stderr, Some("the exec ended without a status")),
             }),
         }
+    }
+}
+
+/// How an exec ended: the apiserver's status (none when the connection
+/// ended without one) and the start of stderr.
+#[derive(Debug, Clone, Default)]
+pub struct Exit {
+    pub status: Option<Status>,
+    pub stderr: String,
+}
+
+impl Exit {
+    pub fn success(&self) -> bool {
+        self.status
+            .as_ref()
+            .is_some_and(|s| s.status.as_deref() == Some("Success"))
+    }
+
+    /// The command's exit code, when the status carries one: the kubelet
+    /// gives a cause `ExitCode`; other runtimes (kwok's) only end their
+    /// message with `exit status N`. Only the number is taken.
+    pub fn code(&self) -> Option<i32> {
+        let status = self.status.as_ref()?;
+        let cause = status
+            .details
+            .as_ref()
+            .and_then(|d| d.causes.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.reason.as_deref() == Some("ExitCode")))
+            .and_then(|c| c.message.as_deref())
+            .and_then(|m| m.trim().parse().ok());
+        cause.or_else(|| {
+            let m = status.message.as_deref()?;
+            let at = m.rfind("exit status ")?;
+            m[at + "exit status ".len()..].trim().parse().ok()
+        })
+    }
+
+    /// The first non-empty line of stderr, at most `max` characters.
+    pub fn stderr_line(&self, max: usize) -> Option<String> {
+        self.stderr
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .map(|l| l.chars().take(max).collect())
     }
 }
 
@@ -267,6 +329,38 @@ pub async fn output(
 #[cfg(test)]
 mod tests {
     use super::failure_message;
+
+    /// A hook's end: its exit code from the status's cause, and the first
+    /// line of stderr, cut short.
+    #[test]
+    fn an_exit_has_its_code_and_first_line() {
+        let status: k8s_openapi::apimachinery::pkg::apis::meta::v1::Status =
+            serde_json::from_value(serde_json::json!({
+                "status": "Failure", "reason": "NonZeroExitCode",
+                "details": {"causes": [{"reason": "ExitCode", "message": "3"}]}
+            }))
+            .unwrap();
+        let exit = super::Exit {
+            status: Some(status),
+            stderr: "\npg_dumpall: connection refused, and more\nsecond\n".into(),
+        };
+        assert!(!exit.success());
+        assert_eq!(exit.code(), Some(3));
+        assert_eq!(exit.stderr_line(18).as_deref(), Some("pg_dumpall: connec"));
+        assert_eq!(super::Exit::default().code(), None);
+        let said: k8s_openapi::apimachinery::pkg::apis::meta::v1::Status =
+            serde_json::from_value(serde_json::json!({
+                "status": "Failure",
+                "message": "error executing command in container: cmd wait: sh -c x: exit status 7"
+            }))
+            .unwrap();
+        let exit = super::Exit {
+            status: Some(said),
+            stderr: String::new(),
+        };
+        assert_eq!((exit.code(), exit.stderr_line(80)), (Some(7), None));
+        assert!(!super::Exit::default().success());
+    }
 
     #[test]
     fn the_scripts_own_line_wins() {

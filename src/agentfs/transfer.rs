@@ -386,17 +386,18 @@ impl Download {
         })
     }
 
-    /// The whole volume, as one archive whose top entry is the volume's
-    /// folder (a backup). Not compared with a `sha256sum` listing:
-    /// the volume's agents keep writing while it is read, and each file's
-    /// sha256 is taken from the stream itself.
+    /// The whole volume mounted in `t` (a pod and its container that
+    /// mount the claim: an agent's, the helper, or an App's), as one
+    /// archive whose top entry is the volume's folder (a backup). Not
+    /// compared with a `sha256sum` listing: the volume's users keep
+    /// writing while it is read, and each file's sha256 is taken from the
+    /// stream itself.
     pub async fn begin_volume(
         client: &Client,
-        fs: &crate::crd::AgentFS,
+        t: Target,
         limits: Limits,
         helper: &HelperOpts,
     ) -> Result<Self, FsError> {
-        let t = target(client, fs, false, helper).await?;
         let run = exec::start(client, &t, Op::PackVolume, &[], true).await?;
         // The top is the volume folder's own name, learnt from the stream.
         let walker = Walker::new(None, limits);

@@ -13,7 +13,7 @@ use kube::api::Api;
 
 use super::Category;
 use super::store::{Credentials, Options, Repository, StoreError};
-use crate::crd::{BackupPolicy, split_repository};
+use crate::crd::{AppVolumeKind, BackupPolicy, split_repository};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AccessError {
@@ -37,6 +37,21 @@ impl AccessError {
             AccessError::Secret { .. } => "credentials",
             AccessError::Store(e) => e.category().as_str(),
         }
+    }
+}
+
+/// The policy of one of an App's volumes: the App's, to
+/// `<repository>/<volume>`, so the two volumes' tags, `keep` and restores
+/// never mix. A repository that is not `host/path` stays as it is, to be
+/// refused by name (rather than `host/workspace` passing).
+pub fn app_volume_policy(policy: &BackupPolicy, volume: AppVolumeKind) -> BackupPolicy {
+    let repository = match split_repository(&policy.repository) {
+        Some(_) => format!("{}/{}", policy.repository.trim_end_matches('/'), volume),
+        None => policy.repository.clone(),
+    };
+    BackupPolicy {
+        repository,
+        ..policy.clone()
     }
 }
 

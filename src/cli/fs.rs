@@ -94,8 +94,10 @@ pub enum FsVerb {
     /// Delete a file system; refused while agents mount it.
     Delete { name: String },
     /// Take a backup now (the volume needs `spec.backup`) and wait for
-    /// it; prints its digest. Direct route only.
+    /// it; prints its digest. `app/NAME`: both volumes of an App. Direct
+    /// route only.
     Backup {
+        /// An AgentFS, or `app/NAME` for an App's volumes.
         name: String,
         /// How long to wait for the operator's answer (e.g. 30s, 10m).
         #[arg(long, default_value = "10m")]
@@ -104,7 +106,16 @@ pub enum FsVerb {
     /// List the backups in a volume's repository: time, digest, files,
     /// bytes, tree hash, and the last restore drill's result. Direct
     /// route only.
-    Backups { name: String },
+    Backups {
+        /// An AgentFS, or `app/NAME` with `--workspace` or `--database`.
+        name: String,
+        /// `app/NAME`: the workspace volume's backups.
+        #[arg(long)]
+        workspace: bool,
+        /// `app/NAME`: the database volume's backups.
+        #[arg(long)]
+        database: bool,
+    },
     /// Restore a backup of NAME into a new AgentFS (`--to NEWNAME`, sized
     /// like NAME) or into NAME itself when it is empty and no pod mounts
     /// it. Every chunk, file and the tree hash are checked before it
@@ -144,7 +155,7 @@ fn parse_target(raw: &str) -> Result<FsPath, String> {
 
 /// The prefix that names an App in `exo fs resize` (kubectl's
 /// `kind/name`): `app/shop` is App shop's volumes, `shop` the AgentFS.
-const APP_PREFIX: &str = "app/";
+pub(crate) const APP_PREFIX: &str = "app/";
 
 /// `exo fs resize`'s arguments as a command: an AgentFS takes `--size`
 /// only, an `app/NAME` takes `--workspace` and `--database` only.
@@ -318,9 +329,14 @@ async fn verb(args: FsArgs) -> Result<(), String> {
             let v = super::fs_backup::backup(client, &ns, &name, timeout).await?;
             show(v, super::fs_backup::show);
         }
-        FsVerb::Backups { name } => {
+        FsVerb::Backups {
+            name,
+            workspace,
+            database,
+        } => {
+            let (name, volume) = super::fs_backups::which(&name, workspace, database)?;
             let (client, _) = route.direct("backups")?;
-            let v = super::fs_backups::list(client, &ns, &name).await?;
+            let v = super::fs_backups::list(client, &ns, &name, volume).await?;
             show(v, super::fs_backups::show);
         }
         FsVerb::Restore { name, from, to } => {

@@ -2,7 +2,9 @@
 //! (a new value of `autonomic.sh/backup-requested-at`: this moment, RFC
 //! 3339 with nanoseconds), then watches the AgentFS until
 //! `status.backup.answeredRequest` is that value, and says what the
-//! backup that answered it did. Direct route only.
+//! backup that answered it did. `exo fs backup app/NAME` does the same
+//! for both volumes of an App, and waits for each volume's answer
+//! (`status.backup.workspace|database`). Direct route only.
 //!
 //! The status is read for what it answers: a request is answered only by
 //! the backup that served it (`operator::backups::task`), and a status
@@ -17,8 +19,9 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::wait::await_condition;
 
 use crate::agentfs::helper::get_fs;
+use crate::cli::fs::APP_PREFIX;
 use crate::cli::fs_show::human;
-use crate::crd::{AgentFS, BackupFailure, BackupRecord};
+use crate::crd::{AgentFS, App, AppVolumeKind, BackupFailure, BackupRecord, BackupStatus};
 use crate::meta::{ANNOTATION_BACKUP_REQUESTED, FIELD_MANAGER};
 
 /// What an AgentFS says about one request.
@@ -35,7 +38,14 @@ pub enum Answer {
 
 /// What `fs`'s status says about `request` (pure).
 pub fn answer(fs: &AgentFS, request: &str) -> Answer {
-    let Some(st) = fs.status.as_ref().and_then(|s| s.backup.as_ref()) else {
+    let st = fs.status.as_ref().and_then(|s| s.backup.as_ref());
+    answer_of(st, fs.metadata.generation, request)
+}
+
+/// What one volume's backup status says about `request`, its object
+/// being at `generation` (pure; an AgentFS's or an App volume's).
+pub fn answer_of(st: Option<&BackupStatus>, generation: Option<i64>, request: &str) -> Answer {
+    let Some(st) = st else {
         return Answer::Pending;
     };
     if st.answered_request.as_deref() == Some(request) {
@@ -51,11 +61,24 @@ pub fn answer(fs: &AgentFS, request: &str) -> Answer {
         };
     }
     match &st.last_error {
-        Some(e) if e.reason == "invalid" && st.observed_generation == fs.metadata.generation => {
+        Some(e) if e.reason == "invalid" && st.observed_generation == generation => {
             Answer::Refused(e.clone())
         }
         _ => Answer::Pending,
     }
+}
+
+/// What each volume of `app` says about `request`, workspace first (pure).
+pub fn app_answers(app: &App, request: &str) -> Vec<(AppVolumeKind, Answer)> {
+    let backups = app.status.as_ref().and_then(|s| s.backup.as_ref());
+    app.spec
+        .volumes()
+        .into_iter()
+        .map(|(kind, _)| {
+            let st = backups.and_then(|b| b.volume(kind));
+            (kind, answer_of(st, app.metadata.generation, request))
+        })
+        .collect()
 }
 
 /// A note when the status was computed for an older generation than the
@@ -80,24 +103,21 @@ pub fn behind(fs: &AgentFS) -> Option<String> {
     }
 }
 
-/// Requests a backup of `namespace/name` and waits up to `timeout` for
-/// its answer.
-pub async fn backup(
-    client: &Client,
-    namespace: &str,
+/// Sets a new on-demand request on the object `name` of `api` (`what`
+/// names it in messages), then waits up to `timeout` until `answered`
+/// says its status answers it; the request and the object then.
+async fn request_and_wait<K>(
+    api: Api<K>,
+    what: &str,
     name: &str,
     timeout: Duration,
-) -> Result<serde_json::Value, String> {
-    let fs = get_fs(client, namespace, name)
-        .await
-        .map_err(|e| e.to_string())?;
-    if fs.spec.backup.is_none() {
-        return Err(format!(
-            "AgentFS {namespace}/{name} has no spec.backup: set a backup policy first (docs/backups.md)"
-        ));
-    }
+    answered: impl Fn(&K, &str) -> bool,
+) -> Result<(String, K), String>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+    K::DynamicType: Default,
+{
     let request = format!("{:.9}", k8s_openapi::jiff::Timestamp::now());
-    let api: Api<AgentFS> = Api::namespaced(client.clone(), namespace);
     let patch = serde_json::json!({
         "metadata": { "annotations": { ANNOTATION_BACKUP_REQUESTED: request } }
     });
@@ -110,84 +130,195 @@ pub async fn backup(
         &Patch::Merge(&patch),
     )
     .await
-    .map_err(|e| format!("request a backup of AgentFS {namespace}/{name}: {e}"))?;
+    .map_err(|e| format!("request a backup of {what}: {e}"))?;
 
     let pb = ProgressBar::new_spinner();
     pb.set_style(
         ProgressStyle::with_template("{spinner} {msg} {elapsed}")
             .unwrap_or_else(|_| ProgressStyle::default_spinner()),
     );
-    pb.set_message(format!("waiting for the backup of {namespace}/{name}"));
+    pb.set_message(format!("waiting for the backup of {what}"));
     pb.enable_steady_tick(Duration::from_millis(200));
-    let answered = await_condition(api, name, |o: Option<&AgentFS>| {
-        o.is_none_or(|fs| answer(fs, &request) != Answer::Pending)
+    let r = request.clone();
+    let done = await_condition(api, name, move |o: Option<&K>| {
+        o.is_none_or(|o| answered(o, &r))
     });
-    let waited = tokio::time::timeout(timeout, answered).await;
+    let waited = tokio::time::timeout(timeout, done).await;
     pb.finish_and_clear();
-    let fs = match waited {
-        Err(_) => {
-            return Err(format!(
-                "no answer to the backup request {request} of AgentFS {namespace}/{name} within \
-                 {} s; is the operator running? The request stays on the AgentFS and is served \
-                 when it gets to it",
-                timeout.as_secs()
-            ));
-        }
-        Ok(Err(e)) => return Err(format!("watching AgentFS {namespace}/{name}: {e}")),
-        Ok(Ok(None)) => return Err(format!("AgentFS {namespace}/{name} was deleted")),
-        Ok(Ok(Some(fs))) => fs,
-    };
+    match waited {
+        Err(_) => Err(format!(
+            "no answer to the backup request {request} of {what} within {} s; is the operator \
+             running? The request stays on it and is served when the operator gets to it",
+            timeout.as_secs()
+        )),
+        Ok(Err(e)) => Err(format!("watching {what}: {e}")),
+        Ok(Ok(None)) => Err(format!("{what} was deleted")),
+        Ok(Ok(Some(o))) => Ok((request, o)),
+    }
+}
+
+fn record_json(r: &BackupRecord) -> serde_json::Value {
+    serde_json::json!({
+        "digest": r.digest,
+        "time": r.time,
+        "files": r.files,
+        "bytesTotal": r.bytes_total,
+        "bytesUploaded": r.bytes_uploaded,
+        "treeHash": r.tree_hash,
+    })
+}
+
+/// Why an answer is not a backup, for messages (`None`: it is one).
+fn not_done(a: &Answer) -> Option<String> {
+    match a {
+        Answer::Done(_) => None,
+        Answer::Failed(f) => Some(format!("failed ({}): {}", f.reason, f.message)),
+        Answer::Refused(f) => Some(format!(
+            "was refused: the operator refuses the backup policy: {}",
+            f.message
+        )),
+        Answer::Pending => Some("was not answered: the watch ended first".into()),
+    }
+}
+
+/// Requests a backup of `namespace/name` (an AgentFS, or `app/NAME` for
+/// both volumes of an App) and waits up to `timeout` for its answer.
+pub async fn backup(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    timeout: Duration,
+) -> Result<serde_json::Value, String> {
+    if let Some(app) = name.strip_prefix(APP_PREFIX) {
+        return backup_app(client, namespace, app, timeout).await;
+    }
+    let fs = get_fs(client, namespace, name)
+        .await
+        .map_err(|e| e.to_string())?;
+    if fs.spec.backup.is_none() {
+        return Err(format!(
+            "AgentFS {namespace}/{name} has no spec.backup: set a backup policy first (docs/backups.md)"
+        ));
+    }
+    let api: Api<AgentFS> = Api::namespaced(client.clone(), namespace);
+    let what = format!("AgentFS {namespace}/{name}");
+    let (request, fs) = request_and_wait(api, &what, name, timeout, |fs, r| {
+        answer(fs, r) != Answer::Pending
+    })
+    .await?;
     if let Some(note) = behind(&fs) {
         eprintln!("exo fs backup: note: {note}");
     }
     match answer(&fs, &request) {
-        Answer::Done(r) => Ok(serde_json::json!({
-            "namespace": namespace,
-            "name": name,
-            "request": request,
-            "digest": r.digest,
-            "time": r.time,
-            "files": r.files,
-            "bytesTotal": r.bytes_total,
-            "bytesUploaded": r.bytes_uploaded,
-            "treeHash": r.tree_hash,
-            "observedGeneration": fs.status.as_ref().and_then(|s| s.backup.as_ref()).and_then(|b| b.observed_generation),
-            "generation": fs.metadata.generation,
-        })),
-        Answer::Failed(f) => Err(format!(
-            "the backup of AgentFS {namespace}/{name} failed ({}): {}",
-            f.reason, f.message
-        )),
-        Answer::Refused(f) => Err(format!(
-            "the operator refuses the backup policy of AgentFS {namespace}/{name}: {}",
-            f.message
-        )),
-        Answer::Pending => Err(format!(
-            "AgentFS {namespace}/{name}: the watch ended before the request was answered"
+        Answer::Done(r) => {
+            let mut v = record_json(&r);
+            v["namespace"] = namespace.into();
+            v["name"] = name.into();
+            v["request"] = request.into();
+            v["observedGeneration"] = fs
+                .status
+                .as_ref()
+                .and_then(|s| s.backup.as_ref())
+                .and_then(|b| b.observed_generation)
+                .into();
+            v["generation"] = fs.metadata.generation.into();
+            Ok(v)
+        }
+        other => Err(format!(
+            "the backup of {what} {}",
+            not_done(&other).unwrap_or_default()
         )),
     }
 }
 
+/// Both volumes of App `namespace/app`: one request, answered in each
+/// volume's status; an error names each volume that did not back up.
+async fn backup_app(
+    client: &Client,
+    namespace: &str,
+    app: &str,
+    timeout: Duration,
+) -> Result<serde_json::Value, String> {
+    if app.is_empty() {
+        return Err("app/: name the App, e.g. app/shop".into());
+    }
+    let api: Api<App> = Api::namespaced(client.clone(), namespace);
+    let what = format!("App {namespace}/{app}");
+    let found = api
+        .get_opt(app)
+        .await
+        .map_err(|e| format!("get {what}: {e}"))?
+        .ok_or_else(|| format!("{what} not found"))?;
+    if found.spec.backup.is_none() {
+        return Err(format!(
+            "{what} has no spec.backup: set a backup policy first (docs/backups.md)"
+        ));
+    }
+    let (request, got) = request_and_wait(api, &what, app, timeout, |a, r| {
+        app_answers(a, r)
+            .iter()
+            .all(|(_, answer)| *answer != Answer::Pending)
+    })
+    .await?;
+    let answers = app_answers(&got, &request);
+    let failed: Vec<String> = answers
+        .iter()
+        .filter_map(|(kind, a)| not_done(a).map(|why| format!("the {kind} {why}")))
+        .collect();
+    if !failed.is_empty() {
+        return Err(format!("the backup of {what}: {}", failed.join("; ")));
+    }
+    let volumes: Vec<serde_json::Value> = answers
+        .iter()
+        .filter_map(|(kind, a)| match a {
+            Answer::Done(r) => {
+                let mut v = record_json(r);
+                v["volume"] = kind.as_str().into();
+                Some(v)
+            }
+            _ => None,
+        })
+        .collect();
+    Ok(serde_json::json!({
+        "namespace": namespace,
+        "app": app,
+        "request": request,
+        "generation": got.metadata.generation,
+        "volumes": volumes,
+    }))
+}
+
 /// The table output.
 pub fn show(v: &serde_json::Value) -> String {
+    let n = |r: &serde_json::Value, k: &str| r[k].as_u64().unwrap_or_default();
+    let line = |r: &serde_json::Value, who: String| {
+        let s = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
+        format!(
+            "backed up {who}: {}\n{} file(s), {} in the stream, {} uploaded; tree hash {}\n",
+            s("digest"),
+            n(r, "files"),
+            human(n(r, "bytesTotal")),
+            human(n(r, "bytesUploaded")),
+            s("treeHash"),
+        )
+    };
     let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
-    let n = |k: &str| v[k].as_u64().unwrap_or_default();
-    format!(
-        "backed up {}/{}: {}\n{} file(s), {} in the stream, {} uploaded; tree hash {}\n",
-        s("namespace"),
-        s("name"),
-        s("digest"),
-        n("files"),
-        human(n("bytesTotal")),
-        human(n("bytesUploaded")),
-        s("treeHash"),
-    )
+    match v["volumes"].as_array() {
+        Some(volumes) => volumes
+            .iter()
+            .map(|r| {
+                let volume = r["volume"].as_str().unwrap_or_default();
+                line(r, format!("{}/app/{} {volume}", s("namespace"), s("app")))
+            })
+            .collect(),
+        None => line(v, format!("{}/{}", s("namespace"), s("name"))),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::{AgentFSStatus, BackupStatus};
+    use crate::crd::AgentFSStatus;
 
     fn fs(generation: i64, status: BackupStatus) -> AgentFS {
         let mut f = AgentFS::new("work", Default::default());
@@ -262,6 +393,58 @@ mod tests {
             ..earlier
         };
         assert_eq!(answer(&fs(2, transient), "r1"), Answer::Pending);
+    }
+
+    /// An App's request is answered once per volume; each answer counts.
+    #[test]
+    fn an_apps_request_is_answered_per_volume() {
+        let mut a: App = serde_json::from_value(serde_json::json!({
+            "apiVersion": "autonomic.sh/v1alpha1", "kind": "App",
+            "metadata": { "name": "shop", "generation": 2 },
+            "spec": { "image": "i", "workspace": { "size": "1Gi", "maxSize": "2Gi" },
+                "database": { "postgres": { "image": "p", "size": "1Gi", "maxSize": "2Gi" } } }
+        }))
+        .unwrap();
+        let pending = [
+            (AppVolumeKind::Workspace, Answer::Pending),
+            (AppVolumeKind::Database, Answer::Pending),
+        ];
+        assert_eq!(app_answers(&a, "r1"), pending);
+        let answered = |e: Option<BackupFailure>| BackupStatus {
+            answered_request: Some("r1".into()),
+            last_success: Some(ok()),
+            last_error: e,
+            ..BackupStatus::default()
+        };
+        a.status = Some(crate::crd::AppStatus {
+            backup: Some(crate::crd::AppBackupStatus {
+                workspace: answered(None),
+                database: None,
+            }),
+            ..Default::default()
+        });
+        assert_eq!(
+            app_answers(&a, "r1"),
+            [
+                (AppVolumeKind::Workspace, Answer::Done(ok())),
+                (AppVolumeKind::Database, Answer::Pending)
+            ]
+        );
+        a.status.as_mut().unwrap().backup.as_mut().unwrap().database =
+            Some(answered(Some(err("hook"))));
+        assert_eq!(app_answers(&a, "r1")[1].1, Answer::Failed(err("hook")));
+        let v = serde_json::json!({"namespace": "acme", "app": "shop", "volumes": [
+            {"volume": "workspace", "digest": "sha256:ab", "files": 1},
+            {"volume": "database", "digest": "sha256:cd", "files": 2}]});
+        let t = show(&v);
+        assert!(
+            t.starts_with("backed up acme/app/shop workspace: sha256:ab\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("backed up acme/app/shop database: sha256:cd\n2 file(s)"),
+            "{t}"
+        );
     }
 
     #[test]

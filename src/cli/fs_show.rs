@@ -119,7 +119,7 @@ pub fn one(v: &serde_json::Value) -> String {
     }
 }
 
-const APP_HEAD: [&str; 9] = [
+const APP_HEAD: [&str; 10] = [
     "NAMESPACE",
     "APP",
     "VOLUME",
@@ -129,9 +129,30 @@ const APP_HEAD: [&str; 9] = [
     "REQUESTED",
     "PROVISIONED",
     "PVC",
+    "BACKUP",
 ];
 
+/// The age of the volume's last good backup at `now` (seconds), and the
+/// reason of a failure since: `5m`, `2h (hook)`, `- (registry)`, `-`.
+fn app_backup_cell(i: &AppVolumeInfo, now: i64) -> String {
+    let at = i
+        .last_backup
+        .as_deref()
+        .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        .map(|t| t.as_second());
+    let age = table::age(at.map(|t| now - t));
+    match &i.backup_error {
+        Some(reason) => format!("{age} ({reason})"),
+        None => age,
+    }
+}
+
 fn app_row(i: &AppVolumeInfo) -> Vec<String> {
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    app_row_at(i, now)
+}
+
+fn app_row_at(i: &AppVolumeInfo, now: i64) -> Vec<String> {
     vec![
         i.namespace.clone(),
         i.app.clone(),
@@ -142,6 +163,7 @@ fn app_row(i: &AppVolumeInfo) -> Vec<String> {
         or_dash(i.requested.as_deref()),
         or_dash(i.provisioned.as_deref()),
         or_dash(i.pvc.as_deref()),
+        app_backup_cell(i, now),
     ]
 }
 
@@ -249,6 +271,21 @@ pub fn done(v: &serde_json::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_app_volume_shows_its_backups_age_and_failure() {
+        let now = "2026-01-01T12:00:00Z"
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .unwrap()
+            .as_second();
+        let mut i = AppVolumeInfo::default();
+        assert_eq!(app_backup_cell(&i, now), "-");
+        i.last_backup = Some("2026-01-01T11:55:00Z".into());
+        assert_eq!(app_backup_cell(&i, now), "5m");
+        i.backup_error = Some("hook".into());
+        assert_eq!(app_backup_cell(&i, now), "5m (hook)");
+        assert_eq!(app_row_at(&i, now).last().unwrap(), "5m (hook)");
+    }
 
     #[test]
     fn human_sizes() {

@@ -65,6 +65,11 @@ pub struct AppSpec {
     /// The uid (and gid) the pod runs as, as for a Tool (default 65532).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_as_user: Option<i64>,
+    /// Backups of both volumes, as an AgentFS's (docs/backups.md, "App
+    /// volumes"): the workspace to `<repository>/workspace`, the database
+    /// to `<repository>/database`. None: no backups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<super::BackupPolicy>,
 }
 
 /// A volume's size: grow-only, capped at `maxSize` (as an AgentFS's).
@@ -98,6 +103,13 @@ pub struct AppPostgres {
     /// The ceiling for `size`. Immutable.
     #[x_kube(validation = Rule::new("self == oldSelf").message("maxSize is immutable"))]
     pub max_size: Quantity,
+    /// The command exec'd in the sidecar before its volume is backed up,
+    /// so that the copy holds a consistent dump (a non-zero exit fails
+    /// that backup, and nothing is pushed). Default: a `pg_dumpall` into
+    /// `exo-backup.sql` at the volume's root (docs/backups.md).
+    #[x_kube(validation = Rule::new("self.size() > 0").message("backupHook must name a command"))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_hook: Option<Vec<String>>,
 }
 
 impl AppPostgres {
@@ -185,6 +197,31 @@ pub struct AppStatus {
     pub database: Option<AppVolumeStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// What the backups of each volume did. Written by the backup task
+    /// alone, as a merge patch: the reconciler's apply of the rest never
+    /// lists it, so it neither removes nor overwrites it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<AppBackupStatus>,
+}
+
+/// The backup status of an App's volumes, each for the App generation
+/// whose policy it followed (their own `observedGeneration`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppBackupStatus {
+    #[serde(default)]
+    pub workspace: super::BackupStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<super::BackupStatus>,
+}
+
+impl AppBackupStatus {
+    pub fn volume(&self, kind: AppVolumeKind) -> Option<&super::BackupStatus> {
+        match kind {
+            AppVolumeKind::Workspace => Some(&self.workspace),
+            AppVolumeKind::Database => self.database.as_ref(),
+        }
+    }
 }
 
 /// One volume as its PVC has it.

@@ -160,6 +160,13 @@ pub struct AppVolumeInfo {
     pub provisioned: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pvc: Option<String>,
+    /// When the volume's last good backup ended (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_backup: Option<String>,
+    /// The reason of the volume's last failed backup, kept until a
+    /// success (`hook`, `registry`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup_error: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

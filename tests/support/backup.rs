@@ -1,9 +1,37 @@
 //! What the backup tests share: volumes with a policy, their backup
 //! status, bytes that do not compress, and the test registry's storage.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use exo::agentfs::tarstream::Limits;
+use exo::backup::Repository;
 use exo::crd::{AgentFS, BackupStatus};
+
+/// The files of a backup, restored from the registry: path (under the
+/// volume folder's own name, which is left out) -> bytes.
+pub async fn restored(repo: &Repository, reference: &str) -> BTreeMap<String, Vec<u8>> {
+    let mut tar = Vec::new();
+    exo::backup::restore(repo, reference, &mut tar, Limits::default())
+        .await
+        .expect("restore from the registry");
+    let mut out = BTreeMap::new();
+    let mut archive = tar::Archive::new(tar.as_slice());
+    for e in archive.entries().expect("a tar") {
+        let mut e = e.expect("a tar entry");
+        if e.header().entry_type().is_file() {
+            let path = e.path().expect("a path").display().to_string();
+            let rel = path
+                .split_once('/')
+                .map(|(_, r)| r.to_owned())
+                .expect("under the volume folder");
+            let mut data = Vec::new();
+            std::io::Read::read_to_end(&mut e, &mut data).expect("the file's bytes");
+            out.insert(rel, data);
+        }
+    }
+    out
+}
 
 /// Bytes that do not compress or repeat (a fixed LCG from `seed`).
 pub fn noise_from(seed: u64, n: usize) -> Vec<u8> {

@@ -39,6 +39,13 @@ pub const POSTGRES_PGDATA: &str = "/var/lib/postgresql/data/pgdata";
 /// reach it and no password has to be made, stored or shown.
 pub const DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
+/// Where the Postgres sidecar's socket folder is mounted (the image's
+/// default `unix_socket_directories`).
+pub const POSTGRES_RUN: &str = "/var/run/postgresql";
+/// The dump the default backup hook leaves at the database volume's root,
+/// beside (not inside) the data folder: a restore finds it there.
+pub const POSTGRES_DUMP: &str = "exo-backup.sql";
+
 const TMP_VOLUME: &str = "tmp";
 const PG_RUN_VOLUME: &str = "pg-run";
 
@@ -93,6 +100,26 @@ pub fn app_pvc(
     // The hash covers ownership and the retained mark too: turning
     // `retain` on or off is a change to apply.
     stamp(pvc, |p| &mut p.metadata)
+}
+
+/// The command exec'd in the Postgres sidecar before its volume is read
+/// by a backup: the App's `backupHook`, or by default a `pg_dumpall` over
+/// the sidecar's own socket (trust auth on the pod's loopback, so no
+/// password) into [`POSTGRES_DUMP`] at the volume's root, written under a
+/// temporary name and renamed, so a backup never holds half a dump. The
+/// data folder is copied as it is as well; the dump is what is consistent.
+pub fn postgres_backup_hook(pg: &crate::crd::AppPostgres) -> Vec<String> {
+    if let Some(hook) = &pg.backup_hook {
+        return hook.clone();
+    }
+    let dump = format!("{POSTGRES_MOUNT}/{POSTGRES_DUMP}");
+    vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        format!(
+            "pg_dumpall -U postgres -h {POSTGRES_RUN} > {dump}.part && mv -f {dump}.part {dump}"
+        ),
+    ]
 }
 
 fn mount(volume: &str, path: &str) -> VolumeMount {
@@ -165,7 +192,7 @@ pub fn app_pod(owner: &Owner, spec: &AppSpec) -> Result<Pod> {
             ]),
             volume_mounts: Some(vec![
                 mount(TMP_VOLUME, "/tmp"),
-                mount(PG_RUN_VOLUME, "/var/run/postgresql"),
+                mount(PG_RUN_VOLUME, POSTGRES_RUN),
                 mount(volume_name(AppVolumeKind::Database), POSTGRES_MOUNT),
             ]),
             security_context: Some(restricted_container_security()),
@@ -209,6 +236,7 @@ mod tests {
                     image: "reg/postgres:16".into(),
                     size: Quantity("2Gi".into()),
                     max_size: Quantity("10Gi".into()),
+                    backup_hook: None,
                 },
             }),
             ..AppSpec::default()
@@ -243,6 +271,26 @@ mod tests {
                 Some((v.name.clone(), c.claim_name.clone()))
             })
             .collect()
+    }
+
+    /// The default hook dumps over the sidecar's socket into the volume's
+    /// root (where the backup reads it); a hook of the App's own wins.
+    #[test]
+    fn the_backup_hook_is_the_apps_or_a_pg_dumpall_into_the_volume() {
+        let mut pg = spec(true).database.unwrap().postgres;
+        let argv = postgres_backup_hook(&pg);
+        assert_eq!(argv[..2], ["sh", "-c"]);
+        assert_eq!(
+            argv[2],
+            "pg_dumpall -U postgres -h /var/run/postgresql > /var/lib/postgresql/data/exo-backup.sql.part \
+             && mv -f /var/lib/postgresql/data/exo-backup.sql.part /var/lib/postgresql/data/exo-backup.sql"
+        );
+        assert!(
+            mounts(&app_pod(&owner(), &spec(true)).unwrap(), "postgres")
+                .contains(&("pg-run".to_owned(), POSTGRES_RUN.to_owned()))
+        );
+        pg.backup_hook = Some(vec!["true".into()]);
+        assert_eq!(postgres_backup_hook(&pg), ["true"]);
     }
 
     #[test]

@@ -101,7 +101,12 @@ async fn reconcile_inner(app: &App, ctx: &Ctx) -> Result<Action> {
     };
     let rolled = pod_roll::roll(ctx, C, app, ns, &set, desired.as_ref(), how).await?;
 
-    let old = app.status.clone().unwrap_or_default();
+    // Compared without `backup`: the backup task writes it, this apply
+    // never lists it (so an App with backups is not rewritten each time).
+    let old = AppStatus {
+        backup: None,
+        ..app.status.clone().unwrap_or_default()
+    };
     let status = plan::status(
         app,
         &outcomes,

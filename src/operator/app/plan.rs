@@ -208,6 +208,8 @@ pub fn status(
         workspace: of(AppVolumeKind::Workspace),
         database: of(AppVolumeKind::Database),
         message: Some(message),
+        // Left out of this apply: the backup task merges it.
+        backup: None,
     }
 }
 
@@ -233,6 +235,7 @@ mod tests {
                         image: "reg/postgres:16".into(),
                         size: q(size),
                         max_size: q(max),
+                        backup_hook: None,
                     },
                 }),
                 retain,

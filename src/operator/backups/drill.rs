@@ -7,8 +7,10 @@
 //! Guarantees:
 //! - the scratch AgentFS is [`scratch_name`] in the volume's namespace,
 //!   labelled `autonomic.sh/backup-drill: <name>` and owned by the volume
-//!   (deleting the volume deletes it); an AgentFS of that name that is not
-//!   this volume's scratch is never touched: the drill fails, naming it;
+//!   (an App volume's: `<app>-<volume>`, owned by the App; see
+//!   [`DrillSource`]), so deleting the volume deletes it; an AgentFS of
+//!   that name that is not this volume's scratch is never touched: the
+//!   drill fails, naming it;
 //! - a scratch left by an earlier drill (an operator killed mid-drill) is
 //!   deleted, and gone with its claim and helper pod, before the next one
 //!   is created;
@@ -19,6 +21,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{Resource, ResourceExt};
 use tracing::warn;
@@ -31,7 +34,7 @@ use crate::backup::{RestoreError, prepare};
 use crate::cluster::apply::Ctx;
 use crate::cluster::build::{child_name, label_value, pvc_name};
 use crate::cluster::metrics::Controller;
-use crate::crd::{AgentFS, AgentFSSpec, BackupPolicy, DrillRecord};
+use crate::crd::{AgentFS, AgentFSSpec, App, AppVolumeKind, BackupPolicy, DrillRecord};
 use crate::meta::{LABEL_BACKUP_DRILL, LABEL_FS_HELPER, LABEL_MANAGED_BY, MANAGED_BY};
 
 const C: Controller = Controller::Agentfs;
@@ -80,48 +83,83 @@ pub fn scratch_name(source: &str) -> String {
     child_name("drill", source)
 }
 
+/// What a drill restores for (pure): the object that owns the volume
+/// (an AgentFS, or the App of an App volume), the name the scratch's is
+/// derived from (the AgentFS's, or `<app>-<volume>`), and the volume's
+/// sizes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DrillSource {
+    pub namespace: String,
+    pub name: String,
+    pub owner: OwnerReference,
+    pub size: Quantity,
+    pub max_size: Quantity,
+}
+
+impl DrillSource {
+    /// `None` while the AgentFS has no uid or namespace.
+    pub fn of_fs(fs: &AgentFS) -> Option<DrillSource> {
+        Some(DrillSource {
+            namespace: fs.namespace()?,
+            name: fs.metadata.name.clone()?,
+            owner: fs.controller_owner_ref(&())?,
+            size: fs.spec.size.clone(),
+            max_size: fs.spec.max_size.clone(),
+        })
+    }
+
+    /// One volume of `app`; `None` while the App has no uid or namespace,
+    /// or has no such volume.
+    pub fn of_app(app: &App, volume: AppVolumeKind) -> Option<DrillSource> {
+        let (_, sizes) = app.spec.volumes().into_iter().find(|(k, _)| *k == volume)?;
+        Some(DrillSource {
+            namespace: app.namespace()?,
+            name: format!("{}-{volume}", app.metadata.name.as_deref()?),
+            owner: app.controller_owner_ref(&())?,
+            size: sizes.size,
+            max_size: sizes.max_size,
+        })
+    }
+}
+
 /// The scratch AgentFS for a drill of `source` (pure): as large as the
 /// source may be, no backup policy of its own, not retained, labelled as
-/// a drill and owned by the source. `None` when the source has no uid.
-pub fn scratch(source: &AgentFS) -> Option<AgentFS> {
-    let owner = source.controller_owner_ref(&())?;
-    let name = source.metadata.name.clone()?;
+/// a drill and owned by the source's owner object.
+pub fn scratch(source: &DrillSource) -> AgentFS {
     let mut fs = AgentFS::new(
-        &scratch_name(&name),
+        &scratch_name(&source.name),
         AgentFSSpec {
-            size: source.spec.size.clone(),
-            max_size: source.spec.max_size.clone(),
+            size: source.size.clone(),
+            max_size: source.max_size.clone(),
             ..AgentFSSpec::default()
         },
     );
-    fs.metadata.namespace = source.metadata.namespace.clone();
+    fs.metadata.namespace = Some(source.namespace.clone());
     fs.metadata.labels = Some(
         [
             (LABEL_MANAGED_BY.to_owned(), MANAGED_BY.to_owned()),
-            (LABEL_BACKUP_DRILL.to_owned(), label_value(&name)),
+            (LABEL_BACKUP_DRILL.to_owned(), label_value(&source.name)),
         ]
         .into(),
     );
     fs.metadata.owner_references = Some(vec![OwnerReference {
         block_owner_deletion: Some(false),
-        ..owner
+        ..source.owner.clone()
     }]);
-    Some(fs)
+    fs
 }
 
 /// Whether `fs` is a scratch volume of `source`'s drills: its label and
 /// its owner (a label alone anyone could set).
-pub fn is_scratch_of(fs: &AgentFS, source: &AgentFS) -> bool {
-    let name = source.metadata.name.as_deref().unwrap_or_default();
+pub fn is_scratch_of(fs: &AgentFS, source: &DrillSource) -> bool {
     let labelled = fs
         .labels()
         .get(LABEL_BACKUP_DRILL)
-        .is_some_and(|v| *v == label_value(name));
-    let owned = source.metadata.uid.as_deref().is_some_and(|uid| {
-        fs.owner_references()
-            .iter()
-            .any(|o| o.uid == uid && o.kind == "AgentFS")
-    });
+        .is_some_and(|v| *v == label_value(&source.name));
+    let owned = fs
+        .owner_references()
+        .iter()
+        .any(|o| o.uid == source.owner.uid && o.kind == source.owner.kind);
     labelled && owned
 }
 
@@ -152,13 +190,13 @@ pub fn record(
 /// and deletes the scratch again. See the module comment.
 pub async fn run(
     ctx: &Ctx,
-    source: &AgentFS,
+    source: &DrillSource,
     policy: &BackupPolicy,
     helper: &HelperOpts,
     digest: &str,
 ) -> Result<IntoVolume, DrillError> {
-    let ns = source.namespace().ok_or(DrillError::Unnamed)?;
-    let want = scratch(source).ok_or(DrillError::Unnamed)?;
+    let ns = source.namespace.clone();
+    let want = scratch(source);
     let name = want.name_any();
     remove_scratch(ctx, source, &ns, &name, true).await?;
 
@@ -191,7 +229,7 @@ pub async fn run(
 /// An AgentFS of that name that is not `source`'s scratch is refused.
 async fn remove_scratch(
     ctx: &Ctx,
-    source: &AgentFS,
+    source: &DrillSource,
     ns: &str,
     name: &str,
     wait: bool,
@@ -265,8 +303,9 @@ mod tests {
 
     #[test]
     fn the_scratch_is_sized_like_its_source_labelled_and_owned() {
-        let src = source("work");
-        let s = scratch(&src).unwrap();
+        let fs = source("work");
+        let src = DrillSource::of_fs(&fs).unwrap();
+        let s = scratch(&src);
         assert_eq!(s.name_any(), "drill-work");
         assert_eq!(s.namespace().as_deref(), Some("acme"));
         assert_eq!(s.spec.size.0, "3Gi");
@@ -285,22 +324,53 @@ mod tests {
         assert_ne!(n, scratch_name(&"w".repeat(62)));
 
         // Without a uid there is no owner to give it.
-        let mut unsaved = src.clone();
+        let mut unsaved = fs.clone();
         unsaved.metadata.uid = None;
-        assert!(scratch(&unsaved).is_none());
+        assert!(DrillSource::of_fs(&unsaved).is_none());
     }
 
     #[test]
     fn only_the_sources_own_scratch_is_recognised() {
-        let src = source("work");
-        let s = scratch(&src).unwrap();
+        let src = DrillSource::of_fs(&source("work")).unwrap();
+        let s = scratch(&src);
         let mut other_owner = s.clone();
         other_owner.owner_references_mut()[0].uid = "u-2".into();
         assert!(!is_scratch_of(&other_owner, &src), "the owner is checked");
         let mut unlabelled = s.clone();
         unlabelled.labels_mut().remove(LABEL_BACKUP_DRILL);
         assert!(!is_scratch_of(&unlabelled, &src), "the label is checked");
-        assert!(!is_scratch_of(&s, &source("other")));
+        assert!(!is_scratch_of(
+            &s,
+            &DrillSource::of_fs(&source("other")).unwrap()
+        ));
+    }
+
+    /// An App volume's scratch is named for the App and the volume, sized
+    /// like that volume, and owned by the App.
+    #[test]
+    fn an_app_volumes_scratch_is_the_apps() {
+        let app: App = serde_json::from_value(serde_json::json!({
+            "apiVersion": "autonomic.sh/v1alpha1", "kind": "App",
+            "metadata": { "name": "shop", "namespace": "acme", "uid": "u-app" },
+            "spec": { "image": "i", "workspace": { "size": "1Gi", "maxSize": "2Gi" },
+                "database": { "postgres": { "image": "p", "size": "3Gi", "maxSize": "9Gi" } } }
+        }))
+        .unwrap();
+        let db = DrillSource::of_app(&app, AppVolumeKind::Database).unwrap();
+        let s = scratch(&db);
+        assert_eq!(s.name_any(), "drill-shop-database");
+        assert_eq!(
+            (s.spec.size.0.as_str(), s.spec.max_size.0.as_str()),
+            ("3Gi", "9Gi")
+        );
+        let o = &s.owner_references()[0];
+        assert_eq!((o.kind.as_str(), o.uid.as_str()), ("App", "u-app"));
+        assert!(is_scratch_of(&s, &db));
+        let ws = DrillSource::of_app(&app, AppVolumeKind::Workspace).unwrap();
+        assert!(!is_scratch_of(&s, &ws), "the other volume's is not");
+        let mut bare = app.clone();
+        bare.spec.database = None;
+        assert!(DrillSource::of_app(&bare, AppVolumeKind::Database).is_none());
     }
 
     /// `lastPassed` carries the last passing drill's time across failures.

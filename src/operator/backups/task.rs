@@ -1,22 +1,25 @@
-//! The leader's backup loop: every `tick`, each AgentFS with
-//! `spec.backup` is looked at from the cache ([`plan::next`]); a due or
+//! The leader's backup loop: every `tick`, each volume with a backup
+//! policy (an AgentFS, or an App's workspace and database: one
+//! [`Subject`] each) is looked at from the caches ([`plan::next`]); a due or
 //! requested backup runs ([`run::backup_now`]), or a due restore drill
 //! ([`drill::run`]), at most `parallel` at once and one per volume (a
 //! drill and a backup of the same volume never overlap); its outcome is
-//! merged into `status.backup`.
+//! merged into its backup status (`status.backup` of an AgentFS,
+//! `status.backup.workspace|database` of an App).
 //!
 //! Guarantees:
-//! - `status.backup` is written only by this task, as a merge patch, with
+//! - the backup status is written only by this task, as a merge patch, with
 //!   the generation whose policy it followed (`observedGeneration`);
 //! - an on-demand request is answered (`answeredRequest`) by the backup
 //!   that served it, whether it succeeded or failed, so `exo fs backup`
 //!   never waits for nothing;
 //! - an invalid policy is reported once, naming its field, and retried
-//!   only when the AgentFS changes;
+//!   only when the AgentFS or App changes;
 //! - a volume is not looked at again until the cache shows the outcome
 //!   this task wrote (a cache a moment behind would otherwise run the same
 //!   request, the same scheduled backup, or the same drill, twice);
-//! - a failed drill is an Event `BackupDrillFailed` on the volume, naming
+//! - a failed drill is an Event `BackupDrillFailed` on the volume (an App
+//!   volume's: on the App, naming the volume), naming
 //!   the first file that differs (or the layer, or the error);
 //! - losing the Lease stops the loop; a backup cut short pushed no
 //!   manifest (`backup::take`), and the next leader starts it again.
@@ -25,20 +28,19 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kube::ResourceExt;
 use kube::runtime::events::EventType;
 use serde_json::json;
 use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
 use super::plan::{self, Next, Settings};
+use super::subject::{self, Source, Subject};
 use super::{drill, run};
 use crate::agentfs::helper::HelperOpts;
 use crate::cluster::apply::Ctx;
 use crate::cluster::events::Reason;
 use crate::cluster::metrics::Controller;
-use crate::crd::{AgentFS, BackupFailure, BackupRecord};
-use crate::meta::ANNOTATION_BACKUP_REQUESTED;
+use crate::crd::{AgentFS, App, BackupFailure, BackupRecord};
 
 #[derive(Debug, Clone)]
 pub struct BackupTaskConfig {
@@ -96,16 +98,10 @@ pub async fn run(ctx: Arc<Ctx>, cfg: BackupTaskConfig) {
         if !ctx.caches_synced() {
             continue;
         }
-        for fs in ctx.filesystems.state() {
-            let Some(policy) = fs.spec.backup.clone() else {
-                continue;
-            };
-            if fs.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            let ns = fs.namespace().unwrap_or_default();
-            let key = format!("{ns}/{}", fs.name_any());
-            let status = fs.status.as_ref().and_then(|s| s.backup.as_ref());
+        let apps = ctx.apps.as_ref().map(|s| s.state()).unwrap_or_default();
+        for subject in subject::subjects(&ctx.filesystems.state(), &apps) {
+            let key = subject.key();
+            let status = subject.status.as_ref();
             if !busy
                 .lock()
                 .map(|mut b| b.free(&key, status))
@@ -113,14 +109,14 @@ pub async fn run(ctx: Arc<Ctx>, cfg: BackupTaskConfig) {
             {
                 continue;
             }
-            let settings = match Settings::of(&policy) {
+            let settings = match Settings::of(&subject.policy) {
                 Ok(s) => s,
                 Err(e) => {
                     let message = e.to_string();
                     let told = status
                         .and_then(|s| s.last_error.as_ref())
                         .is_some_and(|f| f.message == message)
-                        && status.and_then(|s| s.observed_generation) == fs.metadata.generation;
+                        && status.and_then(|s| s.observed_generation) == subject.generation;
                     if !told {
                         warn!(volume = %key, error = %message, "backup policy refused");
                         let failure = BackupFailure {
@@ -128,13 +124,18 @@ pub async fn run(ctx: Arc<Ctx>, cfg: BackupTaskConfig) {
                             reason: "invalid".into(),
                             message,
                         };
-                        write(&ctx, &fs, json!({ "lastError": failure })).await;
+                        write(&ctx, &subject, json!({ "lastError": failure })).await;
                     }
                     continue;
                 }
             };
-            let requested = fs.annotations().get(ANNOTATION_BACKUP_REQUESTED).cloned();
-            let next = plan::next(&key, now_s(), &settings, status, requested.as_deref());
+            let next = plan::next(
+                &key,
+                now_s(),
+                &settings,
+                status,
+                subject.requested.as_deref(),
+            );
             if let Next::Wait(_) = next {
                 continue;
             }
@@ -149,9 +150,9 @@ pub async fn run(ctx: Arc<Ctx>, cfg: BackupTaskConfig) {
                 let _permit = permit;
                 let time = match next {
                     Next::Backup { request } => {
-                        once(&ctx, &fs, &settings, &policy, &helper, request).await
+                        once(&ctx, &subject, &settings, &helper, request).await
                     }
-                    Next::Drill { digest } => drill_once(&ctx, &fs, &policy, &helper, digest).await,
+                    Next::Drill { digest } => drill_once(&ctx, &subject, &helper, digest).await,
                     Next::Wait(_) => None,
                 };
                 if let Ok(mut b) = busy.lock() {
@@ -165,19 +166,18 @@ pub async fn run(ctx: Arc<Ctx>, cfg: BackupTaskConfig) {
     }
 }
 
-/// One backup of `fs`, and its outcome merged into `status.backup`;
-/// the outcome's time when it was written.
+/// One backup of `subject`, and its outcome merged into its backup
+/// status; the outcome's time when it was written.
 async fn once(
     ctx: &Ctx,
-    fs: &AgentFS,
+    subject: &Subject,
     settings: &Settings,
-    policy: &crate::crd::BackupPolicy,
     helper: &HelperOpts,
     request: Option<String>,
 ) -> Option<String> {
-    let key = format!("{}/{}", fs.namespace().unwrap_or_default(), fs.name_any());
+    let key = subject.key();
     let started = std::time::Instant::now();
-    let outcome = run::backup_now(&ctx.client, fs, settings, policy, helper).await;
+    let outcome = run::backup_now(&ctx.client, subject, settings, helper).await;
     ctx.metrics.backups.ended(
         started.elapsed(),
         outcome.as_ref().err().map(run::RunError::reason),
@@ -214,7 +214,7 @@ async fn once(
     let time = ["lastSuccess", "lastError"]
         .iter()
         .find_map(|k| patch[*k]["time"].as_str().map(str::to_owned));
-    write(ctx, fs, patch).await.then_some(time).flatten()
+    write(ctx, subject, patch).await.then_some(time).flatten()
 }
 
 /// One restore drill of `digest`, its record merged into
@@ -222,14 +222,16 @@ async fn once(
 /// time when it was written.
 async fn drill_once(
     ctx: &Ctx,
-    fs: &AgentFS,
-    policy: &crate::crd::BackupPolicy,
+    subject: &Subject,
     helper: &HelperOpts,
     digest: String,
 ) -> Option<String> {
-    let key = format!("{}/{}", fs.namespace().unwrap_or_default(), fs.name_any());
+    let key = subject.key();
     let started = std::time::Instant::now();
-    let outcome = drill::run(ctx, fs, policy, helper, &digest).await;
+    let outcome = match subject.drill_source() {
+        Some(source) => drill::run(ctx, &source, &subject.policy, helper, &digest).await,
+        None => Err(drill::DrillError::Unnamed),
+    };
     let ms = started.elapsed().as_millis() as u64;
     let result = match &outcome {
         Ok(done) => {
@@ -240,43 +242,45 @@ async fn drill_once(
         Err(e) => {
             let message = e.to_string();
             warn!(volume = %key, %digest, error = %message, ms, "restore drill failed");
-            ctx.event(
-                fs,
-                EventType::Warning,
-                Reason::BackupDrillFailed,
-                format!("restore drill of backup {digest}: {message}"),
-            )
-            .await;
+            let note = format!("restore drill of backup {digest}: {message}");
+            let (warn, reason) = (EventType::Warning, Reason::BackupDrillFailed);
+            match &subject.source {
+                Source::AgentFS(fs) => ctx.event(fs.as_ref(), warn, reason, note).await,
+                Source::App { app, volume } => {
+                    let note = format!("the {volume} volume's {note}");
+                    ctx.event(app.as_ref(), warn, reason, note).await
+                }
+            }
             Err(message)
         }
     };
-    let previous = fs
-        .status
-        .as_ref()
-        .and_then(|s| s.backup.as_ref())
-        .and_then(|b| b.last_drill.as_ref());
+    let previous = subject.status.as_ref().and_then(|b| b.last_drill.as_ref());
     let record = drill::record(previous, rfc3339_now(), digest, result);
     let time = record.time.clone();
-    write(ctx, fs, json!({ "lastDrill": record }))
+    write(ctx, subject, json!({ "lastDrill": record }))
         .await
         .then_some(time)
 }
 
-/// Merges `fields` into `status.backup`, with the generation they
-/// follow; whether it was written.
-async fn write(ctx: &Ctx, fs: &AgentFS, mut fields: serde_json::Value) -> bool {
-    if let Some(obj) = fields.as_object_mut() {
-        obj.insert("observedGeneration".into(), json!(fs.metadata.generation));
-    }
-    let ns = fs.namespace().unwrap_or_default();
-    let name = fs.name_any();
-    match ctx
-        .merge_status::<AgentFS>(Controller::Agentfs, &ns, &name, json!({ "backup": fields }))
-        .await
-    {
+/// Merges `fields` into the subject's backup status, with the generation
+/// they follow; whether it was written.
+async fn write(ctx: &Ctx, subject: &Subject, fields: serde_json::Value) -> bool {
+    let patch = subject.status_patch(fields);
+    let (ns, name) = (subject.namespace.as_str(), subject.name.as_str());
+    let written = match &subject.source {
+        Source::AgentFS(_) => {
+            ctx.merge_status::<AgentFS>(Controller::Agentfs, ns, name, patch)
+                .await
+        }
+        Source::App { .. } => {
+            ctx.merge_status::<App>(Controller::App, ns, name, patch)
+                .await
+        }
+    };
+    match written {
         Ok(()) => true,
         Err(e) => {
-            warn!(volume = %format!("{ns}/{name}"), error = %e, "cannot write the backup status");
+            warn!(volume = %subject.key(), error = %e, "cannot write the backup status");
             false
         }
     }
