@@ -74,7 +74,13 @@ async fn reconcile_inner(fs: &AgentFS, ctx: &Ctx) -> Result<Action> {
         mounted_by(agents, &owner.name)
     };
     let finalizers = fs.metadata.finalizers.clone().unwrap_or_default();
-    let old = fs.status.clone().unwrap_or_default();
+    // Compared without `backup`: the backup task writes it and this apply
+    // never lists it (a volume with backups would otherwise have its status
+    // applied again on every reconcile).
+    let old = AgentFSStatus {
+        backup: None,
+        ..fs.status.clone().unwrap_or_default()
+    };
     let generation = fs.metadata.generation;
     let (requested, provisioned) = pvc.as_ref().map(capacities).unwrap_or_default();
 
