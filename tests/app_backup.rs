@@ -206,6 +206,23 @@ async fn an_apps_workspace_and_database_are_backed_up_the_database_after_its_hoo
     )
     .await;
 
+    // The backup watch sees App volumes too: each has its age gauge, under
+    // `<app>/<volume>`.
+    for volume in ["workspace", "database"] {
+        let series =
+            format!(r#"exo_fs_backup_age_seconds{{namespace="{n}",name="shop/{volume}"}}"#);
+        support::eventually(
+            &format!("the {volume} volume's backup age on /metrics"),
+            std::time::Duration::from_secs(30),
+            || {
+                let body = op.get("/metrics").map(|(_, b)| b).unwrap_or_default();
+                let found = body.contains(&series);
+                async move { found.then_some(()) }
+            },
+        )
+        .await;
+    }
+
     // A hook that fails: the database's backup fails with reason `hook`
     // and pushes nothing; the workspace still backs up.
     std::fs::write(ws.join("src/new.py"), b"print('new')\n").unwrap();

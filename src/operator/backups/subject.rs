@@ -127,6 +127,32 @@ impl Subject {
         }
     }
 
+    /// The kind of object the volume belongs to: `AgentFS` or `App`.
+    pub fn kind(&self) -> &'static str {
+        match &self.source {
+            Source::AgentFS(_) => "AgentFS",
+            Source::App { .. } => "App",
+        }
+    }
+
+    /// The volume's name within its namespace as alerts and gauges name
+    /// it: the AgentFS's name, or `<app>/<volume>`.
+    pub fn volume_name(&self) -> String {
+        match &self.source {
+            Source::AgentFS(_) => self.name.clone(),
+            Source::App { volume, .. } => format!("{}/{}", self.name, volume),
+        }
+    }
+
+    /// When the volume's object was created (seconds since the epoch).
+    pub fn created(&self) -> Option<i64> {
+        let meta = match &self.source {
+            Source::AgentFS(fs) => &fs.metadata,
+            Source::App { app, .. } => &app.metadata,
+        };
+        meta.creation_timestamp.as_ref().map(|t| t.0.as_second())
+    }
+
     /// What a restore drill of this volume needs (`None` while its object
     /// has no uid).
     pub fn drill_source(&self) -> Option<DrillSource> {

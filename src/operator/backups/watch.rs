@@ -42,6 +42,7 @@ use kube::runtime::reflector::ObjectRef;
 use tracing::{info, warn};
 
 use super::plan::{self, Settings, Stale};
+use super::subject;
 use crate::alerts::{AlertBook, AlertSink};
 use crate::cluster::apply::Ctx;
 use crate::cluster::events::Reason;
@@ -66,11 +67,14 @@ pub struct WatchConfig {
 /// One volume as the watch sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct Look<'a> {
+    /// `AgentFS` or `App`.
+    pub kind: &'a str,
     pub namespace: &'a str,
+    /// The AgentFS's name, or `<app>/<volume>`.
     pub name: &'a str,
     pub settings: &'a Settings,
     pub status: Option<&'a BackupStatus>,
-    /// When the AgentFS was created (seconds since the epoch).
+    /// When the volume's object was created (seconds since the epoch).
     pub created: i64,
     /// When this term's watch first saw its policy (seconds).
     pub first_seen: i64,
@@ -79,7 +83,10 @@ pub struct Look<'a> {
 /// One backup alert that holds for one volume.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
+    /// `AgentFS` or `App`.
+    pub kind: String,
     pub namespace: String,
+    /// The AgentFS's name, or `<app>/<volume>`.
     pub name: String,
     pub stale: Stale,
     /// For humans: since when, and what to do. Stable while the condition
@@ -123,7 +130,7 @@ impl Finding {
             self.severity(),
             self.reason(),
             self.namespace.clone(),
-            format!("AgentFS/{}", self.name),
+            format!("{}/{}", self.kind, self.name),
             self.message.clone(),
         )
         .keyed(self.key())
@@ -186,7 +193,7 @@ pub fn failing(status: Option<&BackupStatus>) -> Option<&str> {
 
 fn message(v: &Look<'_>, stale: &Stale, from: i64) -> String {
     let (ns, name, s) = (v.namespace, v.name, v.settings);
-    let volume = format!("AgentFS {ns}/{name}");
+    let volume = format!("{} {ns}/{name}", v.kind);
     match stale {
         Stale::Backup { since } => {
             let when = match since {
@@ -251,6 +258,7 @@ pub fn findings(now: i64, v: &Look<'_>) -> Vec<Finding> {
     backups
         .chain(drills)
         .map(|(stale, from)| Finding {
+            kind: v.kind.to_owned(),
             namespace: v.namespace.to_owned(),
             name: v.name.to_owned(),
             message: message(v, &stale, from),
@@ -351,40 +359,30 @@ fn look(
     let mut found = Vec::new();
     let mut shown = Vec::new();
     let mut seen = BTreeSet::new();
-    for fs in ctx.filesystems.state() {
-        let Some(policy) = &fs.spec.backup else {
+    let apps = ctx.apps.as_ref().map(|s| s.state()).unwrap_or_default();
+    for subject in subject::subjects(&ctx.filesystems.state(), &apps) {
+        // Invalid: the backup task's to report. (Being deleted, or without
+        // a policy: no subject, nothing to protect.)
+        let Ok(settings) = Settings::of(&subject.policy) else {
             continue;
         };
-        let (Some(namespace), Some(name)) = (&fs.metadata.namespace, &fs.metadata.name) else {
-            continue;
-        };
-        // Invalid: the backup task's to report. Being deleted: nothing to
-        // protect any more.
-        let Ok(settings) = Settings::of(policy) else {
-            continue;
-        };
-        if fs.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        let key = format!("{namespace}/{name}");
+        let name = subject.volume_name();
+        let key = format!("{}/{}/{name}", subject.kind(), subject.namespace);
         let first = *first_seen.entry(key.clone()).or_insert(now);
         seen.insert(key);
-        let status = fs.status.as_ref().and_then(|s| s.backup.as_ref());
+        let status = subject.status.as_ref();
         let v = Look {
-            namespace,
-            name,
+            kind: subject.kind(),
+            namespace: &subject.namespace,
+            name: &name,
             settings: &settings,
             status,
-            created: fs
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map_or(now, |t| t.0.as_second()),
+            created: subject.created().unwrap_or(now),
             first_seen: first,
         };
         let mine = findings(now, &v);
         let labels = VolumeLabels {
-            namespace: namespace.clone(),
+            namespace: subject.namespace.clone(),
             name: name.clone(),
         };
         shown.push((labels, gauges(now, status, &mine)));
@@ -407,22 +405,36 @@ async fn report(ctx: &Ctx, f: &Finding, started: bool) {
             "backup alert cleared"
         );
     }
-    let Some(fs) = ctx.filesystems.get(&ObjectRef::new(name).within(ns)) else {
-        return;
-    };
+    let apps = ctx.apps.as_ref().map(|s| s.state()).unwrap_or_default();
+    let subjects = subject::subjects(&ctx.filesystems.state(), &apps);
+    let now = subjects
+        .iter()
+        .find(|s| s.kind() == f.kind && s.namespace == ns && s.volume_name() == name);
     let (on_start, on_clear) = f.reasons();
     let (reason, type_, note) = if started {
         let Some(r) = on_start else { return };
         (r, EventType::Warning, f.message.clone())
     } else {
-        let status = fs
-            .spec
-            .backup
-            .as_ref()
-            .map(|_| fs.status.as_ref().and_then(|s| s.backup.as_ref()));
-        (on_clear, EventType::Normal, f.cleared(status))
+        // `None`: the volume has no policy any more (or is gone).
+        (
+            on_clear,
+            EventType::Normal,
+            f.cleared(now.map(|s| s.status.as_ref())),
+        )
     };
-    ctx.event(fs.as_ref(), type_, reason, note).await;
+    // On the volume's object, while it exists.
+    let first = name.split('/').next().unwrap_or(name);
+    if f.kind == "App" {
+        if let Some(app) = ctx
+            .apps
+            .as_ref()
+            .and_then(|s| s.get(&ObjectRef::new(first).within(ns)))
+        {
+            ctx.event(app.as_ref(), type_, reason, note).await;
+        }
+    } else if let Some(fs) = ctx.filesystems.get(&ObjectRef::new(name).within(ns)) {
+        ctx.event(fs.as_ref(), type_, reason, note).await;
+    }
 }
 
 #[cfg(test)]

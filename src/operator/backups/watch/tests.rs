@@ -25,6 +25,7 @@ fn settings() -> Settings {
 
 fn look<'a>(s: &'a Settings, status: Option<&'a BackupStatus>, created: i64) -> Look<'a> {
     Look {
+        kind: "AgentFS",
         namespace: "acme",
         name: "work",
         settings: s,
@@ -273,4 +274,27 @@ fn an_alert_starts_once_and_clears_once() {
     let t = firing.update(findings(T0, &look(&s, Some(&ok_at(T0)), T0 - DAY)));
     assert_eq!((t.started.len(), t.cleared.len()), (0, 1));
     assert_eq!(t.cleared[0].key(), "backup/stale/acme/work");
+}
+
+/// An App's volume is watched as an AgentFS is: its alert names the App
+/// and the volume (`App/<app>/<volume>`), and so does its key.
+#[test]
+fn an_app_volume_is_named_by_its_app_and_volume() {
+    let s = settings();
+    let st = ok_at(T0 - 3 * HOUR);
+    let v = Look {
+        kind: "App",
+        name: "shop/database",
+        ..look(&s, Some(&st), T0 - 10 * DAY)
+    };
+    let found = findings(T0, &v);
+    assert_eq!(kinds(&found), ["backup/stale"]);
+    assert_eq!(found[0].key(), "backup/stale/acme/shop/database");
+    assert_eq!(found[0].alert().object, "App/shop/database");
+    assert!(
+        found[0].message.starts_with("App acme/shop/database "),
+        "{}",
+        found[0].message
+    );
+    assert!(found[0].alert().validate().is_ok());
 }
