@@ -8,6 +8,11 @@
 //! (the CRD's maxSize rule and `deploy/app-admission.yaml`), and the
 //! operator applies only what passes `plan_size`.
 
+/// The prefix that names an App in `exo fs resize|backup|backups`
+/// (kubectl's `kind/name`): `app/shop` is App shop's volumes, `shop` the
+/// AgentFS.
+pub const APP_PREFIX: &str = "app/";
+
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;

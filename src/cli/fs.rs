@@ -153,10 +153,6 @@ fn parse_target(raw: &str) -> Result<FsPath, String> {
     FsPath::parse(raw).map_err(|e| e.to_string())
 }
 
-/// The prefix that names an App in `exo fs resize` (kubectl's
-/// `kind/name`): `app/shop` is App shop's volumes, `shop` the AgentFS.
-pub(crate) const APP_PREFIX: &str = "app/";
-
 /// `exo fs resize`'s arguments as a command: an AgentFS takes `--size`
 /// only, an `app/NAME` takes `--workspace` and `--database` only.
 fn resize_command(
@@ -166,7 +162,7 @@ fn resize_command(
     workspace: Option<String>,
     database: Option<String>,
 ) -> Result<Command, String> {
-    match name.strip_prefix(APP_PREFIX) {
+    match name.strip_prefix(crate::agentfs::apps::APP_PREFIX) {
         Some(app) => {
             if size.is_some() {
                 return Err(format!(

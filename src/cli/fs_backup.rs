@@ -18,8 +18,8 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::wait::await_condition;
 
+use crate::agentfs::apps::APP_PREFIX;
 use crate::agentfs::helper::get_fs;
-use crate::cli::fs::APP_PREFIX;
 use crate::cli::fs_show::human;
 use crate::crd::{AgentFS, App, AppVolumeKind, BackupFailure, BackupRecord, BackupStatus};
 use crate::meta::{ANNOTATION_BACKUP_REQUESTED, FIELD_MANAGER};

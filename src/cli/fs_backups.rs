@@ -9,10 +9,10 @@
 use kube::Client;
 use kube::api::Api;
 
+use crate::agentfs::apps::APP_PREFIX;
 use crate::agentfs::helper::get_fs;
 use crate::backup::access::{self, app_volume_policy};
 use crate::backup::select::{self, Listed};
-use crate::cli::fs::APP_PREFIX;
 use crate::cli::fs_show::human;
 use crate::cli::table;
 use crate::crd::{App, AppVolumeKind, DrillRecord};
