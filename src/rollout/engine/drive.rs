@@ -16,7 +16,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use tracing::{Instrument, info, warn};
 
-use super::waits::{Waits, wait_id, wait_is_durable};
+use super::waits::{DoneSteps, Waits, run_id, wait_id, wait_is_durable};
 use super::{EngineConfig, Error, Loaded, State, namespace_of, now};
 use crate::cluster::apply::Ctx;
 use crate::cluster::feeds::Touch;
@@ -37,6 +37,9 @@ pub(super) struct DriveCtx {
     progress: crate::saga::ProgressWrites,
     /// Per Rollout, the wait it is in that its status does not show yet.
     waits: Waits,
+    /// Per Rollout, the steps this term did that its status does not show
+    /// yet: a pass that waits does not run them again.
+    done: DoneSteps,
     /// This term's copies of the tenants' Inventories.
     inventories: Inventories,
 }
@@ -163,6 +166,7 @@ pub(super) async fn run(
         state,
         progress: crate::saga::ProgressWrites::default(),
         waits: Waits::default(),
+        done: DoneSteps::default(),
         inventories: Inventories::default(),
     });
     controller
@@ -182,6 +186,19 @@ async fn write_status(op: &Ctx, ro: &Rollout, status: &RolloutStatus) -> Result<
     let ns = namespace_of(ro)?;
     op.apply_status::<Rollout>(Writer::Rollout, &ns, &ro.name_any(), status)
         .await?;
+    Ok(())
+}
+
+/// [`write_status`] for a run in progress: this term's done steps are
+/// shown by it from now on.
+async fn write_run_status(
+    ctx: &DriveCtx,
+    key: &str,
+    ro: &Rollout,
+    status: &RolloutStatus,
+) -> Result<(), Error> {
+    write_status(&ctx.op, ro, status).await?;
+    ctx.done.written(key);
     Ok(())
 }
 
@@ -317,9 +334,15 @@ async fn run_steps(
     };
     // Steps done in one pass are written together (see `durable_now`).
     let mut unwritten = false;
+    let key = format!("{ns}/{}", ro.name_any());
+    let run = run_id(&status);
     while let Some(i) = saga::next_step(&status) {
+        if let Some(at) = ctx.done.done_at(&key, &run, &status.steps[i].name) {
+            // Done by an earlier pass of this term, not written yet.
+            unwritten |= saga::record(&mut status, i, &Outcome::Done, &at);
+            continue;
+        }
         // A wait not written yet began when it was first seen.
-        let key = format!("{ns}/{}", ro.name_any());
         let wait_id = wait_id(&status, &status.steps[i].name);
         let started = status.steps[i]
             .started_at
@@ -383,8 +406,11 @@ async fn run_steps(
             write = wait_is_durable(waited);
         }
         if write {
-            write_status(&ctx.op, ro, &status).await?;
+            write_run_status(ctx, &key, ro, &status).await?;
             unwritten = false;
+        } else if matches!(outcome, Outcome::Done) {
+            let at = status.steps[i].finished_at.clone().unwrap_or_else(now);
+            ctx.done.remember(&key, &run, &status.steps[i].name, at);
         }
         // Once the inventory and the status without them are written (a
         // Done step always is).
@@ -408,7 +434,7 @@ async fn run_steps(
         }
     }
     if unwritten {
-        write_status(&ctx.op, ro, &status).await?;
+        write_run_status(ctx, &key, ro, &status).await?;
     }
     info!(tenant = %ro.spec.tenant, release = %target.release.metadata.name, "tenant verified");
     Ok(Action::requeue(

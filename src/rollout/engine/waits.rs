@@ -1,8 +1,11 @@
-//! A saga's waits that its status does not show yet. A wait is written
-//! once it has lasted [`WAIT_WRITE_AFTER`]: a small change's waits (the one
-//! Agent's new generation, its pod Ready) mostly end sooner, woken by the
-//! watch event that ends them, and the run's next written status covers
-//! them, so a one-Agent edit costs no status write for them.
+//! What a saga's status does not show yet: its waits, and its steps done
+//! in this term. A wait is written once it has lasted [`WAIT_WRITE_AFTER`]:
+//! a small change's waits (the one Agent's new generation, its pod Ready)
+//! mostly end sooner, woken by the watch event that ends them, and the
+//! run's next written status covers them, so a one-Agent edit costs no
+//! status write for them. The steps done before such a wait are not
+//! written either; [`DoneSteps`] keeps them for the term, so the passes
+//! that wait do not run them again.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -46,6 +49,61 @@ impl Waits {
     }
 }
 
+/// Per Rollout, the steps of its current run (see [`run_id`]) that this
+/// term has done and its status does not show yet, with when each was
+/// done.
+///
+/// Guarantees: a step is skipped only for the same Rollout and the same
+/// run (its start and desired hash), so a new run, or a drift revert that
+/// starts one, runs every step again; nothing here outlives the term, so a
+/// successor after a crash repeats, from the last written status, the
+/// steps it does not show (each is idempotent, as [`wait_is_durable`]
+/// says); once the status is written, the entry is dropped.
+#[derive(Default)]
+pub(super) struct DoneSteps(std::sync::Mutex<BTreeMap<String, RunSteps>>);
+
+/// One Rollout's entry in [`DoneSteps`]: its run, and each step's time.
+type RunSteps = (String, BTreeMap<String, Time>);
+
+impl DoneSteps {
+    /// When this term did `step` of run `run` of Rollout `key`, if it did.
+    pub(super) fn done_at(&self, key: &str, run: &str, step: &str) -> Option<Time> {
+        let map = self.0.lock().ok()?;
+        let (seen, steps) = map.get(key)?;
+        if seen != run {
+            return None;
+        }
+        steps.get(step).cloned()
+    }
+
+    /// Remembers that `step` of run `run` of Rollout `key` was done at
+    /// `at`; another run's entries are dropped.
+    pub(super) fn remember(&self, key: &str, run: &str, step: &str, at: Time) {
+        let Ok(mut map) = self.0.lock() else {
+            return;
+        };
+        let entry = map
+            .entry(key.to_owned())
+            .or_insert_with(|| (run.to_owned(), BTreeMap::new()));
+        if entry.0 != run {
+            *entry = (run.to_owned(), BTreeMap::new());
+        }
+        entry.1.insert(step.to_owned(), at);
+    }
+
+    /// The status of Rollout `key` was written: it shows them all now.
+    pub(super) fn written(&self, key: &str) {
+        if let Ok(mut map) = self.0.lock() {
+            map.remove(key);
+        }
+    }
+}
+
+/// Which run of a Rollout a status is for: its start and desired hash.
+pub(super) fn run_id(status: &RolloutStatus) -> String {
+    format!("{:?}/{:?}", status.started_at, status.desired_hash)
+}
+
 /// How long a step may wait before its status shows the wait. Most waits
 /// of a small change (the one Agent's new generation, its pod Ready) end
 /// well within it, woken by the watch event that ends them, and the run's
@@ -54,7 +112,7 @@ pub(super) const WAIT_WRITE_AFTER: Duration = Duration::from_secs(1);
 
 /// Which run (its start and desired hash) and step a wait belongs to.
 pub(super) fn wait_id(status: &RolloutStatus, step: &str) -> String {
-    format!("{:?}/{:?}/{step}", status.started_at, status.desired_hash)
+    format!("{}/{step}", run_id(status))
 }
 
 /// Whether a new wait, first seen `waited` ago, is written now. A wait
@@ -95,6 +153,29 @@ mod tests {
         // The next step's wait replaces it.
         assert_eq!(waits.seen("ns/t", "run1/pods-rolled").1, Duration::ZERO);
         assert_eq!(waits.since("ns/t", "run1/repointed"), None);
+    }
+
+    #[test]
+    fn a_done_step_is_skipped_only_in_its_run_until_written() {
+        let done = DoneSteps::default();
+        let t = now();
+        assert_eq!(done.done_at("ns/t", "run1", "network-isolated"), None);
+        done.remember("ns/t", "run1", "network-isolated", t.clone());
+        done.remember("ns/t", "run1", "configmaps-published", t.clone());
+        assert_eq!(
+            done.done_at("ns/t", "run1", "network-isolated"),
+            Some(t.clone())
+        );
+        // Another run of the same Rollout, another Rollout: not done.
+        assert_eq!(done.done_at("ns/t", "run2", "network-isolated"), None);
+        assert_eq!(done.done_at("ns/u", "run1", "network-isolated"), None);
+        // A new run replaces the old one's steps.
+        done.remember("ns/t", "run2", "network-isolated", t.clone());
+        assert_eq!(done.done_at("ns/t", "run1", "configmaps-published"), None);
+        assert!(done.done_at("ns/t", "run2", "network-isolated").is_some());
+        // Written: the status shows them; nothing is remembered.
+        done.written("ns/t");
+        assert_eq!(done.done_at("ns/t", "run2", "network-isolated"), None);
     }
 
     #[test]
