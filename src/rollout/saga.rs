@@ -168,46 +168,88 @@ pub fn desired_agent(a: &Agent, tenant: &Tenant, release: &Release) -> Workload 
     Workload::Agent(agent)
 }
 
+/// A release's components in apply order, and the index of each one's
+/// image repository: built once per grouping, not once per workload (a
+/// tenant can hold a thousand).
+struct Components {
+    names: Vec<String>,
+    by_repository: BTreeMap<String, usize>,
+}
+
+impl Components {
+    fn of(release: &Release) -> Self {
+        let order = apply_order(release);
+        Components {
+            names: order.iter().map(|c| c.name.clone()).collect(),
+            by_repository: order
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (ImageRef::parse(&c.image).repository, i))
+                .collect(),
+        }
+    }
+
+    /// The index of the component `w` rolls with (see [`component_of`]).
+    fn index(&self, w: &Workload) -> Option<usize> {
+        w.images()
+            .iter()
+            .filter_map(|(_, image)| {
+                self.by_repository
+                    .get(&ImageRef::parse(image).repository)
+                    .copied()
+            })
+            .max()
+    }
+
+    /// The group of `w`: its component, else the last component, else
+    /// `workloads`.
+    fn group(&self, w: &Workload) -> &str {
+        self.index(w)
+            .or_else(|| self.names.len().checked_sub(1))
+            .map_or("workloads", |i| self.names[i].as_str())
+    }
+}
+
 /// The component a workload rolls with: the last, in apply order, of the
 /// components its containers run. `None` when no container's image is a
 /// component of the release.
 pub fn component_of(w: &Workload, release: &Release) -> Option<String> {
-    let order: BTreeMap<String, usize> = apply_order(release)
+    let components = Components::of(release);
+    components.index(w).map(|i| components.names[i].clone())
+}
+
+/// The groups of `workloads` in apply order, each with the positions of
+/// its workloads; those of no component go with the last component.
+fn group_positions<'r>(
+    components: &'r Components,
+    workloads: &[Workload],
+) -> Vec<(&'r str, Vec<usize>)> {
+    let mut by: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, w) in workloads.iter().enumerate() {
+        by.entry(components.group(w)).or_default().push(i);
+    }
+    let mut out: Vec<(&str, Vec<usize>)> = components
+        .names
         .iter()
-        .enumerate()
-        .map(|(i, c)| (ImageRef::parse(&c.image).repository, i))
+        .filter_map(|c| by.remove(c.as_str()).map(|ws| (c.as_str(), ws)))
         .collect();
-    let names: Vec<&str> = apply_order(release)
-        .iter()
-        .map(|c| c.name.as_str())
-        .collect();
-    w.images()
-        .iter()
-        .filter_map(|(_, image)| order.get(&ImageRef::parse(image).repository).copied())
-        .max()
-        .map(|i| names[i].to_owned())
+    out.extend(by);
+    out
 }
 
 /// Components that have workloads in this tenant, in apply order, with
 /// their workloads. Workloads of no component roll with the last group.
 pub fn groups(workloads: &[Workload], release: &Release) -> Vec<(String, Vec<Workload>)> {
-    let order: Vec<String> = apply_order(release)
-        .iter()
-        .map(|c| c.name.clone())
-        .collect();
-    let mut by: BTreeMap<String, Vec<Workload>> = BTreeMap::new();
-    for w in workloads {
-        let c = component_of(w, release)
-            .or_else(|| order.last().cloned())
-            .unwrap_or_else(|| "workloads".into());
-        by.entry(c).or_default().push(w.clone());
-    }
-    let mut out: Vec<(String, Vec<Workload>)> = order
-        .iter()
-        .filter_map(|c| by.remove(c).map(|ws| (c.clone(), ws)))
-        .collect();
-    out.extend(by);
-    out
+    let components = Components::of(release);
+    group_positions(&components, workloads)
+        .into_iter()
+        .map(|(c, at)| {
+            (
+                c.to_owned(),
+                at.into_iter().map(|i| workloads[i].clone()).collect(),
+            )
+        })
+        .collect()
 }
 
 /// The saga's steps for a tenant's workloads under `release`.
@@ -215,10 +257,12 @@ pub fn steps(workloads: &[Workload], release: &Release) -> Vec<StepKind> {
     // Isolation first: no workload of a release runs before its
     // namespace's policies hold.
     let mut out = vec![StepKind::Isolate, StepKind::PublishConfigMaps];
-    for (c, _) in groups(workloads, release) {
-        out.push(StepKind::Repoint(c.clone()));
-        out.push(StepKind::PodsRolled(c.clone()));
-        out.push(StepKind::Verified(c));
+    // The names only: no workload is copied (this runs on each pass).
+    let components = Components::of(release);
+    for (c, _) in group_positions(&components, workloads) {
+        out.push(StepKind::Repoint(c.to_owned()));
+        out.push(StepKind::PodsRolled(c.to_owned()));
+        out.push(StepKind::Verified(c.to_owned()));
     }
     // Removals last: whatever replaces a pruned object is verified first.
     out.push(StepKind::Prune);
