@@ -29,8 +29,10 @@ use std::path::{Path, PathBuf};
 use git2::{FetchOptions, ObjectType, RemoteCallbacks, Repository};
 
 mod ids;
+mod push;
 pub use ids::Ids;
 use ids::{Sizes, entry_ids};
+pub use push::{Committed, commit_file};
 
 /// Total bytes a checkout may hold.
 pub const MAX_TOTAL_BYTES: u64 = 64 * 1024 * 1024;
@@ -48,6 +50,16 @@ pub enum GitSyncError {
         url: String,
         #[source]
         source: git2::Error,
+    },
+    /// The push was refused (a rule on the branch, say), or raced past
+    /// its retries.
+    #[error("push to {url} refused: {reason}")]
+    Push { url: String, reason: String },
+    #[error("{path} at {commit}: {reason}")]
+    Edit {
+        commit: String,
+        path: String,
+        reason: String,
     },
     #[error("branch {branch:?} not found in {url}")]
     NoBranch { url: String, branch: String },
@@ -194,6 +206,23 @@ impl Fetched {
     }
 }
 
+/// The callbacks that hand `source`'s credentials, if any, to git2: one
+/// attempt, so a wrong password does not loop.
+fn callbacks(source: &Source) -> RemoteCallbacks<'static> {
+    let mut callbacks = RemoteCallbacks::new();
+    if let Some(c) = source.credentials.clone() {
+        let mut tried = false;
+        callbacks.credentials(move |_url, _user, _allowed| {
+            if tried {
+                return Err(git2::Error::from_str("credentials refused"));
+            }
+            tried = true;
+            git2::Cred::userpass_plaintext(&c.username, &c.password)
+        });
+    }
+    callbacks
+}
+
 /// Fetches `source.branch` into the bare mirror under `cache` (made on
 /// first use).
 pub fn fetch(source: &Source, cache: &Path) -> Result<Fetched, GitSyncError> {
@@ -209,20 +238,8 @@ pub fn fetch(source: &Source, cache: &Path) -> Result<Fetched, GitSyncError> {
             Repository::init_bare(&mirror)?
         }
     };
-    let mut callbacks = RemoteCallbacks::new();
-    if let Some(c) = source.credentials.clone() {
-        let mut tried = false;
-        callbacks.credentials(move |_url, _user, _allowed| {
-            // One attempt: a wrong password must not loop.
-            if tried {
-                return Err(git2::Error::from_str("credentials refused"));
-            }
-            tried = true;
-            git2::Cred::userpass_plaintext(&c.username, &c.password)
-        });
-    }
     let mut opts = FetchOptions::new();
-    opts.remote_callbacks(callbacks);
+    opts.remote_callbacks(callbacks(source));
     opts.depth(1);
     let refspec = format!("+refs/heads/{b}:refs/remotes/origin/{b}", b = source.branch);
     {

@@ -250,3 +250,227 @@ fn credentials_debug_is_redacted() {
     };
     assert!(!format!("{c:?}").contains("hunter2"));
 }
+
+/// `git daemon` serving one bare repository over `git://` on a free
+/// loopback port, pushes allowed; stopped when dropped.
+struct GitDaemon {
+    child: std::process::Child,
+    port: u16,
+    name: String,
+}
+
+impl GitDaemon {
+    fn serve(repo: &Path) -> GitDaemon {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let base = repo.parent().unwrap();
+        let child = std::process::Command::new("git")
+            .args([
+                "daemon",
+                "--reuseaddr",
+                "--export-all",
+                "--enable=receive-pack",
+            ])
+            .arg("--listen=127.0.0.1")
+            .arg(format!("--port={port}"))
+            .arg(format!("--base-path={}", base.display()))
+            .arg(base)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("git daemon (git is installed by scripts/deps)");
+        let up = (0..200).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(25));
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        assert!(up, "git daemon did not listen on {port}");
+        GitDaemon {
+            child,
+            port,
+            name: repo.file_name().unwrap().to_string_lossy().into_owned(),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("git://127.0.0.1:{}/{}", self.port, self.name)
+    }
+}
+
+impl Drop for GitDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Commits `files` into the bare repository `repo` on `main`, on top of
+/// its head.
+fn commit_bare(repo: &Repository, files: &[(&str, &str)], message: &str) -> git2::Oid {
+    let parent = repo
+        .find_reference("refs/heads/main")
+        .ok()
+        .and_then(|r| r.peel_to_commit().ok());
+    let base = match &parent {
+        Some(p) => p.tree().unwrap(),
+        None => repo
+            .find_tree(repo.treebuilder(None).unwrap().write().unwrap())
+            .unwrap(),
+    };
+    let mut update = git2::build::TreeUpdateBuilder::new();
+    for (path, content) in files {
+        let blob = repo.blob(content.as_bytes()).unwrap();
+        update.upsert(*path, blob, git2::FileMode::Blob);
+    }
+    let tree = repo
+        .find_tree(update.create_updated(repo, &base).unwrap())
+        .unwrap();
+    let sig = git2::Signature::now("t", "t@exo.invalid").unwrap();
+    let parents: Vec<_> = parent.iter().collect();
+    repo.commit(
+        Some("refs/heads/main"),
+        &sig,
+        &sig,
+        message,
+        &tree,
+        &parents,
+    )
+    .unwrap()
+}
+
+fn file_at(repo: &Repository, commit: git2::Oid, path: &str) -> String {
+    let tree = repo.find_commit(commit).unwrap().tree().unwrap();
+    let blob = tree
+        .get_path(Path::new(path))
+        .unwrap()
+        .to_object(repo)
+        .unwrap()
+        .peel_to_blob()
+        .unwrap();
+    String::from_utf8(blob.content().to_vec()).unwrap()
+}
+
+fn main_of(repo: &Repository) -> git2::Oid {
+    repo.find_reference("refs/heads/main")
+        .unwrap()
+        .peel_to_commit()
+        .unwrap()
+        .id()
+}
+
+/// The operator's own commit: one file changed on the fetched head and
+/// pushed; the same edit again commits nothing; a push that lost a race is
+/// made again on the new head; a refused edit names the file.
+#[test]
+fn a_one_file_commit_is_pushed_on_the_head_and_retried_after_a_race() {
+    let origin_dir = tempfile::tempdir().unwrap();
+    let origin = Repository::init_bare(origin_dir.path()).unwrap();
+    let first = commit_bare(
+        &origin,
+        &[
+            ("releases/waves.yaml", "canary: r1\n"),
+            ("manifests/a/x.yaml", "x"),
+        ],
+        "first",
+    );
+    let cache = tempfile::tempdir().unwrap();
+    // The mirror fetches shallow, which git's local transport refuses: a
+    // real `git daemon` serves the bare repository, pushes allowed.
+    let daemon = GitDaemon::serve(origin_dir.path());
+    let source = Source {
+        url: daemon.url(),
+        branch: "main".into(),
+        credentials: None,
+        allow_insecure: true,
+        max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+    };
+    let to_r2 = |old: Option<&str>| -> Result<String, std::convert::Infallible> {
+        Ok(old.unwrap_or_default().replace("r1", "r2"))
+    };
+    let who = ("exo-operator", "exo-operator@exo.invalid");
+    let Committed::Pushed(id) = commit_file(
+        &source,
+        cache.path(),
+        "releases/waves.yaml",
+        to_r2,
+        "promote r2",
+        who,
+    )
+    .unwrap() else {
+        panic!("the edit changes the file: a commit is pushed");
+    };
+    let id = git2::Oid::from_str(&id).unwrap();
+    assert_eq!(main_of(&origin), id);
+    let pushed = origin.find_commit(id).unwrap();
+    assert_eq!(pushed.parent_id(0).unwrap(), first);
+    assert_eq!(pushed.message().ok(), Some("promote r2"));
+    assert_eq!(file_at(&origin, id, "releases/waves.yaml"), "canary: r2\n");
+    assert_eq!(file_at(&origin, id, "manifests/a/x.yaml"), "x");
+
+    // Nothing to change: no commit.
+    assert_eq!(
+        commit_file(
+            &source,
+            cache.path(),
+            "releases/waves.yaml",
+            to_r2,
+            "again",
+            who
+        )
+        .unwrap(),
+        Committed::Unchanged(id.to_string())
+    );
+    assert_eq!(main_of(&origin), id);
+
+    // Someone else pushes between our fetch and our push, once.
+    let raced = std::cell::Cell::new(false);
+    let racing = |old: Option<&str>| -> Result<String, std::convert::Infallible> {
+        if !raced.replace(true) {
+            commit_bare(&origin, &[("manifests/a/x.yaml", "y")], "someone else");
+        }
+        Ok(old.unwrap_or_default().replace("r2", "r3"))
+    };
+    let Committed::Pushed(third) = commit_file(
+        &source,
+        cache.path(),
+        "releases/waves.yaml",
+        racing,
+        "promote r3",
+        who,
+    )
+    .unwrap() else {
+        panic!("a commit after the race");
+    };
+    let third = git2::Oid::from_str(&third).unwrap();
+    assert_eq!(main_of(&origin), third);
+    let parent = origin.find_commit(third).unwrap().parent_id(0).unwrap();
+    assert_eq!(
+        origin.find_commit(parent).unwrap().message().ok(),
+        Some("someone else"),
+        "made again on the head that won the race"
+    );
+    assert_eq!(file_at(&origin, third, "manifests/a/x.yaml"), "y");
+    assert_eq!(
+        file_at(&origin, third, "releases/waves.yaml"),
+        "canary: r3\n"
+    );
+
+    // A refused edit: the path and the reason, nothing pushed.
+    let refuse = |_: Option<&str>| -> Result<String, &str> { Err("no wave canary") };
+    let e = commit_file(
+        &source,
+        cache.path(),
+        "releases/waves.yaml",
+        refuse,
+        "x",
+        who,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("releases/waves.yaml") && e.contains("no wave canary"),
+        "{e}"
+    );
+    assert_eq!(main_of(&origin), third);
+}
