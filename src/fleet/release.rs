@@ -47,6 +47,22 @@ pub struct ReleaseSpec {
     pub waves: Vec<Wave>,
 }
 
+impl ReleaseSpec {
+    /// The wave named `name`.
+    pub fn wave(&self, name: WaveName) -> Option<&Wave> {
+        self.waves.iter().find(|w| w.name == name)
+    }
+
+    /// How long wave `name` soaks: the `gates.soakTime` of the wave after
+    /// it, which may be promoted only once `name` has been verified that
+    /// long. `None` for the last wave, or when the next wave sets none. A
+    /// wave's analysis runs over this time.
+    pub fn soak_of(&self, name: WaveName) -> Option<&str> {
+        let i = self.waves.iter().position(|w| w.name == name)?;
+        self.waves.get(i + 1)?.gates.soak_time.as_deref()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Component {
@@ -151,6 +167,14 @@ pub struct Wave {
     pub remaining: bool,
     #[serde(default)]
     pub gates: Gates,
+    /// Checks that judge this wave on live signals while it soaks
+    /// (`crate::analysis`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub analysis: Vec<crate::analysis::Check>,
+    /// When this wave's analysis passes, promote the next wave by a git
+    /// commit, as `exo release promote` would.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub auto_promote: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
