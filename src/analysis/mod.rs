@@ -42,6 +42,8 @@ pub enum AnalysisError {
     Condition { text: String, reason: String },
     #[error("Prometheus URL {url:?}: {reason}")]
     Url { url: String, reason: String },
+    #[error("no Prometheus URL: set the Fleet's spec.analysis.prometheusUrl")]
+    NoUrl,
     #[error("Prometheus: {0}")]
     Net(#[from] crate::net::NetError),
     #[error("Prometheus answered {status}: {message}")]

@@ -318,6 +318,38 @@ mod tests {
     }
 
     #[test]
+    fn a_wave_soaks_for_the_next_waves_soak_time() {
+        let wave = |name, soak: Option<&str>| Wave {
+            name,
+            tenants: vec![],
+            remaining: false,
+            gates: Gates {
+                soak_time: soak.map(Into::into),
+                ..Gates::default()
+            },
+            analysis: vec![],
+            auto_promote: false,
+        };
+        let spec = ReleaseSpec {
+            compatible_with: None,
+            components: vec![],
+            config_maps: vec![],
+            waves: vec![
+                wave(WaveName::Canary, Some("1h")),
+                wave(WaveName::LowRisk, Some("30m")),
+                wave(WaveName::Fleet, None),
+            ],
+        };
+        assert_eq!(spec.soak_of(WaveName::Canary), Some("30m"));
+        assert_eq!(spec.soak_of(WaveName::LowRisk), None);
+        assert_eq!(spec.soak_of(WaveName::Fleet), None);
+        assert_eq!(
+            spec.wave(WaveName::LowRisk).map(|w| w.name),
+            Some(WaveName::LowRisk)
+        );
+    }
+
+    #[test]
     fn digest_validation() {
         assert!(ImageRef::digest_is_valid(&format!(
             "sha256:{}",
