@@ -7,6 +7,9 @@
 pub mod agentfs;
 /// Alerts raised by checks and monitors, buffered for the upstream connection.
 pub mod alerts;
+/// A wave judged on live signals while it soaks: checks, measurements,
+/// the run's outcome, and Prometheus queries.
+pub mod analysis;
 pub mod audit;
 /// AgentFS backups as OCI artifacts: chunked, deduplicated, checked on restore.
 pub mod backup;

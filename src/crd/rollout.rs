@@ -82,6 +82,21 @@ pub struct FleetSpec {
     // still reads them).
     #[serde(default, skip_serializing_if = "super::Monitors::is_default")]
     pub monitors: super::Monitors,
+    /// Settings of the checks that judge a release's waves (their
+    /// `analysis`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<FleetAnalysis>,
+}
+
+/// `spec.analysis` of a Fleet.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FleetAnalysis {
+    /// `http(s)://host[:port][/path]` of the Prometheus that `prometheus`
+    /// checks query (`/api/v1/query` under it). Without it they are
+    /// inconclusive.
+    #[x_kube(validation = Rule::new("self.startsWith('http://') || self.startsWith('https://')").message("prometheusUrl must be an http:// or https:// URL"))]
+    pub prometheus_url: String,
 }
 
 /// What a live-content mismatch found by a re-check does.

@@ -47,6 +47,22 @@ pub struct ReleaseSpec {
     pub waves: Vec<Wave>,
 }
 
+impl ReleaseSpec {
+    /// The wave named `name`.
+    pub fn wave(&self, name: WaveName) -> Option<&Wave> {
+        self.waves.iter().find(|w| w.name == name)
+    }
+
+    /// How long wave `name` soaks: the `gates.soakTime` of the wave after
+    /// it, which may be promoted only once `name` has been verified that
+    /// long. `None` for the last wave, or when the next wave sets none. A
+    /// wave's analysis runs over this time.
+    pub fn soak_of(&self, name: WaveName) -> Option<&str> {
+        let i = self.waves.iter().position(|w| w.name == name)?;
+        self.waves.get(i + 1)?.gates.soak_time.as_deref()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Component {
@@ -151,6 +167,14 @@ pub struct Wave {
     pub remaining: bool,
     #[serde(default)]
     pub gates: Gates,
+    /// Checks that judge this wave on live signals while it soaks
+    /// (`crate::analysis`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub analysis: Vec<crate::analysis::Check>,
+    /// When this wave's analysis passes, promote the next wave by a git
+    /// commit, as `exo release promote` would.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub auto_promote: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -291,6 +315,38 @@ mod tests {
         assert_eq!(r.digest.as_deref(), Some("sha256:abc"));
         let r = ImageRef::parse("busybox");
         assert_eq!((r.repository.as_str(), r.tag), ("busybox", None));
+    }
+
+    #[test]
+    fn a_wave_soaks_for_the_next_waves_soak_time() {
+        let wave = |name, soak: Option<&str>| Wave {
+            name,
+            tenants: vec![],
+            remaining: false,
+            gates: Gates {
+                soak_time: soak.map(Into::into),
+                ..Gates::default()
+            },
+            analysis: vec![],
+            auto_promote: false,
+        };
+        let spec = ReleaseSpec {
+            compatible_with: None,
+            components: vec![],
+            config_maps: vec![],
+            waves: vec![
+                wave(WaveName::Canary, Some("1h")),
+                wave(WaveName::LowRisk, Some("30m")),
+                wave(WaveName::Fleet, None),
+            ],
+        };
+        assert_eq!(spec.soak_of(WaveName::Canary), Some("30m"));
+        assert_eq!(spec.soak_of(WaveName::LowRisk), None);
+        assert_eq!(spec.soak_of(WaveName::Fleet), None);
+        assert_eq!(
+            spec.wave(WaveName::LowRisk).map(|w| w.name),
+            Some(WaveName::LowRisk)
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::fleet::release::{
 };
 use crate::fleet::{Fleet, Sourced};
 
+mod analysis;
 mod rule;
 mod tenants;
 pub use rule::Rule;
@@ -335,6 +336,7 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
                 e.to_string(),
             );
         }
+        analysis::lint_wave(f, file, &field, spec, w);
     }
     for t in tenants.keys() {
         if !covered.contains_key(t) {

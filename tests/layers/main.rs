@@ -20,7 +20,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
             &[
                 "duration", "meta", "names", "net", "quantity", "redact", "shutdown", "yaml",
             ],
-            &["crd", "wire"],
+            &["analysis", "crd", "wire"],
             &[
                 "alerts", "cluster", "fleet", "forge", "incident", "release", "saga",
             ],

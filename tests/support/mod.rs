@@ -20,6 +20,7 @@ pub mod keyserver;
 pub mod operator;
 pub mod postgres;
 pub mod private_env;
+pub mod prometheus;
 pub mod proxy;
 pub mod raw_http;
 pub mod registry_proxy;

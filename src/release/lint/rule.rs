@@ -63,10 +63,18 @@ pub enum Rule {
     UidRangeOverlap,
     /// A tenant's `storage.agentFS` named like an AgentFS of its folder.
     TenantAgentFs,
+    /// A wave's analysis check naming no built-in.
+    UnknownBuiltin,
+    /// A Prometheus check's query template that does not render or parse.
+    BadQuery,
+    /// A Prometheus check's success or failure condition that does not parse.
+    BadCondition,
+    /// Any other wrong field of a wave's analysis or `autoPromote`.
+    BadAnalysis,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 29] = [
+    pub const ALL: [Rule; 33] = [
         Rule::MutableTag,
         Rule::MalformedDigest,
         Rule::TagInImage,
@@ -96,6 +104,10 @@ impl Rule {
         Rule::TenantWave,
         Rule::UidRangeOverlap,
         Rule::TenantAgentFs,
+        Rule::UnknownBuiltin,
+        Rule::BadQuery,
+        Rule::BadCondition,
+        Rule::BadAnalysis,
     ];
 
     /// The stable id, e.g. `mutable-tag`.
@@ -130,6 +142,10 @@ impl Rule {
             Rule::TenantWave => "tenant-wave",
             Rule::UidRangeOverlap => "uid-range-overlap",
             Rule::TenantAgentFs => "tenant-agentfs",
+            Rule::UnknownBuiltin => "unknown-builtin",
+            Rule::BadQuery => "bad-query",
+            Rule::BadCondition => "bad-condition",
+            Rule::BadAnalysis => "bad-analysis",
         }
     }
 }

@@ -25,6 +25,33 @@ fn latest(f: &mut Fleet) -> &mut Release {
         .value
 }
 
+fn check(builtin: &str) -> crate::analysis::Check {
+    crate::analysis::Check {
+        name: "c".into(),
+        interval: "1m".into(),
+        count: None,
+        failure_limit: crate::analysis::Int(0),
+        inconclusive_limit: crate::analysis::Int(0),
+        builtin: Some(builtin.into()),
+        max: Some(0.0),
+        severity: None,
+        prometheus: None,
+    }
+}
+
+fn prometheus_check(query: &str, success: Option<&str>) -> crate::analysis::Check {
+    crate::analysis::Check {
+        builtin: None,
+        max: None,
+        prometheus: Some(crate::analysis::PrometheusCheck {
+            query: query.into(),
+            success_condition: success.map(Into::into),
+            failure_condition: None,
+        }),
+        ..check("")
+    }
+}
+
 #[test]
 fn example_fleet_is_clean() {
     let findings = lint_fleet(&example());
@@ -206,6 +233,34 @@ fn every_rule_fires_on_its_bad_input() {
                     .uid_range = Some(r);
             }),
         ),
+        (
+            "unknown-builtin",
+            Box::new(|f| latest(f).spec.waves[0].analysis = vec![check("nope")]),
+        ),
+        (
+            "bad-query",
+            Box::new(|f| {
+                latest(f).spec.waves[0].analysis = vec![prometheus_check("up{", Some("result < 1"))]
+            }),
+        ),
+        (
+            "bad-condition",
+            Box::new(|f| {
+                latest(f).spec.waves[0].analysis = vec![prometheus_check("up", Some("result ~ 1"))]
+            }),
+        ),
+        (
+            "bad-analysis",
+            Box::new(|f| {
+                let mut c = check("crashloops");
+                c.failure_limit = crate::analysis::Int(-1);
+                latest(f).spec.waves[0].analysis = vec![c];
+            }),
+        ),
+        (
+            "bad-analysis",
+            Box::new(|f| latest(f).spec.waves[2].auto_promote = true),
+        ),
     ];
     for (rule, mutate) in cases {
         let fired = rules_after(mutate);
@@ -279,5 +334,51 @@ fn tenant_findings_name_tenant_yaml_and_the_field() {
         vec![
             "manifests/acme/tenant.yaml: spec.tier: tier \"gold\": the repository has no manifests/tiers.yaml declaring tiers [unknown-tier]"
         ]
+    );
+}
+
+/// The refusals the issue names, read from a release file through the
+/// strict YAML reader: each finding names the file and the field.
+#[test]
+fn analysis_findings_name_file_and_field() {
+    let mut fleet = example();
+    let path = fleet.root.join("releases/2026.11.1.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let canary = "      gates: {requireVerification: true, maxFailures: 0}\n";
+    assert!(text.contains(canary));
+    let text = text.replacen(
+        canary,
+        &format!(
+            "{canary}      autoPromote: true\n      analysis:\n{}",
+            [
+                "        - {name: crashes, interval: 1m, builtin: crashLoops, max: 0}",
+                r#"        - {name: errors, interval: 30s, prometheus: {query: 'sum(rate(x{namespace=~"{{tenants}}"}[5m])', successCondition: result < 1}}"#,
+                "        - {name: restarts, interval: 1m, failureLimit: -1, builtin: restarts, max: 2}",
+                "        - {name: ok, interval: 1m, builtin: alerts, severity: critical, max: 0}",
+                "",
+            ]
+            .join("\n")
+        ),
+        1,
+    );
+    let release: Release = crate::yaml::from_str(&path, &text).unwrap();
+    assert!(release.spec.waves[0].auto_promote);
+    latest(&mut fleet).spec = release.spec;
+    let lines: Vec<String> = lint_fleet(&fleet).iter().map(|f| f.to_string()).collect();
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    assert_eq!(
+        lines[0],
+        "releases/2026.11.1.yaml: spec.waves[0].analysis[0].builtin: \"crashLoops\" is not a built-in check; use one of crashloops, restarts, silentAgents, contentDrift, alerts, circuitsOpen, fallbackRate [unknown-builtin]"
+    );
+    assert!(
+        lines[1].starts_with(
+            "releases/2026.11.1.yaml: spec.waves[0].analysis[1].prometheus.query: not PromQL: "
+        ) && lines[1].ends_with(" [bad-query]"),
+        "{}",
+        lines[1]
+    );
+    assert_eq!(
+        lines[2],
+        "releases/2026.11.1.yaml: spec.waves[0].analysis[2].failureLimit: failureLimit is -1; it must be 0 or more [bad-analysis]"
     );
 }
