@@ -82,6 +82,12 @@ pub struct FleetSpec {
     // still reads them).
     #[serde(default, skip_serializing_if = "super::Monitors::is_default")]
     pub monitors: super::Monitors,
+    /// How the operator reads the model gateway's and the broker's circuit
+    /// telemetry (metric and label names, the `model/failures` threshold);
+    /// LiteLLM's names by default. Left out when it is the default, as
+    /// `monitors` is.
+    #[serde(default, skip_serializing_if = "super::CircuitSettings::is_default")]
+    pub circuits: super::CircuitSettings,
 }
 
 /// What a live-content mismatch found by a re-check does.
