@@ -200,6 +200,11 @@ mod tests {
         assert_eq!(s.labels.deployment, "model_id");
     }
 
+    fn refused(spec: &CircuitSettings) -> Vec<String> {
+        let errors = Settings::of(spec).unwrap_err();
+        errors.iter().map(ToString::to_string).collect()
+    }
+
     #[test]
     fn every_bad_value_is_refused_naming_its_field() {
         let spec = CircuitSettings {
@@ -216,13 +221,8 @@ mod tests {
             },
             ..CircuitSettings::default()
         };
-        let errors: Vec<String> = Settings::of(&spec)
-            .unwrap_err()
-            .iter()
-            .map(ToString::to_string)
-            .collect();
         assert_eq!(
-            errors,
+            refused(&spec),
             [
                 "spec.circuits.metrics.requests \"total requests\" is not a Prometheus metric name",
                 "spec.circuits.labels.model \"model:name\" is not a Prometheus label name",
@@ -235,13 +235,8 @@ mod tests {
             outage_at: 0,
             ..CircuitSettings::default()
         };
-        let errors: Vec<String> = Settings::of(&zero)
-            .unwrap_err()
-            .iter()
-            .map(ToString::to_string)
-            .collect();
         assert_eq!(
-            errors,
+            refused(&zero),
             [
                 "spec.circuits.window must be longer than 0",
                 "spec.circuits.outageAt is 0; it must be at least 1",
