@@ -9,8 +9,9 @@
 //! recovers. Failed requests over a Fleet's threshold raise
 //! `model/failures`, which clears once the window passes them. A failing
 //! scrape is counted and reported, never fatal. Bad settings are refused
-//! naming the field: by the apiserver (a Fleet's metric name), by the
-//! operator (a Service's annotation) and by the CLI (a flag).
+//! naming the field: by the apiserver (a Fleet's metric name, window,
+//! thresholds), by the operator (a window of 0, a Service's annotation)
+//! and by the CLI (a flag).
 
 mod support;
 mod upstream_support;
@@ -329,9 +330,42 @@ async fn bad_settings_are_refused_naming_the_field() {
         );
     }
 
-    // The operator: a labelled Service whose annotation names no port of
-    // it is not scraped, and an Event says why.
+    // The operator: a window of 0 passes the CRD's syntax rule but not the
+    // operator's check; the section is refused whole, an Event on the
+    // Fleet names the field, and the settings in force stay the defaults.
+    let zero: Fleet = serde_json::from_value(json!({
+        "apiVersion": "autonomic.sh/v1alpha1", "kind": "Fleet",
+        "metadata": {"name": "fleet"},
+        "spec": {"url": "git://127.0.0.1:1/none.git", "allowInsecure": true,
+                 "suspend": true, "circuits": {"window": "0s", "modelFailures": 3}},
+    }))
+    .unwrap();
+    fleets.create(&PostParams::default(), &zero).await.unwrap();
     let op = OperatorProcess::start_with(&ns.name, "c", &["--circuit-scrape-interval", "1s"]);
+    let refused = eventually(
+        "a CircuitSettingsInvalid Event on the Fleet",
+        Duration::from_secs(40),
+        || async {
+            support::events(&ns.name, "CircuitSettingsInvalid")
+                .await
+                .into_iter()
+                .find(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Fleet"))
+                .and_then(|e| e.note)
+        },
+    )
+    .await;
+    assert!(
+        refused.contains("spec.circuits.window must be longer than 0"),
+        "{refused}"
+    );
+    assert!(
+        !op.log().contains("Some(3)"),
+        "nothing of the refused section is in force: {}",
+        op.log()
+    );
+
+    // A labelled Service whose annotation names no port of it is not
+    // scraped, and an Event says why.
     ns.api::<Service>()
         .create(
             &PostParams::default(),
