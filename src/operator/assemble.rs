@@ -130,6 +130,10 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
     // connection drains `alert_queue` while connected. Unmanaged, nothing
     // drains it and the bounded buffer drops the oldest.
     let (alerts, alert_queue) = crate::alerts::channel(crate::alerts::DEFAULT_CAPACITY);
+    // The circuit telemetry's read handle: its leader task publishes a
+    // snapshot after each round of scrapes; clone it for any reader (the
+    // analysis checks `circuitsOpen` and `fallbackRate`).
+    let circuits = crate::circuits::Circuits::new();
     let engine = crate::rollout::engine::EngineConfig {
         cache_dir: cfg.gitops_cache.clone(),
         poll: cfg.rollout_poll.max(Duration::from_millis(50)),
@@ -257,9 +261,7 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
     }));
     // Circuit telemetry (leader only): the model gateway's and the
     // broker's metrics, their alerts upstream when managed, and the shared
-    // snapshot. `circuits` is the read handle: clone it for any reader
-    // (the analysis checks `circuitsOpen` and `fallbackRate`).
-    let circuits = crate::circuits::Circuits::new();
+    // snapshot in `circuits` (made above).
     let circuit_task = super::circuits::CircuitConfig {
         interval: cfg.circuit_scrape_interval,
         timeout: cfg.circuit_scrape_timeout,
