@@ -78,6 +78,22 @@ pub fn parse_or_seconds(text: &str) -> Result<Duration, DurationError> {
     }
 }
 
+/// `90s`, `10m`, `1h30m`: a duration as [`parse`] reads it back.
+pub fn human(d: std::time::Duration) -> String {
+    let total = d.as_secs();
+    if total == 0 {
+        return format!("{}ms", d.as_millis());
+    }
+    let (h, m, s) = (total / 3600, total / 60 % 60, total % 60);
+    let mut out = String::new();
+    for (n, unit) in [(h, "h"), (m, "m"), (s, "s")] {
+        if n > 0 {
+            out.push_str(&format!("{n}{unit}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +133,15 @@ mod tests {
         ];
         for (text, want) in cases {
             assert_eq!(parse(text).unwrap_err().to_string(), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn human_durations_parse_back() {
+        for (secs, text) in [(90, "1m30s"), (600, "10m"), (3600, "1h"), (5400, "1h30m")] {
+            let d = std::time::Duration::from_secs(secs);
+            assert_eq!(human(d), text);
+            assert_eq!(parse(text), Ok(d));
         }
     }
 }

@@ -13,6 +13,9 @@ pub mod analysis;
 pub mod audit;
 /// AgentFS backups as OCI artifacts: chunked, deduplicated, checked on restore.
 pub mod backup;
+/// Circuit and model-failure telemetry: the model gateway's metrics read,
+/// per-tenant circuits and rates, and their shared read handle.
+pub mod circuits;
 pub mod cli;
 /// The shared write path and builders of everything that writes to the cluster.
 pub mod cluster;

@@ -112,6 +112,14 @@ pub const ANNOTATION_FS_HELPER_LAST_USED: &str = "autonomic.sh/fs-helper-last-us
 /// On an AgentFS: a backup is asked for now (`exo fs backup`); the value
 /// is the request, which `status.backup.answeredRequest` echoes once done.
 pub const ANNOTATION_BACKUP_REQUESTED: &str = "autonomic.sh/backup-requested-at";
+/// On a Service: its metrics are circuit telemetry to scrape (the model
+/// gateway's, the broker's). The label puts the Service in the operator's
+/// one label-selected watch (the apiserver selects by labels only); any
+/// value will do. docs/circuits.md.
+pub const LABEL_METRICS: &str = "autonomic.sh/metrics";
+/// On a Service labelled [`LABEL_METRICS`]: where its metrics are,
+/// `<port>/<path>` (a port number or name; the path `/metrics` by default).
+pub const ANNOTATION_METRICS: &str = "autonomic.sh/metrics";
 
 // ---------------------------------------------------------------- finalizers
 

@@ -26,6 +26,8 @@ pub enum NetError {
     Unreachable(String),
     #[error("the answer broke off: {0}")]
     Broken(String),
+    #[error("the answer's body is larger than {0} bytes")]
+    TooLarge(usize),
 }
 
 /// A new client with its own connection pool, trusting the system's roots.
@@ -72,16 +74,32 @@ pub async fn send(
     req: Request<Full<Bytes>>,
     deadline: Duration,
 ) -> Result<Answer, NetError> {
+    send_limited(client, req, deadline, usize::MAX).await
+}
+
+/// [`send`], refusing a body of more than `max` bytes (read no further).
+pub async fn send_limited(
+    client: &Client,
+    req: Request<Full<Bytes>>,
+    deadline: Duration,
+    max: usize,
+) -> Result<Answer, NetError> {
     let call = async {
         let resp = client
             .request(req)
             .await
             .map_err(|e| NetError::Unreachable(chain(&e)))?;
         let (parts, body) = resp.into_parts();
-        let body = body
+        let body = http_body_util::Limited::new(body, max)
             .collect()
             .await
-            .map_err(|e| NetError::Broken(chain(&e)))?
+            .map_err(|e| {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    NetError::TooLarge(max)
+                } else {
+                    NetError::Broken(chain(e.as_ref()))
+                }
+            })?
             .to_bytes();
         Ok(Answer {
             status: parts.status,

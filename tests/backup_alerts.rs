@@ -31,24 +31,6 @@ fn backup_of(fs: &AgentFS) -> BackupStatus {
         .unwrap_or_default()
 }
 
-/// The value of the sample `metric{labels}` on the operator's page.
-fn sample(op: &OperatorProcess, metric: &str, labels: &str) -> Option<f64> {
-    let (_, body) = op.get("/metrics")?;
-    let want = format!("{metric}{{{labels}}} ");
-    body.lines()
-        .find_map(|l| l.strip_prefix(&want))
-        .and_then(|v| v.trim().parse().ok())
-}
-
-async fn until_sample(op: &OperatorProcess, metric: &str, labels: &str, want: f64) {
-    eventually(
-        &format!("{metric}{{{labels}}} to be {want}"),
-        Duration::from_secs(60),
-        || async { (sample(op, metric, labels) == Some(want)).then_some(()) },
-    )
-    .await;
-}
-
 /// The deployment's stored alerts about AgentFS `name` (newest first).
 fn alerts_about(cp: &ControlPlane, name: &str) -> Vec<Value> {
     let (status, v) = cp.get(&format!("/api/v1/deployments/{DEPLOYMENT}/alerts"));
@@ -156,22 +138,21 @@ async fn an_unreachable_registry_makes_backups_stale_and_its_return_resolves_it(
     // (The watch looks every second; the volume does not change, so each
     // backup's stream is as long as the first's.)
     let total = format!("{volume_labels},kind=\"total\"");
-    until_sample(
-        &op,
+    op.until_sample(
         "exo_fs_backup_last_bytes",
         &total,
         ok.bytes_total as f64,
+        Duration::from_secs(60),
     )
     .await;
-    assert_eq!(sample(&op, "exo_fs_backup_stale", &stale_labels), Some(0.0));
-    assert!(sample(&op, "exo_fs_backup_age_seconds", &volume_labels).is_some());
+    assert_eq!(op.sample("exo_fs_backup_stale", &stale_labels), Some(0.0));
     assert!(
-        sample(
-            &op,
-            "exo_fs_backups_total",
-            "outcome=\"ok\",reason=\"none\""
-        )
-        .unwrap_or(0.0)
+        op.sample("exo_fs_backup_age_seconds", &volume_labels)
+            .is_some()
+    );
+    assert!(
+        op.sample("exo_fs_backups_total", "outcome=\"ok\",reason=\"none\"")
+            .unwrap_or(0.0)
             >= 1.0
     );
     assert!(alerts_about(&cp, "work").is_empty());
@@ -219,11 +200,20 @@ async fn an_unreachable_registry_makes_backups_stale_and_its_return_resolves_it(
             .contains("no good backup since"),
         "{event:?}"
     );
-    until_sample(&op, "exo_fs_backup_stale", &stale_labels, 1.0).await;
-    assert!(sample(&op, "exo_fs_backup_age_seconds", &volume_labels).unwrap() >= 20.0);
+    op.until_sample(
+        "exo_fs_backup_stale",
+        &stale_labels,
+        1.0,
+        Duration::from_secs(60),
+    )
+    .await;
     assert!(
-        sample(
-            &op,
+        op.sample("exo_fs_backup_age_seconds", &volume_labels)
+            .unwrap()
+            >= 20.0
+    );
+    assert!(
+        op.sample(
             "exo_fs_backups_total",
             "outcome=\"failed\",reason=\"unreachable\""
         )
@@ -259,7 +249,13 @@ async fn an_unreachable_registry_makes_backups_stale_and_its_return_resolves_it(
             .contains("a backup succeeded at"),
         "{cleared:?}"
     );
-    until_sample(&op, "exo_fs_backup_stale", &stale_labels, 0.0).await;
+    op.until_sample(
+        "exo_fs_backup_stale",
+        &stale_labels,
+        0.0,
+        Duration::from_secs(60),
+    )
+    .await;
     let after = backup_of(&api.get("work").await.unwrap());
     assert_ne!(after.last_success.as_ref().unwrap().time, last_ok.time);
     assert!(after.last_error.is_none(), "{after:?}");

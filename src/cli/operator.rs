@@ -119,6 +119,14 @@ pub struct RunArgs {
     /// `backup/*` alerts, Events and `exo_fs_backup_*` gauges).
     #[arg(long, default_value = "5s", env = "EXO_BACKUP_WATCH_INTERVAL", value_parser = crate::duration::parse)]
     pub backup_watch_interval: Duration,
+    /// How often the leader scrapes the circuit telemetry of the Services
+    /// labelled autonomic.sh/metrics (the model gateway's, the broker's).
+    #[arg(long, default_value = "30s", env = "EXO_CIRCUIT_SCRAPE_INTERVAL", value_parser = positive_duration)]
+    pub circuit_scrape_interval: Duration,
+    /// One scrape's deadline, the answer's body included (at most the
+    /// interval is used).
+    #[arg(long, default_value = "10s", env = "EXO_CIRCUIT_SCRAPE_TIMEOUT", value_parser = positive_duration)]
+    pub circuit_scrape_timeout: Duration,
     /// Incidents one agent may post per minute (`POST /v1/incidents`);
     /// a burst of a quarter of that is taken at once.
     #[arg(long, default_value_t = 60, env = "EXO_INCIDENT_RATE", value_parser = clap::value_parser!(u32).range(1..))]
@@ -127,6 +135,23 @@ pub struct RunArgs {
     /// has it (managed operators; unmanaged ones keep every incident).
     #[arg(long, default_value = "7d", env = "EXO_INCIDENT_RETENTION", value_parser = crate::duration::parse)]
     pub incident_retention: Duration,
+}
+
+/// Why a flag's duration is refused.
+#[derive(Debug, thiserror::Error)]
+enum FlagDurationError {
+    #[error(transparent)]
+    Syntax(#[from] crate::duration::DurationError),
+    #[error("must be longer than 0")]
+    Zero,
+}
+
+/// A duration longer than 0 (`0s` would scrape without pause).
+fn positive_duration(text: &str) -> Result<Duration, FlagDurationError> {
+    match crate::duration::parse(text)? {
+        d if d.is_zero() => Err(FlagDurationError::Zero),
+        d => Ok(d),
+    }
 }
 
 pub fn run(cmd: OperatorCommand) -> u8 {
@@ -218,6 +243,8 @@ fn run_operator(args: RunArgs) -> u8 {
             },
             monitor_interval: args.monitor_interval,
             backup_watch_interval: args.backup_watch_interval,
+            circuit_scrape_interval: args.circuit_scrape_interval,
+            circuit_scrape_timeout: args.circuit_scrape_timeout,
             incident_rate: args.incident_rate,
             incident_retention: args.incident_retention,
         };

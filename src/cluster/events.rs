@@ -88,6 +88,25 @@ pub enum Reason {
     /// `backup/drill-failed` no longer holds: a later drill passed (the
     /// failed drill's own Event is the drill's).
     BackupDrillFailedCleared,
+    /// Circuit telemetry: a model deployment behind the Service is in
+    /// outage (`circuit/open`); the note names it.
+    CircuitOpen,
+    /// The deployment is out of outage, or no longer listed.
+    CircuitClosed,
+    /// A model's failed requests within the window reached
+    /// `spec.circuits.modelFailures` (`model/failures`).
+    ModelFailures,
+    /// The model is below the threshold again.
+    ModelFailuresCleared,
+    /// A Service labelled `autonomic.sh/metrics` is not a scrape target:
+    /// the note says what is wrong with its annotation.
+    MetricsTargetInvalid,
+    /// Scraping the Service's metrics failed; the note says why.
+    MetricsScrapeFailed,
+    /// A scrape succeeded again.
+    MetricsScrapeRecovered,
+    /// A Fleet's `spec.circuits` was refused; the note names each field.
+    CircuitSettingsInvalid,
 }
 
 impl Reason {
@@ -129,6 +148,14 @@ impl Reason {
             Reason::BackupDrillStale => "BackupDrillStale",
             Reason::BackupDrillStaleCleared => "BackupDrillStaleCleared",
             Reason::BackupDrillFailedCleared => "BackupDrillFailedCleared",
+            Reason::CircuitOpen => "CircuitOpen",
+            Reason::CircuitClosed => "CircuitClosed",
+            Reason::ModelFailures => "ModelFailures",
+            Reason::ModelFailuresCleared => "ModelFailuresCleared",
+            Reason::MetricsTargetInvalid => "MetricsTargetInvalid",
+            Reason::MetricsScrapeFailed => "MetricsScrapeFailed",
+            Reason::MetricsScrapeRecovered => "MetricsScrapeRecovered",
+            Reason::CircuitSettingsInvalid => "CircuitSettingsInvalid",
         }
     }
 
@@ -158,6 +185,14 @@ impl Reason {
             | Reason::BackupDrillStale
             | Reason::BackupDrillStaleCleared
             | Reason::BackupDrillFailedCleared => "Backup",
+            Reason::CircuitOpen
+            | Reason::CircuitClosed
+            | Reason::ModelFailures
+            | Reason::ModelFailuresCleared
+            | Reason::MetricsTargetInvalid
+            | Reason::MetricsScrapeFailed
+            | Reason::MetricsScrapeRecovered
+            | Reason::CircuitSettingsInvalid => "Circuits",
             Reason::InvalidSpec
             | Reason::FilesystemNotFound
             | Reason::FilesystemTerminating

@@ -2,9 +2,11 @@
 //! result or error category (a fixed enum), the object kind and the write
 //! verb (fixed sets). Object names never become labels, but for the
 //! backups' gauges ([`backup`]), one series per volume with a backup
-//! policy.
+//! policy; the circuits' ([`circuits`]) are per tenant with a scrape
+//! target.
 
 pub mod backup;
+pub mod circuits;
 
 use std::time::Duration;
 
@@ -150,6 +152,8 @@ pub struct Metrics {
     pub ready: Gauge,
     /// `exo_fs_backup_*`: their own registry, on the same page.
     pub backups: backup::BackupMetrics,
+    /// `exo_circuits_*`: their own registry, on the same page.
+    pub circuits: circuits::CircuitMetrics,
 }
 
 impl Default for Metrics {
@@ -298,6 +302,7 @@ impl Metrics {
             leader,
             ready,
             backups: backup::BackupMetrics::new(),
+            circuits: circuits::CircuitMetrics::new(),
         }
     }
 
@@ -351,13 +356,15 @@ impl Metrics {
         sum_samples(&text, "exo_operator_api_writes_total")
     }
 
-    /// The `/metrics` page: the operator's metrics, then the backups'.
+    /// The `/metrics` page: the operator's metrics, then the backups' and
+    /// the circuits'.
     pub fn encode(&self) -> String {
         use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut text = String::new();
         // Encoding into a String cannot fail.
         let _ = encode_registry(&mut text, &self.registry)
             .and_then(|()| encode_registry(&mut text, &self.backups.registry))
+            .and_then(|()| encode_registry(&mut text, &self.circuits.registry))
             .and_then(|()| encode_eof(&mut text));
         text
     }

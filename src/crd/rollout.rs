@@ -86,6 +86,12 @@ pub struct FleetSpec {
     /// `analysis`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<FleetAnalysis>,
+    /// How the operator reads the model gateway's and the broker's circuit
+    /// telemetry (metric and label names, the `model/failures` threshold);
+    /// LiteLLM's names by default. Left out when it is the default, as
+    /// `monitors` is.
+    #[serde(default, skip_serializing_if = "super::CircuitSettings::is_default")]
+    pub circuits: super::CircuitSettings,
 }
 
 /// `spec.analysis` of a Fleet.

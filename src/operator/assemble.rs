@@ -1,7 +1,7 @@
 //! The operator assembled: from its settings ([`Config`], which `exo
 //! operator run` fills from flags and the environment) to every leader task
-//! (the GitOps engine, the scheduled audit, the health monitors, the `exo
-//! fs` helper reaper and, when managed, the upstream connection with its
+//! (the GitOps engine, the scheduled audit, the health monitors, the
+//! circuit telemetry, the `exo fs` helper reaper and, when managed, the upstream connection with its
 //! monitor), the upstream `/health` server, and the runtime, until SIGTERM
 //! or SIGINT.
 //!
@@ -58,6 +58,10 @@ pub struct Config {
     pub monitor_interval: Duration,
     /// How often the backup watch looks for stale backups and drills.
     pub backup_watch_interval: Duration,
+    /// How often the circuit telemetry scrapes its targets, and each
+    /// scrape's deadline.
+    pub circuit_scrape_interval: Duration,
+    pub circuit_scrape_timeout: Duration,
     /// Incidents one agent may post per minute.
     pub incident_rate: u32,
     /// How long an incident is kept once routed to its lane.
@@ -126,6 +130,10 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
     // connection drains `alert_queue` while connected. Unmanaged, nothing
     // drains it and the bounded buffer drops the oldest.
     let (alerts, alert_queue) = crate::alerts::channel(crate::alerts::DEFAULT_CAPACITY);
+    // The circuit telemetry's read handle: its leader task publishes a
+    // snapshot after each round of scrapes; clone it for any reader (the
+    // analysis checks `circuitsOpen` and `fallbackRate`).
+    let circuits = crate::circuits::Circuits::new();
     let engine = crate::rollout::engine::EngineConfig {
         cache_dir: cfg.gitops_cache.clone(),
         poll: cfg.rollout_poll.max(Duration::from_millis(50)),
@@ -250,6 +258,19 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
     };
     leader_tasks.push(for_the_term(move |ctx| {
         super::monitor::task::run(ctx, monitors.clone())
+    }));
+    // Circuit telemetry (leader only): the model gateway's and the
+    // broker's metrics, their alerts upstream when managed, and the shared
+    // snapshot in `circuits` (made above).
+    let circuit_task = super::circuits::CircuitConfig {
+        interval: cfg.circuit_scrape_interval,
+        timeout: cfg.circuit_scrape_timeout,
+        namespace: cfg.namespace.clone(),
+        alerts: managed.then(|| alerts.clone()),
+        circuits: circuits.clone(),
+    };
+    leader_tasks.push(for_the_term(move |ctx| {
+        super::circuits::run(ctx, circuit_task.clone())
     }));
     let operator = OperatorConfig {
         namespace: cfg.namespace.clone(),

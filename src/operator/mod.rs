@@ -30,6 +30,7 @@ pub mod agentfs;
 pub mod app;
 pub mod assemble;
 pub mod backups;
+pub mod circuits;
 pub mod controller;
 pub mod dispatch;
 pub mod fs_reaper;

@@ -22,7 +22,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
             ],
             &["analysis", "crd", "wire"],
             &[
-                "alerts", "cluster", "fleet", "forge", "incident", "release", "saga",
+                "alerts", "circuits", "cluster", "fleet", "forge", "incident", "release", "saga",
             ],
             &[
                 "agentfs",

@@ -12,6 +12,7 @@ pub mod blackhole;
 pub mod browser;
 pub mod canary;
 mod crds;
+pub mod exporter;
 pub mod fleet;
 pub mod fs;
 pub mod gitea;

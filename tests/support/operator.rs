@@ -356,6 +356,26 @@ impl OperatorProcess {
         http_get(&self.addr, path)
     }
 
+    /// The value of the sample `metric{labels}` on the operator's
+    /// `/metrics` page, if it shows it.
+    pub fn sample(&self, metric: &str, labels: &str) -> Option<f64> {
+        let (_, body) = self.get("/metrics")?;
+        let want = format!("{metric}{{{labels}}} ");
+        body.lines()
+            .find_map(|l| l.strip_prefix(&want))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
+    /// Waits (up to `timeout`) for the sample `metric{labels}` to be `want`.
+    pub async fn until_sample(&self, metric: &str, labels: &str, want: f64, timeout: Duration) {
+        eventually(
+            &format!("{metric}{{{labels}}} to be {want}"),
+            timeout,
+            || async { (self.sample(metric, labels) == Some(want)).then_some(()) },
+        )
+        .await;
+    }
+
     pub async fn wait_ready(&self) {
         eventually(
             &format!("operator {} to be ready", self.identity),

@@ -211,6 +211,19 @@ impl ControlPlane {
         http(&self.addr, "POST", path, Some(body))
     }
 
+    /// The deployment's stored alerts (newest first), or its active ones
+    /// (`active`: longest active first).
+    pub fn alerts(&self, deployment: &str, active: bool) -> Vec<Value> {
+        let (path, field) = if active {
+            ("alerts/active", "active")
+        } else {
+            ("alerts", "alerts")
+        };
+        let (status, v) = self.get(&format!("/api/v1/deployments/{deployment}/{path}"));
+        assert_eq!(status, 200, "{v}");
+        v[field].as_array().cloned().unwrap_or_default()
+    }
+
     pub fn deployment(&self, name: &str) -> Value {
         let (status, v) = self.get(&format!("/api/v1/deployments/{name}"));
         assert_eq!(status, 200, "{v}");

@@ -125,21 +125,9 @@ impl Finding {
     }
 }
 
-/// `90s`, `10m`, `1h30m`: a duration as [`crate::duration::parse`] reads it.
-pub fn human(d: std::time::Duration) -> String {
-    let total = d.as_secs();
-    if total == 0 {
-        return format!("{}ms", d.as_millis());
-    }
-    let (h, m, s) = (total / 3600, total / 60 % 60, total % 60);
-    let mut out = String::new();
-    for (n, unit) in [(h, "h"), (m, "m"), (s, "s")] {
-        if n > 0 {
-            out.push_str(&format!("{n}{unit}"));
-        }
-    }
-    out
-}
+/// `90s`, `10m`, `1h30m` (moved to [`crate::duration`], which the pure
+/// circuit core shares).
+pub use crate::duration::human;
 
 /// A condition that holds, known by a stable key (the key of its alert).
 pub trait Keyed {
@@ -258,15 +246,6 @@ mod tests {
             let alert = finding.alert();
             assert_eq!((alert.key.as_str(), alert.object.as_str()), (key, object));
             assert!(alert.validate().is_ok(), "{alert:?}");
-        }
-    }
-
-    #[test]
-    fn human_durations_parse_back() {
-        for (secs, text) in [(90, "1m30s"), (600, "10m"), (3600, "1h"), (5400, "1h30m")] {
-            let d = std::time::Duration::from_secs(secs);
-            assert_eq!(human(d), text);
-            assert_eq!(crate::duration::parse(text), Ok(d));
         }
     }
 

@@ -128,19 +128,18 @@ pub async fn run(ctx: Arc<Ctx>, cfg: MonitorConfig) {
     }
 }
 
-/// The first Fleet's `spec.monitors` (by namespace, then name), or the
-/// defaults when there is none or Fleets are not watched.
+/// The first Fleet (by namespace, then name) in the operator's Fleet
+/// cache, whose settings the monitors and the circuit task use; `None`
+/// when there is none or Fleets are not watched.
+pub fn first_fleet(ctx: &Ctx) -> Option<Arc<crate::crd::Fleet>> {
+    ctx.fleets.as_ref()?.state().into_iter().min_by(|a, b| {
+        (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
+    })
+}
+
+/// The first Fleet's `spec.monitors`, or the defaults.
 fn fleet_monitors(ctx: &Ctx) -> Monitors {
-    let Some(fleets) = &ctx.fleets else {
-        return Monitors::default();
-    };
-    fleets
-        .state()
-        .into_iter()
-        .min_by(|a, b| {
-            (&a.metadata.namespace, &a.metadata.name)
-                .cmp(&(&b.metadata.namespace, &b.metadata.name))
-        })
+    first_fleet(ctx)
         .map(|f| f.spec.monitors.clone())
         .unwrap_or_default()
 }

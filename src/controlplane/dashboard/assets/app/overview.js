@@ -1,4 +1,4 @@
-// The Fleet page: every deployment, its state, heartbeat, version, capabilities and alerts.
+// The Fleet page: every deployment, its state, heartbeat, version, capabilities, alerts and open circuits.
 
 import { clear, el, enc } from './dom.js';
 import { getJSON } from './api.js';
@@ -7,11 +7,13 @@ import { frameSeen, heartbeatText, noteHeartbeat, tickHeartbeats } from './heart
 import { live } from './live.js';
 import { dataTable, pageHead, stateBadge } from './page.js';
 
+const CIRCUIT_OPEN = 'circuit/open/';
+
 export function pageOverview(main) {
   const rows = new Map();
   const activeAlerts = new Map(); // name -> [active alert]
   const { table, tbody } = dataTable('deployments', [
-    'Deployment', 'State', 'Last heartbeat', 'Operator version', 'Capabilities', 'Active alerts',
+    'Deployment', 'State', 'Last heartbeat', 'Operator version', 'Capabilities', 'Active alerts', 'Open circuits',
   ]);
   const count = el('p', { class: 'sub' }, 'Loading…');
   const lanes = dataTable('lanes', ['Support lane', 'Open', 'Acknowledged', 'Resolved', 'Tenants']);
@@ -57,13 +59,34 @@ export function pageOverview(main) {
     }
   };
 
+  // Open circuits: the deployment's active `circuit/open/<tenant>/<service>/<id>`
+  // alerts (docs/circuits.md), one per model deployment in outage.
+  const renderCircuits = (cell, d) => {
+    clear(cell);
+    const open = (activeAlerts.get(d.name) || []).filter((a) => str(a.key).startsWith(CIRCUIT_OPEN));
+    cell.dataset.count = String(open.length);
+    if (!open.length) { cell.append(el('span', { class: 'muted' }, '0')); return; }
+    cell.append(el('span', { class: 'circuit-count' }, open.length === 1 ? '1 open' : `${open.length} open`));
+    const ul = el('ul');
+    for (const a of open.slice(0, 3)) {
+      const [tenant, service, ...id] = str(a.key).slice(CIRCUIT_OPEN.length).split('/');
+      ul.append(el('li', { title: str(a.message), dataset: { tenant, service } },
+        `${tenant}/${service}: `, el('span', { class: 'circuit' }, id.join('/'))));
+    }
+    if (open.length > 3) ul.append(el('li', { class: 'muted' }, `and ${open.length - 3} more`));
+    cell.append(ul);
+  };
+
   const fetchAlerts = async (d) => {
-    if (!d.active_alerts) { activeAlerts.delete(d.name); return; }
+    const render = () => {
+      const row = rows.get(d.name);
+      if (row) { renderAlerts(row.alerts, row.d); renderCircuits(row.circuits, row.d); }
+    };
+    if (!d.active_alerts) { activeAlerts.delete(d.name); render(); return; }
     try {
       const res = await getJSON(`/api/v1/deployments/${enc(d.name)}/alerts/active`);
       activeAlerts.set(d.name, Array.isArray(res.active) ? res.active : []);
-      const row = rows.get(d.name);
-      if (row) renderAlerts(row.alerts, row.d);
+      render();
     } catch (_) { /* the count stays */ }
   };
 
@@ -81,8 +104,9 @@ export function pageOverview(main) {
         version: el('td', { class: 'version' }),
         capabilities: el('td', { class: 'capabilities' }),
         alerts: el('td', { class: 'alerts' }),
+        circuits: el('td', { class: 'circuits' }),
       };
-      tr.append(row.name, row.state, row.heartbeat, row.version, row.capabilities, row.alerts);
+      tr.append(row.name, row.state, row.heartbeat, row.version, row.capabilities, row.alerts, row.circuits);
       // keep rows sorted by name, without moving existing ones
       const after = [...rows.keys()].filter((k) => k > d.name).sort()[0];
       if (after) tbody.insertBefore(tr, rows.get(after).tr); else tbody.append(tr);
@@ -98,6 +122,7 @@ export function pageOverview(main) {
     if (caps.length) caps.forEach((c) => row.capabilities.append(el('span', { class: 'cap' }, str(c))));
     else row.capabilities.append(el('span', { class: 'muted' }, '—'));
     renderAlerts(row.alerts, d);
+    renderCircuits(row.circuits, d);
     count.textContent = rows.size === 1 ? '1 deployment' : `${rows.size} deployments`;
   };
 
