@@ -12,6 +12,7 @@ mod backup;
 mod incident;
 mod inventory;
 mod monitors;
+mod notify;
 mod rollout;
 mod saga;
 mod tool;
@@ -25,6 +26,7 @@ pub use backup::*;
 pub use incident::*;
 pub use inventory::*;
 pub use monitors::*;
+pub use notify::*;
 pub use rollout::*;
 pub use saga::*;
 pub use tool::*;
@@ -49,6 +51,8 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         tenant::Tenant::crd(),
         Incident::crd(),
         App::crd(),
+        NotificationProvider::crd(),
+        NotificationRule::crd(),
     ]
 }
 

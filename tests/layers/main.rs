@@ -22,7 +22,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
             ],
             &["crd", "wire"],
             &[
-                "alerts", "cluster", "fleet", "forge", "incident", "release", "saga",
+                "alerts", "cluster", "fleet", "forge", "incident", "notify", "release", "saga",
             ],
             &[
                 "agentfs",
