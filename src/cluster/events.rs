@@ -88,6 +88,10 @@ pub enum Reason {
     /// `backup/drill-failed` no longer holds: a later drill passed (the
     /// failed drill's own Event is the drill's).
     BackupDrillFailedCleared,
+    /// A notification was not delivered after its retries (on the
+    /// `NotificationRule`); the note names the provider and the last error,
+    /// never a secret.
+    NotificationFailed,
 }
 
 impl Reason {
@@ -129,6 +133,7 @@ impl Reason {
             Reason::BackupDrillStale => "BackupDrillStale",
             Reason::BackupDrillStaleCleared => "BackupDrillStaleCleared",
             Reason::BackupDrillFailedCleared => "BackupDrillFailedCleared",
+            Reason::NotificationFailed => "NotificationFailed",
         }
     }
 
@@ -158,6 +163,7 @@ impl Reason {
             | Reason::BackupDrillStale
             | Reason::BackupDrillStaleCleared
             | Reason::BackupDrillFailedCleared => "Backup",
+            Reason::NotificationFailed => "Notify",
             Reason::InvalidSpec
             | Reason::FilesystemNotFound
             | Reason::FilesystemTerminating

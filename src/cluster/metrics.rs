@@ -5,6 +5,7 @@
 //! policy.
 
 pub mod backup;
+pub mod notify;
 
 use std::time::Duration;
 
@@ -31,6 +32,8 @@ pub enum Controller {
     Leader,
     /// The incident dispatcher (routed statuses, expired incidents).
     Incident,
+    /// The notifications' delivery task (the providers' and rules' status).
+    Notify,
 }
 
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
@@ -150,6 +153,8 @@ pub struct Metrics {
     pub ready: Gauge,
     /// `exo_fs_backup_*`: their own registry, on the same page.
     pub backups: backup::BackupMetrics,
+    /// `exo_notification*`: their own registry, on the same page.
+    pub notify: notify::NotifyMetrics,
 }
 
 impl Default for Metrics {
@@ -298,6 +303,7 @@ impl Metrics {
             leader,
             ready,
             backups: backup::BackupMetrics::new(),
+            notify: notify::NotifyMetrics::new(),
         }
     }
 
@@ -351,13 +357,15 @@ impl Metrics {
         sum_samples(&text, "exo_operator_api_writes_total")
     }
 
-    /// The `/metrics` page: the operator's metrics, then the backups'.
+    /// The `/metrics` page: the operator's metrics, then the backups' and
+    /// the notifications'.
     pub fn encode(&self) -> String {
         use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut text = String::new();
         // Encoding into a String cannot fail.
         let _ = encode_registry(&mut text, &self.registry)
             .and_then(|()| encode_registry(&mut text, &self.backups.registry))
+            .and_then(|()| encode_registry(&mut text, &self.notify.registry))
             .and_then(|()| encode_eof(&mut text));
         text
     }

@@ -64,9 +64,7 @@ pub struct NotificationProviderSpec {
 }
 
 /// What a provider speaks.
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, schemars::JsonSchema,
-)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderType {
     /// A JSON `POST` signed with HMAC-SHA256 in `X-Exo-Signature`.

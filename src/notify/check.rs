@@ -136,7 +136,9 @@ impl std::fmt::Display for Address {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Address::Spec(u) => f.write_str(u),
-            Address::Secret { namespace, name, .. } => {
+            Address::Secret {
+                namespace, name, ..
+            } => {
                 write!(f, "the address in Secret {namespace}/{name}")
             }
         }
@@ -526,8 +528,10 @@ mod tests {
                 "is not ready: Secret ops/s",
             ),
             (
-                rule(serde_json::json!({"providerRef": "p", "events": ["verified"],
-                    "tenants": ["Not_A_Name"]})),
+                rule(
+                    serde_json::json!({"providerRef": "p", "events": ["verified"],
+                    "tenants": ["Not_A_Name"]}),
+                ),
                 ProviderState::Found {
                     type_: ProviderType::Webhook,
                     ready: Ok(()),

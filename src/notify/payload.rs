@@ -289,7 +289,11 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
         let text = v["text"].as_str().unwrap();
         assert!(text.starts_with("*exo verified*: release 2026.11.1 verified"));
-        assert!(text.contains("tenants: acme · wave: canary · release: 2026.11.1 · commit: 0123456789ab"));
+        assert!(
+            text.contains(
+                "tenants: acme · wave: canary · release: 2026.11.1 · commit: 0123456789ab"
+            )
+        );
         assert_eq!(v["blocks"].as_array().unwrap().len(), 2);
         assert_eq!(v["attachments"][0]["color"], "#2eb67d");
     }

@@ -114,12 +114,13 @@ async fn post(client: &net::Client, p: &Post) -> Result<(), SendError> {
             // The builder's error names the part it refused, not its value.
             reason: e.to_string(),
         })?;
-    let answer = net::send(client, req, DEADLINE)
-        .await
-        .map_err(|source| SendError::Unreachable {
-            to: to.clone(),
-            source,
-        })?;
+    let answer =
+        net::send(client, req, DEADLINE)
+            .await
+            .map_err(|source| SendError::Unreachable {
+                to: to.clone(),
+                source,
+            })?;
     if answer.status.is_success() {
         return Ok(());
     }
