@@ -5,6 +5,8 @@
 //! - the saga verified: the `verified` event and the status `success`;
 //! - the saga failed: the status `failure`, with the step's message;
 //! - drift put back: the `driftReverted` event;
+//! - (for the analysis) a failed or passed analysis: [`analysis_failed`],
+//!   [`analysis_passed`], [`wave_event`];
 //! - a wave pointer moved (the sync): `promoted` or `rolledBack` for the
 //!   wave's tenants, and on a rollback the status `failure` on the commit
 //!   each of them was running.
@@ -85,6 +87,44 @@ pub fn drift_reverted(s: Subject<'_>, record: &DriftRecord) -> Event {
         record.fields.join(", ")
     );
     s.event(EventKind::DriftReverted, message)
+}
+
+/// The analysis failed a tenant's run: the `analysisFailed` event and the
+/// `failure` of its commit. For the analysis to emit (`Notifier::emit`,
+/// `Notifier::commit_status`).
+pub fn analysis_failed(s: Subject<'_>, why: &str) -> (Event, CommitStatus) {
+    let message = format!(
+        "analysis of {} on release {} failed: {why}",
+        s.tenant, s.release
+    );
+    (
+        s.event(EventKind::AnalysisFailed, message),
+        s.status(CommitState::Failure, format!("analysis failed: {why}")),
+    )
+}
+
+/// The analysis passed a tenant's run: the `success` of its commit. Where
+/// a wave has an analysis, this (not [`verified`]'s status) is the
+/// success to tell.
+pub fn analysis_passed(s: Subject<'_>, what: &str) -> CommitStatus {
+    s.status(CommitState::Success, format!("analysis passed: {what}"))
+}
+
+/// An event about a whole wave (its tenants), for what judges a wave at
+/// once, e.g. `analysisFailed` of the wave's analysis.
+pub fn wave_event<S: AsRef<str>>(
+    kind: EventKind,
+    wave: WaveName,
+    release: &str,
+    commit: &str,
+    tenants: impl IntoIterator<Item = S>,
+    message: impl Into<String>,
+) -> Event {
+    Event::new(kind, message)
+        .tenants(tenants)
+        .wave(wave)
+        .release(release)
+        .commit(commit)
 }
 
 /// A wave's tenants, and what their Rollouts said before the sync's writes.
@@ -241,6 +281,28 @@ mod tests {
                 object: "Agent/assistant".into(),
                 fields: vec!["spec.runtime.image".into()],
             },
+        );
+        let (e, f) = analysis_failed(s, "error rate 7% > 5%");
+        assert_eq!(
+            (e.kind, f.state),
+            (EventKind::AnalysisFailed, CommitState::Failure)
+        );
+        assert_eq!(e.severity(), crate::notify::Severity::Error);
+        assert_eq!(analysis_passed(s, "5 of 5").state, CommitState::Success);
+        let w = wave_event(
+            EventKind::AnalysisFailed,
+            WaveName::LowRisk,
+            "r2",
+            "c2",
+            ["b", "a"],
+            "m",
+        );
+        assert_eq!(
+            (w.tenants.as_slice(), w.wave),
+            (
+                &["a".to_owned(), "b".to_owned()][..],
+                Some(WaveName::LowRisk)
+            )
         );
         assert_eq!(d.kind, EventKind::DriftReverted);
         assert_eq!(
