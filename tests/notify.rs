@@ -632,6 +632,25 @@ async fn commit_statuses_go_from_pending_to_success_on_gitea() {
     .await;
     assert!(!states.contains(&"failure".to_owned()), "{states:?}");
 
+    // A rollback fails the release it leaves, on the commit that brought it.
+    let o = fx.exo(&["release", "rollback", "--wave", "canary"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    eventually("failure on the rolled-back commit", WAIT, || async {
+        let last = statuses(second.clone(), context.clone()).pop()?;
+        (last.1 == "failure").then_some(())
+    })
+    .await;
+    let ro = fx
+        .wait_phase(platform, OLD, RolloutPhase::Verified, &op)
+        .await;
+    let third = ro.spec.commit.clone();
+    eventually(
+        "pending, then success, on the rollback's commit",
+        WAIT,
+        || async { pending_then_success(third.clone()) },
+    )
+    .await;
+
     nowhere(&token, &op, &fx).await;
 }
 
