@@ -466,6 +466,47 @@ async fn webhooks_get_signed_events_retries_and_failures_are_reported() {
     // The rule whose provider has no Secret reports each delivery too.
     failure_note(&ns.name, "no-secret", &["/gone"]).await;
 
+    // A hand edit put back: `driftReverted`, about that tenant.
+    let umbrella = t("umbrella");
+    let agents: Api<exo::crd::Agent> = Api::namespaced(ns.client.clone(), &umbrella);
+    let pinned = agents.get("assistant").await.unwrap().spec.runtime.image;
+    let hand_edit = format!(
+        "{}@sha256:{}",
+        pinned.split('@').next().unwrap(),
+        "0".repeat(64)
+    );
+    agents
+        .patch(
+            "assistant",
+            &kube::api::PatchParams {
+                field_manager: Some("kubectl-edit".into()),
+                ..kube::api::PatchParams::default()
+            },
+            &kube::api::Patch::Merge(
+                serde_json::json!({"spec": {"runtime": {"image": hand_edit}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let drift = eventually("a driftReverted event", WAIT, || async {
+        hook.events("driftReverted").pop()
+    })
+    .await;
+    assert!(signed_with(&drift, key.as_bytes()));
+    let body = drift.json();
+    assert_eq!(
+        (&body["tenants"], &body["severity"]),
+        (
+            &serde_json::json!([umbrella]),
+            &serde_json::json!("warning")
+        )
+    );
+    let message = body["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("Agent/assistant") && message.contains("spec.runtime.image"),
+        "{message}"
+    );
+
     // A promotion and a rollback of the canary wave.
     let o = fx.exo(&["release", "promote", NEW, "--wave", "canary"]);
     assert_eq!(o.status.code(), Some(0), "{}\n{}", out(&o), tail(&op.log()));
