@@ -37,6 +37,8 @@ pub mod meta;
 pub mod names;
 /// The one outbound HTTP client (pooled, rustls, a deadline per call).
 pub mod net;
+/// Notifications: events and commit statuses to webhooks, Slack and forges.
+pub mod notify;
 pub mod operator;
 /// Kubernetes quantities (`20Gi`, `500m`), parsed.
 pub mod quantity;

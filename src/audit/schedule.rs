@@ -35,6 +35,8 @@ use crate::wire::{Alert, Severity};
 pub struct AuditConfig {
     pub interval: Duration,
     pub alerts: AlertSink,
+    /// Where a new finding is told (`auditFinding`).
+    pub notifier: crate::notify::Notifier,
 }
 
 /// The API version and kind of a finding's object, for its Event.
@@ -63,6 +65,20 @@ fn tenants_of(snap: &Snapshot, fleet: &Fleet) -> BTreeSet<String> {
         .filter(|r| follows_fleet(r.labels(), &name, &ns))
         .filter_map(|r| r.namespace())
         .collect()
+}
+
+/// The `auditFinding` notification of a new finding: about its tenant
+/// when its namespace is one (a tenant's namespace is its name). Pure.
+fn finding_event(f: &Finding, tenants: &BTreeSet<String>) -> crate::notify::Event {
+    let e = crate::notify::Event::new(
+        crate::notify::EventKind::AuditFinding,
+        format!("{}: {}/{}: {}", f.rule, f.namespace, f.object, f.message),
+    );
+    if tenants.contains(&f.namespace) {
+        e.tenant(&f.namespace)
+    } else {
+        e
+    }
 }
 
 /// One condition per rule for `findings` (pure).
@@ -175,8 +191,10 @@ async fn run_once(ctx: &Ctx, cfg: &AuditConfig, seen: &mut Seen, book: &mut Aler
         }
     };
     let mut all: Seen = BTreeMap::new();
+    let mut tenant_namespaces = BTreeSet::new();
     for fleet in &fleets {
         let tenants = tenants_of(&snap, fleet);
+        tenant_namespaces.extend(tenants.iter().cloned());
         let found = if tenants.is_empty() {
             Vec::new()
         } else {
@@ -223,6 +241,7 @@ async fn run_once(ctx: &Ctx, cfg: &AuditConfig, seen: &mut Seen, book: &mut Aler
         if !seen.contains_key(key) {
             info!(rule = %f.rule, namespace = %f.namespace, object = %f.object, finding = %f.message, "audit finding");
             let note = format!("{}: {}", f.rule, f.message);
+            cfg.notifier.emit(finding_event(f, &tenant_namespaces));
             ctx.event_on(reference(f), EventType::Warning, Reason::AuditFinding, note)
                 .await;
         }
@@ -294,6 +313,24 @@ mod tests {
                 .collect(),
         );
         r
+    }
+
+    #[test]
+    fn a_findings_notification_is_about_its_tenant_when_it_has_one() {
+        let f = Finding::new(
+            Rule::Mounts,
+            "acme",
+            "Pod/agent-1".into(),
+            "mounts a Secret".into(),
+        );
+        let tenants = BTreeSet::from(["acme".to_owned()]);
+        let e = finding_event(&f, &tenants);
+        assert_eq!(e.kind, crate::notify::EventKind::AuditFinding);
+        assert_eq!(e.tenants, ["acme"]);
+        assert_eq!(e.message, "mounts: acme/Pod/agent-1: mounts a Secret");
+        // Outside the tenants (the operator's own namespace, say): about
+        // the fleet as a whole.
+        assert!(finding_event(&f, &BTreeSet::new()).tenants.is_empty());
     }
 
     #[test]

@@ -107,6 +107,10 @@ pub enum Reason {
     MetricsScrapeRecovered,
     /// A Fleet's `spec.circuits` was refused; the note names each field.
     CircuitSettingsInvalid,
+    /// A notification was not delivered after its retries (on the
+    /// `NotificationRule`); the note names the provider and the last error,
+    /// never a secret.
+    NotificationFailed,
 }
 
 impl Reason {
@@ -156,6 +160,7 @@ impl Reason {
             Reason::MetricsScrapeFailed => "MetricsScrapeFailed",
             Reason::MetricsScrapeRecovered => "MetricsScrapeRecovered",
             Reason::CircuitSettingsInvalid => "CircuitSettingsInvalid",
+            Reason::NotificationFailed => "NotificationFailed",
         }
     }
 
@@ -193,6 +198,7 @@ impl Reason {
             | Reason::MetricsScrapeFailed
             | Reason::MetricsScrapeRecovered
             | Reason::CircuitSettingsInvalid => "Circuits",
+            Reason::NotificationFailed => "Notify",
             Reason::InvalidSpec
             | Reason::FilesystemNotFound
             | Reason::FilesystemTerminating

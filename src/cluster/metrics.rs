@@ -7,6 +7,7 @@
 
 pub mod backup;
 pub mod circuits;
+pub mod notify;
 
 use std::time::Duration;
 
@@ -33,6 +34,8 @@ pub enum Controller {
     Leader,
     /// The incident dispatcher (routed statuses, expired incidents).
     Incident,
+    /// The notifications' delivery task (the providers' and rules' status).
+    Notify,
 }
 
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
@@ -154,6 +157,8 @@ pub struct Metrics {
     pub backups: backup::BackupMetrics,
     /// `exo_circuits_*`: their own registry, on the same page.
     pub circuits: circuits::CircuitMetrics,
+    /// `exo_notification*`: their own registry, on the same page.
+    pub notify: notify::NotifyMetrics,
 }
 
 impl Default for Metrics {
@@ -303,6 +308,7 @@ impl Metrics {
             ready,
             backups: backup::BackupMetrics::new(),
             circuits: circuits::CircuitMetrics::new(),
+            notify: notify::NotifyMetrics::new(),
         }
     }
 
@@ -357,7 +363,7 @@ impl Metrics {
     }
 
     /// The `/metrics` page: the operator's metrics, then the backups' and
-    /// the circuits'.
+    /// the circuits' and the notifications'.
     pub fn encode(&self) -> String {
         use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut text = String::new();
@@ -365,6 +371,7 @@ impl Metrics {
         let _ = encode_registry(&mut text, &self.registry)
             .and_then(|()| encode_registry(&mut text, &self.backups.registry))
             .and_then(|()| encode_registry(&mut text, &self.circuits.registry))
+            .and_then(|()| encode_registry(&mut text, &self.notify.registry))
             .and_then(|()| encode_eof(&mut text));
         text
     }

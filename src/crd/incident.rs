@@ -60,9 +60,20 @@ pub struct IncidentSpec {
     pub received_at: Time,
 }
 
-/// How bad it is, as the agent says.
+/// How bad it is, as the agent says (also a notification's severity,
+/// `crd::notify`: ordered from `info` to `critical`).
 #[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, schemars::JsonSchema,
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Default,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {

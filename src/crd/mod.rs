@@ -13,6 +13,7 @@ mod circuits;
 mod incident;
 mod inventory;
 mod monitors;
+mod notify;
 mod rollout;
 mod saga;
 mod tool;
@@ -27,6 +28,7 @@ pub use circuits::*;
 pub use incident::*;
 pub use inventory::*;
 pub use monitors::*;
+pub use notify::*;
 pub use rollout::*;
 pub use saga::*;
 pub use tool::*;
@@ -51,6 +53,8 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         tenant::Tenant::crd(),
         Incident::crd(),
         App::crd(),
+        NotificationProvider::crd(),
+        NotificationRule::crd(),
     ]
 }
 

@@ -1,7 +1,8 @@
 //! The forge's HTTP edge: Gitea's API (`/api/v1`, which Forgejo and
-//! Codeberg serve too), authenticated with `Authorization: token …`.
-//! Every call has a deadline; an answer in an error is cut short and never
-//! carries the token.
+//! Codeberg serve too), authenticated with `Authorization: token …`, or
+//! GitHub's where the calls are the same ([`Dialect`]). Every call has a
+//! deadline; an answer in an error is cut short and never carries the
+//! token.
 
 use http_body_util::Full;
 use hyper::body::Bytes;
@@ -9,17 +10,21 @@ use hyper::{Method, Request, StatusCode};
 
 use crate::net;
 
-use super::{ForgeError, NewPull, Opened, PullRequest, RepoName, Settings, Token, open_from};
+use super::{
+    Dialect, ForgeError, NewPull, NewStatus, Opened, PullRequest, RepoName, Settings, Token,
+    open_from,
+};
 
 /// How long one call may take.
 const DEADLINE: std::time::Duration = std::time::Duration::from_secs(20);
 /// Pages of open pull requests searched for a branch's (50 each).
 const MAX_PAGES: u32 = 20;
 
-/// A Gitea-compatible forge.
+/// A Gitea-compatible forge (or GitHub, for the calls they share).
 pub struct Gitea {
     url: String,
     token: Token,
+    dialect: Dialect,
     client: net::Client,
 }
 
@@ -29,11 +34,18 @@ impl Gitea {
             forge: settings.url.clone(),
             reason: e.to_string(),
         })?;
-        Ok(Gitea {
+        Ok(Self::with_client(settings, Dialect::Gitea, client))
+    }
+
+    /// A forge of `dialect` over a client the caller shares (its pool and
+    /// roots read once).
+    pub fn with_client(settings: &Settings, dialect: Dialect, client: net::Client) -> Self {
+        Gitea {
             url: settings.url.clone(),
             token: settings.token.clone(),
+            dialect,
             client,
-        })
+        }
     }
 
     /// One API call: the status and the answer's bytes.
@@ -53,9 +65,14 @@ impl Gitea {
         };
         let req = Request::builder()
             .method(method)
-            .uri(format!("{}/api/v1{path}", self.url))
-            .header("authorization", format!("token {}", self.token.expose()))
+            .uri(format!("{}{path}", self.dialect.api_root(&self.url)))
+            .header(
+                "authorization",
+                format!("{} {}", self.dialect.auth_scheme(), self.token.expose()),
+            )
             .header("accept", "application/json")
+            // GitHub refuses a request without one.
+            .header("user-agent", concat!("exo/", env!("CARGO_PKG_VERSION")))
             .header("content-type", "application/json")
             .body(Full::new(Bytes::from(body.unwrap_or_default())))
             .map_err(|e| fail(format!("bad request: {e}")))?;
@@ -145,6 +162,31 @@ impl Gitea {
                     body: self.shown(&bytes),
                 }),
             };
+        }
+        Err(self.refused(repo, WHAT, status, &bytes))
+    }
+
+    /// Sets a commit status on `sha`; the same `context` again replaces
+    /// the one shown.
+    pub async fn set_status(
+        &self,
+        repo: &RepoName,
+        sha: &str,
+        status: &NewStatus,
+    ) -> Result<(), ForgeError> {
+        const WHAT: &str = "set a commit status";
+        let body = serde_json::to_vec(status).unwrap_or_default();
+        let path = format!(
+            "/repos/{}/{}/statuses/{}",
+            repo.owner,
+            repo.name,
+            net::query_value(sha)
+        );
+        let (status, bytes) = self
+            .call(repo, WHAT, Method::POST, &path, Some(body))
+            .await?;
+        if status.is_success() {
+            return Ok(());
         }
         Err(self.refused(repo, WHAT, status, &bytes))
     }

@@ -8,6 +8,10 @@
 //! pull request's title and body from a commit message. [`gitea`] is the
 //! thin HTTP edge.
 //!
+//! The same edge sets commit statuses ([`Gitea::set_status`]), which the
+//! operator's notifications post (`crate::notify`), on Gitea or, through
+//! [`Dialect::GitHub`], on GitHub.
+//!
 //! Guarantees: the token is never in a message, an error or a `Debug`
 //! output; every error names the forge and, once known, the repository.
 //! Opening a pull request for a branch that has an open one already finds
@@ -268,6 +272,52 @@ impl NewPull {
         }
     }
 }
+
+/// Which API a forge speaks: Gitea's (`/api/v1` under the forge's URL,
+/// `Authorization: token …`; Forgejo and Codeberg too) or GitHub's (the
+/// settings' URL is the API's own, `https://api.github.com` or
+/// `https://HOST/api/v3`; `Authorization: Bearer …`). The calls used here
+/// (a repository, pull requests, commit statuses) have the same paths and
+/// bodies on both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dialect {
+    #[default]
+    Gitea,
+    GitHub,
+}
+
+impl Dialect {
+    /// The API's root under the settings' URL.
+    pub fn api_root(self, url: &str) -> String {
+        match self {
+            Dialect::Gitea => format!("{url}/api/v1"),
+            Dialect::GitHub => url.to_owned(),
+        }
+    }
+
+    /// The `Authorization` header's scheme.
+    pub fn auth_scheme(self) -> &'static str {
+        match self {
+            Dialect::Gitea => "token",
+            Dialect::GitHub => "Bearer",
+        }
+    }
+}
+
+/// `POST /repos/{owner}/{repo}/statuses/{sha}`: a commit status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NewStatus {
+    /// `pending`, `success`, `error` or `failure`.
+    pub state: String,
+    /// One status per context: a later one replaces it on the forge's page.
+    pub context: String,
+    pub description: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_url: Option<String>,
+}
+
+/// Longest status description GitHub takes (Gitea takes more).
+pub const STATUS_DESCRIPTION_MAX: usize = 140;
 
 /// The parts of a forge's pull request this needs.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

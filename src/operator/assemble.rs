@@ -1,8 +1,9 @@
 //! The operator assembled: from its settings ([`Config`], which `exo
 //! operator run` fills from flags and the environment) to every leader task
 //! (the GitOps engine, the scheduled audit, the health monitors, the
-//! circuit telemetry, the `exo fs` helper reaper and, when managed, the upstream connection with its
-//! monitor), the upstream `/health` server, and the runtime, until SIGTERM
+//! circuit telemetry, the `exo fs` helper reaper, the notifications'
+//! delivery and, when managed, the upstream connection with its monitor),
+//! the upstream `/health` server, and the runtime, until SIGTERM
 //! or SIGINT.
 //!
 //! Guarantees: a leader task runs only while this replica holds the Lease
@@ -134,11 +135,20 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
     // snapshot after each round of scrapes; clone it for any reader (the
     // analysis checks `circuitsOpen` and `fallbackRate`).
     let circuits = crate::circuits::Circuits::new();
+    // Notifications: clones of `notifier` emit events and commit statuses
+    // from the engine and the audit (never blocking them); the leader's
+    // delivery task drains `notices` to the NotificationRules' providers.
+    let (notifier, notices) = crate::notify::sink::channel(crate::notify::sink::DEFAULT_CAPACITY);
+    let notify = super::notify::NotifyConfig::new(notices, fleet_namespace.clone());
+    leader_tasks.push(for_the_term(move |ctx| {
+        super::notify::run(ctx, notify.clone())
+    }));
     let engine = crate::rollout::engine::EngineConfig {
         cache_dir: cfg.gitops_cache.clone(),
         poll: cfg.rollout_poll.max(Duration::from_millis(50)),
         verify_grace: cfg.verify_grace,
         alerts: alerts.clone(),
+        notifier: notifier.clone(),
     };
     leader_tasks.push(for_the_term(move |ctx| {
         crate::rollout::engine::run(ctx, engine.clone())
@@ -146,6 +156,7 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
     let audit = crate::audit::schedule::AuditConfig {
         interval: cfg.audit_interval.max(Duration::from_secs(1)),
         alerts: alerts.clone(),
+        notifier: notifier.clone(),
     };
     leader_tasks.push(for_the_term(move |ctx| {
         crate::audit::schedule::run(ctx, audit.clone())
@@ -296,6 +307,10 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
     let (undelivered, dropped) = (alerts.pending(), alerts.dropped());
     if undelivered > 0 || dropped > 0 {
         warn!(undelivered, dropped, "upstream alerts not delivered");
+    }
+    let (undelivered, dropped) = (notifier.pending(), notifier.dropped());
+    if undelivered > 0 || dropped > 0 {
+        warn!(undelivered, dropped, "notifications not delivered");
     }
     stopped.map_err(|e| {
         error!(error = %e, "operator stopped");

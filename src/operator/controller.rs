@@ -71,9 +71,11 @@ fn span<K: Resource>(c: Controller, obj: &K) -> Span {
         Controller::Tool => info_span!("reconcile_inner", namespace = ns, tool = name),
         Controller::Agentfs => info_span!("reconcile_inner", namespace = ns, agentfs = name),
         Controller::App => info_span!("reconcile_inner", namespace = ns, app = name),
-        Controller::Rollout | Controller::Tenant | Controller::Leader | Controller::Incident => {
-            info_span!("reconcile_inner", namespace = ns, name = name)
-        }
+        Controller::Rollout
+        | Controller::Tenant
+        | Controller::Leader
+        | Controller::Incident
+        | Controller::Notify => info_span!("reconcile_inner", namespace = ns, name = name),
     }
 }
 
@@ -99,6 +101,9 @@ fn warn_failed(c: Controller, name: &str, cat: ErrorCategory, err: &Error) {
         }
         Controller::Incident => {
             warn!(incident = %name, category, error = %err, "incident dispatch failed");
+        }
+        Controller::Notify => {
+            warn!(name = %name, category, error = %err, "notification status failed");
         }
     }
 }

@@ -16,7 +16,9 @@
 //!   receiver, the agent check-in of [`monitor`]), [`runtime`] and
 //!   [`assemble`] (wire it all together), [`leader_tasks`];
 //! - leader-only health monitors: [`monitor`], [`upstream_monitor`],
-//!   [`fs_reaper`].
+//!   [`fs_reaper`];
+//! - leader-only notifications: [`notify`] (delivery with retries, the
+//!   providers' and rules' status).
 //!
 //! Guarantees: every write uses the field manager [`crate::meta::FIELD_MANAGER`]; every
 //! child carries [`crate::meta::LABEL_MANAGED_BY`] and an owner reference; only the
@@ -38,6 +40,7 @@ pub mod hooks;
 pub mod http;
 pub mod leader_tasks;
 pub mod monitor;
+pub mod notify;
 pub mod phase;
 pub mod pod_roll;
 pub mod runtime;

@@ -22,7 +22,8 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
             ],
             &["analysis", "crd", "wire"],
             &[
-                "alerts", "circuits", "cluster", "fleet", "forge", "incident", "release", "saga",
+                "alerts", "circuits", "cluster", "fleet", "forge", "incident", "notify", "release",
+                "saga",
             ],
             &[
                 "agentfs",

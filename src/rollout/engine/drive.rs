@@ -16,6 +16,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use tracing::{Instrument, info, warn};
 
+use super::notices::{self, Subject};
 use super::waits::{DoneSteps, Waits, run_id, wait_id, wait_is_durable};
 use super::{EngineConfig, Error, Loaded, State, namespace_of, now};
 use crate::cluster::apply::Ctx;
@@ -268,6 +269,9 @@ async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, E
             set,
         );
         write_status(&ctx.op, &ro, &status).await?;
+        ctx.cfg
+            .notifier
+            .commit_status(notices::started(Subject::of(&ro, &target)));
     } else if status.observed_generation != ro.metadata.generation || carried {
         // Same desired state, a new generation (the wave moved, say): the
         // saga's result still holds for it. (Or the same status without
@@ -429,6 +433,8 @@ async fn run_steps(
             }
             Outcome::Failed(m) => {
                 warn!(tenant = %ro.spec.tenant, step = %kind.name(), reason = %m, "saga failed");
+                let failed = notices::failed(Subject::of(ro, target), &kind.name(), &m);
+                ctx.cfg.notifier.commit_status(failed);
                 return Ok(Action::await_change());
             }
         }
@@ -437,6 +443,11 @@ async fn run_steps(
         write_run_status(ctx, &key, ro, &status).await?;
     }
     info!(tenant = %ro.spec.tenant, release = %target.release.metadata.name, "tenant verified");
+    // Once the status says so. (An analysis that judges the wave after
+    // this may tell a commit status of its own later.)
+    let (event, success) = notices::verified(Subject::of(ro, target));
+    ctx.cfg.notifier.emit(event);
+    ctx.cfg.notifier.commit_status(success);
     Ok(Action::requeue(
         loaded.policy.interval.min(Duration::from_secs(60)),
     ))
@@ -479,6 +490,8 @@ async fn maintain(
     // Drift: from the caches; acted on only after a fresh read confirms it.
     let reverted = drift::revert(&ctx.op, &ns, &target.desired, &loaded.fleet).await;
     if let Some(last) = reverted.record {
+        let event = notices::drift_reverted(Subject::of(ro, target), &last);
+        ctx.cfg.notifier.emit(event);
         status.last_drift = Some(last);
     }
     if let Some(why) = reverted.rerun {
@@ -493,6 +506,8 @@ async fn maintain(
     // Pods do not roll for it, so the saga does not run again.
     let policies = drift::revert_policies(&ctx.op, &ns, &target.desired.policies).await;
     if let Some(last) = policies.record {
+        let event = notices::drift_reverted(Subject::of(ro, target), &last);
+        ctx.cfg.notifier.emit(event);
         status.last_drift = Some(last);
     }
     changed |= policies.changed;

@@ -9,6 +9,7 @@
 //!   `Rollout` spec per tenant (`desiredHash`, `commit`).
 //! - [`drive`]: Rollout -> saga steps; once verified, drift, prune retry
 //!   and live re-check (`super::drift`, `super::prune`, `super::reverify`).
+//! - [`notices`]: what both tell the notifier (events and commit statuses).
 //!
 //! Guarantees:
 //! - a fetch, checkout or lint failure is reported on the Fleet's `Ready`
@@ -32,6 +33,7 @@
 
 mod drive;
 mod error;
+pub mod notices;
 mod sync;
 mod waits;
 
@@ -66,6 +68,9 @@ pub struct EngineConfig {
     pub verify_grace: Duration,
     /// Where live-content drift is raised as an upstream alert.
     pub alerts: crate::alerts::AlertSink,
+    /// Where what the engine did is told (`verified`, `driftReverted`,
+    /// `promoted`, `rolledBack`, and each tenant's commit status).
+    pub notifier: crate::notify::Notifier,
 }
 
 /// A Fleet's knobs, as its spec said at the last sync.
@@ -122,6 +127,9 @@ pub struct State {
     applied: std::sync::Mutex<BTreeMap<String, String>>,
     /// `namespace/name` of the Fleet -> its last fetch (also a refused one).
     fetches: std::sync::Mutex<BTreeMap<String, sync::Fetch>>,
+    /// `namespace/name` of the Fleet -> the wave pointers of the last
+    /// commit applied this term, whose moves were told (`sync::moves`).
+    announced: std::sync::Mutex<BTreeMap<String, crate::fleet::release::WavePointersSpec>>,
 }
 
 impl State {

@@ -418,9 +418,11 @@ async fn sync_one(
         ids: checkout.ids.clone(),
     });
     let key = format!("{ns}/{}", f.name_any());
+    // What the waves' tenants run, before this commit's specs are written.
+    let wave_tenants = moves::wave_tenants(&ctx.rollouts, &assignment);
     let applied = ctx
         .state
-        .publish_then(key, fresh.clone(), |l| async move {
+        .publish_then(key.clone(), fresh.clone(), |l| async move {
             tenants::apply(ctx, f, ns, &l.fleet, &l.tenants, &l.commit).await
         })
         .await;
@@ -435,6 +437,17 @@ async fn sync_one(
     };
     if status.applied_commit.as_deref() != Some(checkout.commit.as_str()) {
         info!(fleet = %f.name_any(), commit = %short(&checkout.commit), tenants_changed = changed, ms = %clock, "applied fleet commit");
+    }
+    if let Some(w) = &loaded.waves {
+        moves::tell(
+            &ctx.state,
+            &ctx.cfg.notifier,
+            &key,
+            f,
+            &w.value.spec,
+            &wave_tenants,
+            &checkout.commit,
+        );
     }
     status.applied_commit = Some(checkout.commit.clone());
     status.pinned_baselines = loaded
@@ -497,6 +510,7 @@ impl State {
 }
 
 mod incremental;
+mod moves;
 mod tenants;
 #[cfg(test)]
 mod tests;
