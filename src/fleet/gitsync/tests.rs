@@ -267,20 +267,24 @@ impl GitDaemon {
             .unwrap()
             .port();
         let base = repo.parent().unwrap();
-        let child = std::process::Command::new("git")
-            .args([
-                "daemon",
-                "--reuseaddr",
-                "--export-all",
-                "--enable=receive-pack",
-            ])
+        // The daemon itself, not `git daemon`: that one runs it as a child,
+        // which killing `git` would leave behind, holding the test's output.
+        let exec_path = std::process::Command::new("git")
+            .arg("--exec-path")
+            .output()
+            .expect("git (installed by scripts/deps)");
+        let exec_path = String::from_utf8(exec_path.stdout).unwrap();
+        let child = std::process::Command::new(Path::new(exec_path.trim()).join("git-daemon"))
+            .args(["--reuseaddr", "--export-all", "--enable=receive-pack"])
             .arg("--listen=127.0.0.1")
             .arg(format!("--port={port}"))
             .arg(format!("--base-path={}", base.display()))
             .arg(base)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .expect("git daemon (git is installed by scripts/deps)");
+            .expect("git-daemon (git is installed by scripts/deps)");
         let up = (0..200).any(|_| {
             std::thread::sleep(std::time::Duration::from_millis(25));
             std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
