@@ -36,6 +36,7 @@ mod error;
 pub mod notices;
 mod sync;
 mod waits;
+mod wake;
 
 pub use error::Error;
 use error::namespace_of;
