@@ -73,6 +73,8 @@ async fn kustomization_applies_and_its_rbac_is_enough_to_operate() {
         "deploy/rbac.yaml",
         "-f",
         "deploy/rbac-gitops.yaml",
+        "-f",
+        "deploy/rbac-notify.yaml",
     ]);
     assert!(ok, "{out}");
     let dir = tempfile::tempdir().unwrap();
@@ -91,7 +93,8 @@ async fn kustomization_applies_and_its_rbac_is_enough_to_operate() {
     // stamps the Fleet's sync-requested annotation. AgentFS file commands
     // exec in pods, and start, mark and delete helper pods. Apps are
     // watched, and grown by a tunnelled `app_resize`. A restore drill
-    // creates and deletes its scratch AgentFS.
+    // creates and deletes its scratch AgentFS. Notifications watch their
+    // providers and rules and write their status.
     for (verb, resource) in [
         ("create", "agentfs.autonomic.sh"),
         ("delete", "agentfs.autonomic.sh"),
@@ -103,6 +106,8 @@ async fn kustomization_applies_and_its_rbac_is_enough_to_operate() {
         ("create", "pods/exec"),
         ("patch", "pods"),
         ("patch", "persistentvolumeclaims"),
+        ("watch", "notificationrules.autonomic.sh"),
+        ("patch", "notificationproviders.autonomic.sh/status"),
     ] {
         let out = Command::new("kubectl")
             .args(["auth", "can-i", verb, resource, "-n", &ns.name])
