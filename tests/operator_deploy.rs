@@ -107,7 +107,7 @@ async fn kustomization_applies_and_its_rbac_is_enough_to_operate() {
         ("patch", "pods"),
         ("patch", "persistentvolumeclaims"),
         ("watch", "notificationrules.autonomic.sh"),
-        ("patch", "notificationproviders.autonomic.sh/status"),
+        ("list", "notificationproviders.autonomic.sh"),
     ] {
         let out = Command::new("kubectl")
             .args(["auth", "can-i", verb, resource, "-n", &ns.name])
