@@ -15,17 +15,21 @@
 //! - An alert that would fail the receiver's validation even after cutting
 //!   its fields to their bounds is dropped at `send` (logged and counted):
 //!   sending it would close the connection, again on every reconnect.
+//! - The sink also knows which keyed alerts are active (firing and not yet
+//!   resolved) by severity and namespace, whether or not they were
+//!   delivered: the analysis' `alerts` check reads [`AlertSink::active`].
 
 pub mod book;
 pub use book::AlertBook;
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::Notify;
 use tracing::warn;
 
-use crate::wire::Alert;
+use crate::analysis::AlertCounts;
+use crate::wire::{Alert, AlertState, Severity};
 
 /// How many alerts wait for the control plane at most.
 pub const DEFAULT_CAPACITY: usize = 256;
@@ -115,6 +119,8 @@ struct Shared {
     queued: Notify,
     /// Alerts refused at `send` for failing validation.
     rejected: std::sync::atomic::AtomicU64,
+    /// Keyed alerts firing now: key -> (severity, namespace).
+    active: Mutex<BTreeMap<String, (Severity, String)>>,
 }
 
 impl Shared {
@@ -147,6 +153,7 @@ pub fn channel(capacity: usize) -> (AlertSink, AlertQueue) {
         buffer: Mutex::new(Buffer::new(capacity)),
         queued: Notify::new(),
         rejected: std::sync::atomic::AtomicU64::new(0),
+        active: Mutex::new(BTreeMap::new()),
     });
     (
         AlertSink {
@@ -170,6 +177,21 @@ impl AlertSink {
             warn!(error = %e, reason = %alert.reason, object = %alert.object, "invalid alert dropped");
             return;
         }
+        if !alert.key.is_empty() {
+            let mut active = self
+                .shared
+                .active
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            match alert.state {
+                AlertState::Firing => {
+                    active.insert(alert.key.clone(), (alert.severity, alert.namespace.clone()));
+                }
+                AlertState::Resolved => {
+                    active.remove(&alert.key);
+                }
+            }
+        }
         let (evicted, dropped) = {
             let mut b = self.shared.lock();
             let evicted = b.push(alert);
@@ -187,6 +209,26 @@ impl AlertSink {
     /// Alerts dropped because the buffer was full.
     pub fn dropped(&self) -> u64 {
         self.shared.lock().dropped()
+    }
+
+    /// The keyed alerts raised through this sink that are active now (not
+    /// resolved since), about objects in `namespaces`, by severity.
+    pub fn active<S: AsRef<str>>(&self, namespaces: &[S]) -> AlertCounts {
+        let active = self
+            .shared
+            .active
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut counts = AlertCounts::default();
+        for (severity, ns) in active.values() {
+            if namespaces.iter().any(|n| n.as_ref() == ns) {
+                match severity {
+                    Severity::Warning => counts.warning += 1,
+                    Severity::Critical => counts.critical += 1,
+                }
+            }
+        }
+        counts
     }
 
     /// Alerts dropped at `send` for failing validation.
@@ -230,7 +272,37 @@ impl AlertQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::Severity;
+
+    #[test]
+    fn the_sink_counts_keyed_alerts_active_until_resolved_by_namespace() {
+        let (sink, _queue) = channel(4);
+        let a =
+            |sev, ns: &str, key: &str| Alert::new(sev, "CrashLoop", ns, "Agent/a", "m").keyed(key);
+        sink.send(a(Severity::Warning, "t1", "k1"));
+        sink.send(a(Severity::Critical, "t1", "k2"));
+        sink.send(a(Severity::Warning, "t2", "k3"));
+        // A one-off alert (no key) is never active.
+        sink.send(Alert::new(Severity::Critical, "Drift", "t1", "Pod/p", "m"));
+        assert_eq!(
+            sink.active(&["t1"]),
+            AlertCounts {
+                warning: 1,
+                critical: 1
+            }
+        );
+        assert_eq!(sink.active(&["t1", "t2"]).warning, 2);
+        let mut resolved = a(Severity::Warning, "t1", "k1");
+        resolved.state = AlertState::Resolved;
+        sink.send(resolved);
+        assert_eq!(
+            sink.active(&["t1"]),
+            AlertCounts {
+                warning: 0,
+                critical: 1
+            }
+        );
+        assert_eq!(sink.active::<&str>(&[]), AlertCounts::default());
+    }
 
     fn alert(n: u32) -> Alert {
         let mut a = Alert::new(Severity::Warning, "ContentDrift", "t1", "Pod/p", "m");

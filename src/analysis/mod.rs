@@ -14,6 +14,7 @@
 //! - What a measurement stores is bounded ([`run::DETAIL_MAX`],
 //!   [`plan::MAX_COUNT`] measurements per check).
 
+pub mod board;
 pub mod builtin;
 pub mod condition;
 pub mod plan;
@@ -22,6 +23,7 @@ pub mod run;
 pub mod spec;
 pub mod template;
 
+pub use board::{MonitorBoard, MonitorReadings, NamespaceHealth};
 pub use builtin::{AlertCounts, Signals};
 pub use condition::Condition;
 pub use plan::{BuiltinCheck, Kind, Plan, Planned, Problem, ProblemKind, Query, plan};

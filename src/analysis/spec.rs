@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 /// One check of a wave's analysis. Exactly one kind: `builtin` (with `max`,
 /// and `severity` for `alerts`) or `prometheus`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Check {
     /// Unique within the wave; measurements are recorded under it.
@@ -43,7 +43,7 @@ pub struct Check {
 }
 
 /// A PromQL query and the conditions its result is judged by.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PrometheusCheck {
     /// A template: `{{tenants}}`, `{{release}}`, `{{wave}}`.
@@ -56,7 +56,19 @@ pub struct PrometheusCheck {
 
 /// An integer as written. Any integer reads, negative ones included, so
 /// lint (not the reader) refuses one out of range and names its field.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(transparent)]
 pub struct Int(pub i64);
 

@@ -127,6 +127,10 @@ pub struct RunArgs {
     /// interval is used).
     #[arg(long, default_value = "10s", env = "EXO_CIRCUIT_SCRAPE_TIMEOUT", value_parser = positive_duration)]
     pub circuit_scrape_timeout: Duration,
+    /// One PromQL query's deadline for a wave's `prometheus` checks (an
+    /// answer later than this is an inconclusive measurement).
+    #[arg(long, default_value = "10s", env = "EXO_ANALYSIS_QUERY_TIMEOUT", value_parser = positive_duration)]
+    pub analysis_query_timeout: Duration,
     /// Incidents one agent may post per minute (`POST /v1/incidents`);
     /// a burst of a quarter of that is taken at once.
     #[arg(long, default_value_t = 60, env = "EXO_INCIDENT_RATE", value_parser = clap::value_parser!(u32).range(1..))]
@@ -245,6 +249,7 @@ fn run_operator(args: RunArgs) -> u8 {
             backup_watch_interval: args.backup_watch_interval,
             circuit_scrape_interval: args.circuit_scrape_interval,
             circuit_scrape_timeout: args.circuit_scrape_timeout,
+            analysis_query_timeout: args.analysis_query_timeout,
             incident_rate: args.incident_rate,
             incident_retention: args.incident_retention,
         };

@@ -111,6 +111,18 @@ pub enum Reason {
     /// `NotificationRule`); the note names the provider and the last error,
     /// never a secret.
     NotificationFailed,
+    /// A wave's analysis passed (on the `AnalysisRun`).
+    AnalysisPassed,
+    /// A wave's analysis failed: the note says which check and why; the
+    /// wave is rolled back.
+    AnalysisFailed,
+    /// A wave's analysis was inconclusive past its limit: the wave is held.
+    AnalysisPaused,
+    /// An analysis outcome committed to the fleet repository (a promotion
+    /// or a rollback); the note names the commit.
+    AnalysisCommitted,
+    /// An analysis outcome's commit could not be made; it is tried again.
+    AnalysisCommitFailed,
 }
 
 impl Reason {
@@ -161,6 +173,11 @@ impl Reason {
             Reason::MetricsScrapeRecovered => "MetricsScrapeRecovered",
             Reason::CircuitSettingsInvalid => "CircuitSettingsInvalid",
             Reason::NotificationFailed => "NotificationFailed",
+            Reason::AnalysisPassed => "AnalysisPassed",
+            Reason::AnalysisFailed => "AnalysisFailed",
+            Reason::AnalysisPaused => "AnalysisPaused",
+            Reason::AnalysisCommitted => "AnalysisCommitted",
+            Reason::AnalysisCommitFailed => "AnalysisCommitFailed",
         }
     }
 
@@ -199,6 +216,8 @@ impl Reason {
             | Reason::MetricsScrapeRecovered
             | Reason::CircuitSettingsInvalid => "Circuits",
             Reason::NotificationFailed => "Notify",
+            Reason::AnalysisPassed | Reason::AnalysisFailed | Reason::AnalysisPaused => "Analyze",
+            Reason::AnalysisCommitted | Reason::AnalysisCommitFailed => "Commit",
             Reason::InvalidSpec
             | Reason::FilesystemNotFound
             | Reason::FilesystemTerminating

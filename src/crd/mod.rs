@@ -7,6 +7,7 @@
 
 mod agent;
 mod agentfs;
+mod analysis;
 mod app;
 mod backup;
 mod circuits;
@@ -22,6 +23,7 @@ pub mod tenant;
 
 pub use agent::*;
 pub use agentfs::*;
+pub use analysis::*;
 pub use app::*;
 pub use backup::*;
 pub use circuits::*;
@@ -55,6 +57,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         App::crd(),
         NotificationProvider::crd(),
         NotificationRule::crd(),
+        AnalysisRun::crd(),
     ]
 }
 

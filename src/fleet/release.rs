@@ -130,6 +130,14 @@ impl WaveName {
     }
 
     /// The wave before this one, whose verification gates it.
+    pub fn next(self) -> Option<WaveName> {
+        match self {
+            WaveName::Canary => Some(WaveName::LowRisk),
+            WaveName::LowRisk => Some(WaveName::Fleet),
+            WaveName::Fleet => None,
+        }
+    }
+
     pub fn previous(self) -> Option<WaveName> {
         match self {
             WaveName::Canary => None,

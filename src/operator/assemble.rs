@@ -63,6 +63,8 @@ pub struct Config {
     /// scrape's deadline.
     pub circuit_scrape_interval: Duration,
     pub circuit_scrape_timeout: Duration,
+    /// One PromQL query's deadline (a wave's `prometheus` checks).
+    pub analysis_query_timeout: Duration,
     /// Incidents one agent may post per minute.
     pub incident_rate: u32,
     /// How long an incident is kept once routed to its lane.
@@ -135,6 +137,9 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
     // snapshot after each round of scrapes; clone it for any reader (the
     // analysis checks `circuitsOpen` and `fallbackRate`).
     let circuits = crate::circuits::Circuits::new();
+    // The health monitors' readings, likewise, for the analysis' built-in
+    // checks (`crashloops`, `restarts`, `silentAgents`).
+    let board = crate::analysis::MonitorBoard::new();
     // Notifications: clones of `notifier` emit events and commit statuses
     // from the engine and the audit (never blocking them); the leader's
     // delivery task drains `notices` to the NotificationRules' providers.
@@ -149,6 +154,11 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
         verify_grace: cfg.verify_grace,
         alerts: alerts.clone(),
         notifier: notifier.clone(),
+        signals: crate::rollout::engine::SignalSources {
+            monitors: board.clone(),
+            circuits: circuits.clone(),
+        },
+        prometheus_timeout: cfg.analysis_query_timeout,
     };
     leader_tasks.push(for_the_term(move |ctx| {
         crate::rollout::engine::run(ctx, engine.clone())
@@ -266,6 +276,7 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
         // Alerts go upstream only from a managed installation.
         alerts: managed.then(|| alerts.clone()),
         checkins: checkins.clone(),
+        board: board.clone(),
     };
     leader_tasks.push(for_the_term(move |ctx| {
         super::monitor::task::run(ctx, monitors.clone())

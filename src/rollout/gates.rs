@@ -7,7 +7,8 @@
 
 use std::time::Duration;
 
-use crate::crd::{Rollout, RolloutPhase};
+use crate::crd::{AnalysisPhase, AnalysisRun, Rollout, RolloutPhase};
+use crate::fleet::release::WavePointer;
 use crate::release::{Gates, WaveName, parse_duration};
 use crate::rollout::summary::{Staleness, TenantState, TenantSummary, summarize, wave_of};
 
@@ -107,6 +108,24 @@ pub enum GateFailure {
         elapsed: Duration,
     },
     BadSoak(crate::duration::DurationError),
+    /// The wave has an analysis and its run on the release has not passed.
+    Analysis {
+        wave: WaveName,
+        release: String,
+        /// The run's phase; `None` when there is no run (yet), or its
+        /// status is for another spec.
+        phase: Option<AnalysisPhase>,
+        message: Option<String>,
+    },
+}
+
+/// What the gate knows of the gating wave's analysis on the release.
+#[derive(Debug, Clone, Copy)]
+pub enum Analysis<'a> {
+    /// The release gives the wave no analysis.
+    None,
+    /// It does: the wave's run on the release, if there is one.
+    Run(Option<&'a AnalysisRun>),
 }
 
 fn join<T: std::fmt::Display>(items: impl IntoIterator<Item = T>, sep: &str) -> String {
@@ -166,6 +185,27 @@ impl std::fmt::Display for GateFailure {
                 needed.as_secs()
             ),
             GateFailure::BadSoak(e) => write!(f, "gate soak-time: {e}"),
+            GateFailure::Analysis {
+                wave,
+                release,
+                phase,
+                message,
+            } => {
+                match phase {
+                    None => write!(
+                        f,
+                        "gate analysis: wave {wave} has no analysis run on {release} yet (it starts once every tenant of the wave is verified)"
+                    )?,
+                    Some(p) => write!(
+                        f,
+                        "gate analysis: wave {wave}'s analysis of {release} is {p}"
+                    )?,
+                }
+                if let Some(m) = message {
+                    write!(f, ": {m}")?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -220,36 +260,74 @@ fn standing(r: &Rollout, t: TenantSummary, release: &str) -> Standing {
     }
 }
 
+/// How the tenants of one wave stand on a release.
+#[derive(Debug, Default)]
+pub struct WaveStanding {
+    /// Each verified tenant's `verifiedAt` (seconds), if known.
+    pub verified_at: Vec<Option<i64>>,
+    pub failed: Vec<Failure>,
+    pub waiting: Vec<Waiting>,
+}
+
+impl WaveStanding {
+    /// Every tenant (at least one) verified on the release.
+    pub fn all_verified(&self) -> bool {
+        !self.verified_at.is_empty() && self.failed.is_empty() && self.waiting.is_empty()
+    }
+
+    /// When the last of them was verified.
+    pub fn latest_verified(&self) -> Option<i64> {
+        self.verified_at.iter().flatten().copied().max()
+    }
+}
+
+/// Where each tenant of `wave` stands on `release`, from the Rollouts of
+/// every tenant, at `now` (seconds since the epoch); in tenant order.
+pub fn wave_standing(
+    wave: WaveName,
+    release: &str,
+    rollouts: &[impl std::borrow::Borrow<Rollout>],
+    now: i64,
+) -> WaveStanding {
+    let mut tenants: Vec<(&Rollout, TenantSummary)> = rollouts
+        .iter()
+        .map(std::borrow::Borrow::borrow)
+        .filter(|r| wave_of(r) == Some(wave))
+        .map(|r| (r, summarize(r, now)))
+        .collect();
+    tenants.sort_by(|(_, a), (_, b)| a.tenant.cmp(&b.tenant));
+    let mut out = WaveStanding::default();
+    for (r, t) in tenants {
+        match standing(r, t, release) {
+            Standing::Verified { at } => out.verified_at.push(at),
+            Standing::Failed(f) => out.failed.push(f),
+            Standing::Waiting(w) => out.waiting.push(w),
+        }
+    }
+    out
+}
+
 /// Checks the gates of `target` for `release`, from the Rollouts of every
-/// tenant, at time `now` (seconds since the epoch).
+/// tenant and the gating wave's analysis, at time `now` (seconds since the
+/// epoch).
 pub fn check(
     target: WaveName,
     release: &str,
     gates: &Gates,
     rollouts: &[Rollout],
+    analysis: Analysis<'_>,
     now: i64,
 ) -> Result<(), GateFailure> {
     let Some(prev) = target.previous() else {
         return Ok(());
     };
-    let mut tenants: Vec<(&Rollout, TenantSummary)> = rollouts
-        .iter()
-        .filter(|r| wave_of(r) == Some(prev))
-        .map(|r| (r, summarize(r, now)))
-        .collect();
-    if tenants.is_empty() {
+    let WaveStanding {
+        verified_at,
+        failed,
+        waiting,
+    } = wave_standing(prev, release, rollouts, now);
+    if verified_at.is_empty() && failed.is_empty() && waiting.is_empty() {
         return Err(GateFailure::NoTenants { wave: prev });
-    }
-    tenants.sort_by(|(_, a), (_, b)| a.tenant.cmp(&b.tenant));
-    let mut verified_at = Vec::new();
-    let mut failed = Vec::new();
-    let mut waiting = Vec::new();
-    for (r, t) in tenants {
-        match standing(r, t, release) {
-            Standing::Verified { at } => verified_at.push(at),
-            Standing::Failed(f) => failed.push(f),
-            Standing::Waiting(w) => waiting.push(w),
-        }
     }
     if failed.len() > gates.max_failures as usize {
         return Err(GateFailure::TooManyFailures {
@@ -277,7 +355,40 @@ pub fn check(
             });
         }
     }
+    if let Analysis::Run(run) = analysis {
+        let run = run.filter(|r| r.spec.release == release && r.spec.wave == prev.as_str());
+        let status = run.and_then(AnalysisRun::current_status);
+        if status.map(|s| s.phase) != Some(AnalysisPhase::Passed) {
+            return Err(GateFailure::Analysis {
+                wave: prev,
+                release: release.to_owned(),
+                phase: status.map(|s| s.phase),
+                message: status.and_then(|s| s.message.clone()),
+            });
+        }
+    }
     Ok(())
+}
+
+/// The release a rollback of a wave goes to: the newest of its pointer's
+/// history that every tenant of the wave verified (`verifiedReleases` is
+/// history, true whatever spec the status was last computed for, so a
+/// stale status counts: a rollback right after a promotion must not wait
+/// for the operator). `None` when the wave has no tenant or no such
+/// release.
+pub fn rollback_target(current: &WavePointer, in_wave: &[&Rollout]) -> Option<String> {
+    current
+        .history
+        .iter()
+        .find(|h| {
+            !in_wave.is_empty()
+                && in_wave.iter().all(|r| {
+                    r.status
+                        .as_ref()
+                        .is_some_and(|s| s.verified_releases.contains(h))
+                })
+        })
+        .cloned()
 }
 
 #[cfg(test)]
@@ -500,7 +611,8 @@ mod tests {
             ),
         ];
         for (name, target, g, rollouts, want) in cases {
-            let got = check(target, "r2", &g, &rollouts, NOW).map_err(|e| e.to_string());
+            let got =
+                check(target, "r2", &g, &rollouts, Analysis::None, NOW).map_err(|e| e.to_string());
             assert_eq!(got, want.map_err(str::to_owned), "{name}");
         }
     }
@@ -508,7 +620,15 @@ mod tests {
     #[test]
     fn refusals_are_typed() {
         let stale = rollout("a", "canary", "r2").stale(RolloutPhase::Verified, "r1");
-        let e = check(WaveName::LowRisk, "r2", &gate(None, 0), &[stale], NOW).unwrap_err();
+        let e = check(
+            WaveName::LowRisk,
+            "r2",
+            &gate(None, 0),
+            &[stale],
+            Analysis::None,
+            NOW,
+        )
+        .unwrap_err();
         let GateFailure::NotVerified { waiting, .. } = e else {
             panic!("{e:?}")
         };
@@ -521,5 +641,89 @@ mod tests {
                 desired_hash: "h-r2".into(),
             })
         );
+    }
+
+    fn run(wave: &str, release: &str, phase: Option<AnalysisPhase>, current: bool) -> AnalysisRun {
+        let mut r = AnalysisRun::new(
+            "fleet-canary-r2",
+            crate::crd::AnalysisRunSpec {
+                fleet: "fleet".into(),
+                wave: wave.into(),
+                release: release.into(),
+                commit: "c".into(),
+                tenants: vec![],
+                checks: vec![],
+                soak: None,
+                auto_promote: false,
+            },
+        );
+        r.metadata.generation = Some(2);
+        r.status = phase.map(|phase| crate::crd::AnalysisRunStatus {
+            observed_generation: Some(if current { 2 } else { 1 }),
+            phase,
+            message: Some("why".into()),
+            ..Default::default()
+        });
+        r
+    }
+
+    #[test]
+    fn a_wave_with_analysis_gates_on_its_run_having_passed_for_this_spec() {
+        let canary = [verified("platform", "canary", "r2", 700)];
+        let g = gate(None, 0);
+        let gate_with = |a: Analysis<'_>| {
+            check(WaveName::LowRisk, "r2", &g, &canary, a, NOW).map_err(|e| e.to_string())
+        };
+        assert_eq!(gate_with(Analysis::None), Ok(()));
+        let passed = run("canary", "r2", Some(AnalysisPhase::Passed), true);
+        assert_eq!(gate_with(Analysis::Run(Some(&passed))), Ok(()));
+        let cases = [
+            (
+                None,
+                "gate analysis: wave canary has no analysis run on r2 yet (it starts once every tenant of the wave is verified)",
+            ),
+            (
+                Some(run("canary", "r2", Some(AnalysisPhase::Running), true)),
+                "gate analysis: wave canary's analysis of r2 is Running: why",
+            ),
+            (
+                Some(run("canary", "r2", Some(AnalysisPhase::Failed), true)),
+                "gate analysis: wave canary's analysis of r2 is Failed: why",
+            ),
+            // Passed, but for an older spec: not trusted.
+            (
+                Some(run("canary", "r2", Some(AnalysisPhase::Passed), false)),
+                "gate analysis: wave canary has no analysis run on r2 yet (it starts once every tenant of the wave is verified)",
+            ),
+            // Another release's run does not count.
+            (
+                Some(run("canary", "r1", Some(AnalysisPhase::Passed), true)),
+                "gate analysis: wave canary has no analysis run on r2 yet (it starts once every tenant of the wave is verified)",
+            ),
+        ];
+        for (r, want) in cases {
+            assert_eq!(gate_with(Analysis::Run(r.as_ref())), Err(want.to_owned()));
+        }
+    }
+
+    #[test]
+    fn a_rollback_goes_to_the_newest_release_every_tenant_verified() {
+        let with = |t: &str, releases: &[&str]| {
+            let mut r = rollout(t, "canary", "r3").current(RolloutPhase::Verified);
+            if let Some(s) = r.status.as_mut() {
+                s.verified_releases = releases.iter().map(|x| (*x).to_owned()).collect();
+            }
+            r
+        };
+        let p = WavePointer {
+            release: "r3".into(),
+            history: vec!["r2".into(), "r1".into()],
+        };
+        let a = with("a", &["r1", "r2", "r3"]);
+        let b = with("b", &["r1", "r3"]);
+        assert_eq!(rollback_target(&p, &[&a]), Some("r2".into()));
+        assert_eq!(rollback_target(&p, &[&a, &b]), Some("r1".into()));
+        assert_eq!(rollback_target(&p, &[&with("c", &["r3"])]), None);
+        assert_eq!(rollback_target(&p, &[]), None);
     }
 }

@@ -8,9 +8,10 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 
 use crate::cli::exit;
 use crate::cli::kube_args::KubeArgs;
-use crate::crd::{Fleet as FleetCr, Rollout};
+use crate::crd::{AnalysisRun, Fleet as FleetCr, Rollout};
 use crate::fleet::Fleet;
 use crate::meta::ANNOTATION_SYNC_REQUESTED;
+use crate::release::WaveName;
 
 fn runtime(verb: &str) -> Result<tokio::runtime::Runtime, u8> {
     tokio::runtime::Builder::new_multi_thread()
@@ -95,6 +96,46 @@ pub fn of_fleet(all: &mut Vec<Rollout>, fleet: &Fleet) {
         fleet.tenants.contains_key(&r.spec.tenant)
             && r.metadata.namespace.as_deref() == Some(r.spec.tenant.as_str())
     });
+}
+
+/// Every AnalysisRun in the cluster, or why not; none when the kind is not
+/// installed (an operator older than analyses).
+pub async fn try_analysis_runs(client: &kube::Client) -> Result<Vec<AnalysisRun>, kube::Error> {
+    match Api::<AnalysisRun>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(l) => Ok(l.items),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// [`try_analysis_runs`], a failure ending the verb.
+pub async fn analysis_runs(client: &kube::Client) -> Result<Vec<AnalysisRun>, u8> {
+    try_analysis_runs(client).await.map_err(|e| {
+        eprintln!("exo release: cannot list AnalysisRuns: {e}");
+        exit::UNUSABLE
+    })
+}
+
+/// The newest run of `wave` on `release` that judged this fleet's tenants.
+pub fn run_of<'a>(
+    runs: &'a [AnalysisRun],
+    fleet: &Fleet,
+    wave: WaveName,
+    release: &str,
+) -> Option<&'a AnalysisRun> {
+    runs.iter()
+        .filter(|r| {
+            r.spec.wave == wave.as_str()
+                && r.spec.release == release
+                && r.spec
+                    .tenants
+                    .iter()
+                    .all(|t| fleet.tenants.contains_key(&t.name))
+        })
+        .max_by_key(|r| r.metadata.creation_timestamp.as_ref().map(|t| t.0))
 }
 
 /// Asks every Fleet to sync now (best effort: the interval catches up anyway).

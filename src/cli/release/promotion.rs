@@ -5,7 +5,9 @@
 //! whichever verb runs it.
 
 use crate::cli::exit;
-use crate::cli::release::cluster::{fleet_rollouts, now_secs, repo_root, request_sync};
+use crate::cli::release::cluster::{
+    analysis_runs, fleet_rollouts, now_secs, repo_root, request_sync, run_of,
+};
 use crate::fleet::{Fleet, WAVES_FILE};
 use crate::release::{WaveName, lint, waves_edit};
 use crate::rollout::gates;
@@ -49,7 +51,21 @@ pub async fn promote(
         .map(|w| w.gates.clone())
         .unwrap_or_default();
     let all = fleet_rollouts(client, fleet).await?;
-    if let Err(g) = gates::check(wave, release, &gate, &all, now_secs()) {
+    // The gating wave's analysis, when the release gives it one.
+    let runs;
+    let analysis = match wave.previous() {
+        Some(prev)
+            if r.value
+                .spec
+                .wave(prev)
+                .is_some_and(|w| !w.analysis.is_empty()) =>
+        {
+            runs = analysis_runs(client).await?;
+            gates::Analysis::Run(run_of(&runs, fleet, prev, release))
+        }
+        _ => gates::Analysis::None,
+    };
+    if let Err(g) = gates::check(wave, release, &gate, &all, analysis, now_secs()) {
         eprintln!("exo release promote: refusing to promote {release} to {wave}: {g}");
         return Err(exit::FINDINGS);
     }

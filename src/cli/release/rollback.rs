@@ -41,18 +41,8 @@ pub fn run(args: &RollbackArgs) -> u8 {
         let in_wave: Vec<&Rollout> = all.iter().filter(|r| wave_of(r) == Some(wave)).collect();
         let current = pointers.value.spec.get(wave).clone();
         // The newest earlier release every tenant of the wave verified.
-        // `verifiedReleases` is history, true whatever spec the status was
-        // last computed for, so a stale status still counts here: a
-        // rollback right after a promotion must not wait for the operator.
-        let target = current.history.iter().find(|h| {
-            !in_wave.is_empty()
-                && in_wave.iter().all(|r| {
-                    r.status
-                        .as_ref()
-                        .is_some_and(|s| s.verified_releases.contains(h))
-                })
-        });
-        let Some(target) = target.cloned() else {
+        let target = crate::rollout::gates::rollback_target(&current, &in_wave);
+        let Some(target) = target else {
             eprintln!(
                 "exo release rollback: wave {wave} has no earlier release that all its tenants verified (history: {})",
                 if current.history.is_empty() {

@@ -198,6 +198,11 @@ impl Ledger {
             .collect()
     }
 
+    /// Restarts per namespace within `window` before `now_ms`.
+    pub fn restarts_by_namespace(&self, now_ms: i64, window: Duration) -> BTreeMap<String, u32> {
+        self.count_by(now_ms, window, |r| Some(r.namespace.clone()))
+    }
+
     /// The namespaces whose pods restarted at least `rate.restarts` times
     /// within `rate.window`.
     pub fn tenant_restarts(&self, now_ms: i64, rate: Rate) -> Vec<Finding> {

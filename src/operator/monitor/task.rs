@@ -27,6 +27,7 @@ use super::silent::{self, Silence};
 use super::thresholds::{Overrides, Thresholds, effective};
 use super::{ALERT_PREFIX, Finding, Firing, Monitor, Subject};
 use crate::alerts::{AlertBook, AlertSink};
+use crate::analysis::{MonitorBoard, MonitorReadings, NamespaceHealth};
 use crate::cluster::apply::Ctx;
 use crate::cluster::events::Reason;
 use crate::cluster::metrics::Metrics;
@@ -43,6 +44,17 @@ pub struct MonitorConfig {
     pub alerts: Option<AlertSink>,
     /// Check-ins this replica took (the annotation carries the others').
     pub checkins: Arc<Checkins>,
+    /// Where each look's readings are published for the analysis.
+    pub board: MonitorBoard,
+}
+
+/// Clears the board when the task ends: a standby has no readings.
+struct Published(MonitorBoard);
+
+impl Drop for Published {
+    fn drop(&mut self) {
+        self.0.clear();
+    }
 }
 
 /// The gauges this task set; put back to 0 when it ends (the Lease was
@@ -104,6 +116,7 @@ pub async fn run(ctx: Arc<Ctx>, cfg: MonitorConfig) {
         fleet: None,
         thresholds,
     };
+    let board = Published(cfg.board.clone());
     info!(interval = ?cfg.interval, "health monitors started");
     let mut tick = tokio::time::interval(cfg.interval.max(Duration::from_millis(100)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -119,6 +132,7 @@ pub async fn run(ctx: Arc<Ctx>, cfg: MonitorConfig) {
             report(&ctx, f, false).await;
         }
         state.gauges.show(&state.firing);
+        board.0.publish(readings(&state));
         if let Some(sink) = &cfg.alerts {
             let current = state.firing.iter().map(Finding::alert).collect();
             for alert in state.book.reconcile(ALERT_PREFIX, current) {
@@ -126,6 +140,35 @@ pub async fn run(ctx: Arc<Ctx>, cfg: MonitorConfig) {
             }
         }
     }
+}
+
+/// What this look saw, per namespace, for the analysis' built-in checks.
+fn readings(state: &State) -> MonitorReadings {
+    let th = state.thresholds;
+    let now = Timestamp::now().as_millisecond();
+    let mut out = MonitorReadings {
+        crashloop: th.crashloop.is_some(),
+        restarts: th.restarts.is_some() || th.crashloop.is_some(),
+        silent: th.silent.is_some(),
+        namespaces: Default::default(),
+    };
+    for f in state.firing.iter() {
+        let h = out.namespaces.entry(f.namespace.clone()).or_default();
+        match f.monitor {
+            Monitor::Crashloop => h.crashloops += 1,
+            Monitor::Silent => h.silent_agents += 1,
+            Monitor::Restarts => {}
+        }
+    }
+    let window = th.restarts.or(th.crashloop).map(|r| r.window);
+    if let Some(window) = window.filter(|w| !w.is_zero()) {
+        let per_hour = 3600.0 / window.as_secs_f64();
+        for (ns, n) in state.ledger.restarts_by_namespace(now, window) {
+            let h: &mut NamespaceHealth = out.namespaces.entry(ns).or_default();
+            h.restarts_per_hour = f64::from(n) * per_hour;
+        }
+    }
+    out
 }
 
 /// The first Fleet (by namespace, then name) in the operator's Fleet

@@ -359,9 +359,14 @@ async fn run_steps(
         write_run_status(ctx, &key, ro, &status).await?;
     }
     info!(tenant = %ro.spec.tenant, release = %target.release.metadata.name, "tenant verified");
-    // Once the status says so. (An analysis that judges the wave after
-    // this may tell a commit status of its own later.)
-    let (event, success) = notices::verified(Subject::of(ro, target));
+    // Once the status says so. Where the wave has an analysis, it tells
+    // the commit's success or failure when it ends.
+    let analysed = target
+        .release
+        .spec
+        .wave(target.wave)
+        .is_some_and(|w| !w.analysis.is_empty());
+    let (event, success) = notices::verified(Subject::of(ro, target), analysed);
     ctx.cfg.notifier.emit(event);
     ctx.cfg.notifier.commit_status(success);
     Ok(Action::requeue(

@@ -31,6 +31,7 @@
 //!   Rollouts' included (the engine runs no Rollout watch of its own);
 //! - nothing is applied, pruned or healed while the Fleet is suspended.
 
+mod analysis;
 mod drive;
 mod error;
 pub mod notices;
@@ -38,6 +39,7 @@ mod sync;
 mod waits;
 mod wake;
 
+pub use analysis::{SignalSources, run_name};
 pub use error::Error;
 use error::namespace_of;
 
@@ -72,6 +74,10 @@ pub struct EngineConfig {
     /// Where what the engine did is told (`verified`, `driftReverted`,
     /// `promoted`, `rolledBack`, and each tenant's commit status).
     pub notifier: crate::notify::Notifier,
+    /// What the analysis' built-in checks read.
+    pub signals: SignalSources,
+    /// One PromQL query's deadline.
+    pub prometheus_timeout: Duration,
 }
 
 /// A Fleet's knobs, as its spec said at the last sync.
@@ -179,6 +185,11 @@ pub async fn run(op: Arc<Ctx>, cfg: EngineConfig) {
         state.clone(),
         fleets,
         rollouts,
+    )));
+    let _analysis = AbortOnDrop(tokio::spawn(analysis::run(
+        op.clone(),
+        cfg.clone(),
+        state.clone(),
     )));
     drive::run(controller, op, cfg, state).await;
 }

@@ -61,16 +61,23 @@ pub fn started(s: Subject<'_>) -> CommitStatus {
     )
 }
 
-/// The saga verified the tenant on its release.
-pub fn verified(s: Subject<'_>) -> (Event, CommitStatus) {
+/// The saga verified the tenant on its release. Where the wave has an
+/// analysis (`analysed`), the commit stays `pending` until the analysis
+/// ends ([`analysis_passed`], [`analysis_failed`]).
+pub fn verified(s: Subject<'_>, analysed: bool) -> (Event, CommitStatus) {
     let message = format!("tenant {} verified on release {}", s.tenant, s.release);
-    (
-        s.event(EventKind::Verified, message),
+    let status = if analysed {
+        s.status(
+            CommitState::Pending,
+            format!("release {} verified; the wave's analysis runs", s.release),
+        )
+    } else {
         s.status(
             CommitState::Success,
             format!("release {} verified", s.release),
-        ),
-    )
+        )
+    };
+    (s.event(EventKind::Verified, message), status)
 }
 
 /// The saga failed at a step.
@@ -262,11 +269,12 @@ mod tests {
             (p.state, p.commit.as_str(), p.context()),
             (CommitState::Pending, "c2", "exo/acme".to_owned())
         );
-        let (e, ok) = verified(s);
+        let (e, ok) = verified(s, false);
         assert_eq!(
             (e.kind, ok.state),
             (EventKind::Verified, CommitState::Success)
         );
+        assert_eq!(verified(s, true).1.state, CommitState::Pending);
         assert_eq!(e.tenants, ["acme"]);
         assert_eq!(
             (e.wave, e.release.as_deref(), e.commit.as_deref()),
