@@ -19,7 +19,8 @@ pub struct Signals {
     pub restarts_per_hour: Option<f64>,
     /// Active Agents that stopped checking in.
     pub silent_agents: Option<u32>,
-    /// Workloads whose live content is not the release's.
+    /// Tenants whose live content is not the release's (a `ContentDrift`
+    /// condition on their Rollout).
     pub content_drift: Option<u32>,
     /// Active (firing, keyed) upstream alerts about the wave's tenants.
     pub alerts: Option<AlertCounts>,
@@ -53,7 +54,7 @@ pub fn measure(check: &BuiltinCheck, signals: &Signals) -> Reading {
         Builtin::Crashloops => (count(signals.crashloops), "workloads in a crash loop"),
         Builtin::Restarts => (signals.restarts_per_hour, "pod restarts per hour"),
         Builtin::SilentAgents => (count(signals.silent_agents), "silent agents"),
-        Builtin::ContentDrift => (count(signals.content_drift), "workloads with content drift"),
+        Builtin::ContentDrift => (count(signals.content_drift), "tenants with content drift"),
         Builtin::Alerts => {
             let severity = check.severity.unwrap_or(Severity::Warning);
             let what = match severity {

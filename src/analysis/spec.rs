@@ -98,7 +98,7 @@ pub enum Builtin {
     Restarts,
     /// Active Agents that stopped checking in (count).
     SilentAgents,
-    /// Workloads whose live content is not the release's (count).
+    /// Tenants whose live content is not the release's (count).
     ContentDrift,
     /// Active upstream alerts of `severity` or worse (count).
     Alerts,

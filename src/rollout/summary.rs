@@ -395,6 +395,8 @@ pub fn summarize_fleet(f: &Fleet, now: i64) -> FleetSummary {
     }
 }
 
+pub mod analysis;
+
 #[cfg(test)]
 pub(crate) mod fixtures;
 #[cfg(test)]

@@ -18,6 +18,7 @@ pub mod fs;
 pub mod gitea;
 pub mod image;
 pub mod keyserver;
+pub mod notify;
 pub mod operator;
 pub mod postgres;
 pub mod private_env;

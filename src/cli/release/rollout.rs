@@ -1,6 +1,10 @@
 //! `exo release rollout <release>`: promote through canary, low-risk and
 //! fleet, waiting for each wave to be verified, with live progress; stops at
-//! the first failed gate or wave.
+//! the first failed gate or wave. Where the release gives a wave an
+//! analysis, it waits for the wave's run to end: a pass with `autoPromote`
+//! is followed (the operator commits the next promotion), a pass without
+//! is promoted here (with `--auto`: left to a person), a failure, a hold or
+//! an abort stops it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -9,9 +13,12 @@ use clap::Args;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use crate::cli::exit;
-use crate::cli::release::cluster::{now_secs, of_fleet, transient, try_rollouts, with_client};
+use crate::cli::release::cluster::{
+    now_secs, of_fleet, run_of, transient, try_analysis_runs, try_rollouts, with_client,
+};
 use crate::cli::release::common::{RootArg, load_fleet};
 use crate::cli::release::promotion::promote;
+use crate::crd::{AnalysisPhase, Fleet as FleetCr};
 use crate::fleet::Fleet;
 use crate::release::WaveName;
 use crate::rollout::summary::{TenantState, TenantSummary, summarize_all, wave_of};
@@ -26,9 +33,22 @@ pub struct RolloutArgs {
     pub root: RootArg,
     #[arg(long)]
     pub no_push: bool,
-    /// Give up on a wave that is not verified within this long (e.g. 15m).
+    /// Give up on a wave that is not verified within this long (e.g. 15m);
+    /// a wave's analysis gets this long again.
     #[arg(long, default_value = "15m")]
     pub timeout: String,
+    /// Promote only the canary; then follow what each wave's analysis
+    /// decides (the operator promotes or rolls back) instead of promoting.
+    #[arg(long)]
+    pub auto: bool,
+}
+
+/// How a wave's analysis ended, for the rollout.
+enum Judged {
+    /// The release gives the wave no analysis.
+    NotAnalysed,
+    /// Passed; whether the operator promotes the next wave.
+    Passed { auto_promote: bool },
 }
 
 /// Promotes and waits, wave by wave; stops at the first failed gate or wave.
@@ -58,6 +78,8 @@ pub fn run(args: &RolloutArgs) -> u8 {
             ProgressStyle::with_template("waves   [{bar:20}] {pos}/{len} {msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
+        // Set when the operator promoted this wave itself (autoPromote).
+        let mut promoted_by_operator = false;
         for wave in WaveName::ORDER {
             // Re-read the repository each wave: promotion commits change it.
             let fleet = match load_fleet(&args.root.root, "rollout") {
@@ -65,12 +87,21 @@ pub fn run(args: &RolloutArgs) -> u8 {
                 Err(c) => return c,
             };
             waves_bar.set_message(format!("{wave}"));
-            say(format!("== wave {wave}: promoting {}", args.release));
-            if let Err(code) = promote(&fleet, &client, &args.release, wave, !args.no_push).await {
+            if std::mem::take(&mut promoted_by_operator) {
                 say(format!(
-                    "== wave {wave}: not promoted; earlier waves are left as they are"
+                    "== wave {wave}: promoted to {} by the operator (pull to see its commit)",
+                    args.release
                 ));
-                return code;
+            } else {
+                say(format!("== wave {wave}: promoting {}", args.release));
+                if let Err(code) =
+                    promote(&fleet, &client, &args.release, wave, !args.no_push).await
+                {
+                    say(format!(
+                        "== wave {wave}: not promoted; earlier waves are left as they are"
+                    ));
+                    return code;
+                }
             }
             let waited = tokio::select! {
                 r = wait_for_wave(&client, &fleet, &mp, wave, &args.release, timeout, &say) => r,
@@ -87,6 +118,47 @@ pub fn run(args: &RolloutArgs) -> u8 {
                     return exit::FINDINGS;
                 }
             }
+            let judged = tokio::select! {
+                r = wait_for_analysis(&client, &fleet, wave, &args.release, timeout, &say) => r,
+                sig = &mut stop => Err(format!(
+                    "interrupted ({}); the analysis goes on in the cluster, `exo release status` shows it",
+                    sig.name()
+                )),
+            };
+            let next = wave.next();
+            match judged {
+                Ok(Judged::NotAnalysed) => {}
+                Ok(Judged::Passed { auto_promote }) => {
+                    say(format!(
+                        "== wave {wave}: analysis passed on {}",
+                        args.release
+                    ));
+                    if let Some(next) = next {
+                        if auto_promote {
+                            if let Err(why) =
+                                wait_for_pointer(&client, next, &args.release, timeout, &say).await
+                            {
+                                say(format!("== wave {next}: {why}; stopping"));
+                                waves_bar.abandon();
+                                return exit::FINDINGS;
+                            }
+                            promoted_by_operator = true;
+                        } else if args.auto {
+                            say(format!(
+                                "== wave {wave}: its analysis does not promote by itself (no autoPromote); `exo release promote {} --wave {next}` goes on",
+                                args.release
+                            ));
+                            waves_bar.abandon();
+                            return exit::OK;
+                        }
+                    }
+                }
+                Err(why) => {
+                    say(format!("== wave {wave}: {why}; stopping"));
+                    waves_bar.abandon();
+                    return exit::FINDINGS;
+                }
+            }
             waves_bar.inc(1);
         }
         waves_bar.finish_with_message("all waves verified");
@@ -96,6 +168,127 @@ pub fn run(args: &RolloutArgs) -> u8 {
         ));
         exit::OK
     })
+}
+
+/// Waits for the analysis of `wave` on `release`, when the release gives
+/// the wave one: its run is created once the wave is verified, and ends
+/// passed, failed (the operator rolls the wave back), held or aborted.
+async fn wait_for_analysis(
+    client: &kube::Client,
+    fleet: &Fleet,
+    wave: WaveName,
+    release: &str,
+    timeout: Duration,
+    say: &impl Fn(String),
+) -> Result<Judged, String> {
+    let analysed = fleet
+        .release(release)
+        .and_then(|r| r.value.spec.wave(wave).map(|w| !w.analysis.is_empty()))
+        .unwrap_or(false);
+    if !analysed {
+        return Ok(Judged::NotAnalysed);
+    }
+    say(format!(
+        "   {wave}: waiting for the wave's analysis of {release}"
+    ));
+    let start = Instant::now();
+    let mut last_message = String::new();
+    loop {
+        match try_analysis_runs(client).await {
+            Ok(runs) => {
+                if let Some(run) = run_of(&runs, fleet, wave, release)
+                    && let Some(status) = run.current_status()
+                {
+                    let message = status.message.clone().unwrap_or_default();
+                    if message != last_message {
+                        say(format!("   {wave}: analysis {}: {message}", status.phase));
+                        last_message = message;
+                    }
+                    let action = status
+                        .action
+                        .as_ref()
+                        .map(|a| format!(" ({:?} {} {})", a.kind, a.wave, a.release))
+                        .unwrap_or_default();
+                    match status.phase {
+                        AnalysisPhase::Running => {}
+                        AnalysisPhase::Passed => {
+                            return Ok(Judged::Passed {
+                                auto_promote: run.spec.auto_promote,
+                            });
+                        }
+                        AnalysisPhase::Failed => {
+                            return Err(format!(
+                                "analysis failed{action}: {}",
+                                status.message.as_deref().unwrap_or("-")
+                            ));
+                        }
+                        AnalysisPhase::Paused => {
+                            return Err(format!(
+                                "analysis held (Paused): {}",
+                                status.message.as_deref().unwrap_or("-")
+                            ));
+                        }
+                        AnalysisPhase::Aborted => {
+                            return Err(format!(
+                                "analysis aborted: {}",
+                                status.message.as_deref().unwrap_or("-")
+                            ));
+                        }
+                    }
+                }
+            }
+            Err(e) if transient(&e) => {}
+            Err(e) => return Err(format!("cannot read AnalysisRuns: {e}")),
+        }
+        if start.elapsed() > timeout {
+            return Err(format!(
+                "the analysis of {release} did not end within {}s",
+                timeout.as_secs()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Waits until a Fleet applied a commit that points `wave` at `release`
+/// (the operator's promotion).
+async fn wait_for_pointer(
+    client: &kube::Client,
+    wave: WaveName,
+    release: &str,
+    timeout: Duration,
+    say: &impl Fn(String),
+) -> Result<(), String> {
+    say(format!(
+        "   {wave}: waiting for the operator to promote {release}"
+    ));
+    let start = Instant::now();
+    loop {
+        match kube::Api::<FleetCr>::all(client.clone())
+            .list(&kube::api::ListParams::default())
+            .await
+        {
+            Ok(list) => {
+                if list.items.iter().any(|f| {
+                    f.status
+                        .as_ref()
+                        .and_then(|s| s.waves.get(wave.as_str()))
+                        .is_some_and(|r| r == release)
+                }) {
+                    return Ok(());
+                }
+            }
+            Err(e) if transient(&e) => {}
+            Err(e) => return Err(format!("cannot read Fleets: {e}")),
+        }
+        if start.elapsed() > timeout {
+            return Err(format!(
+                "the operator did not promote {release} within {}s",
+                timeout.as_secs()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// Where one tenant of the wave stands on the release being rolled out.

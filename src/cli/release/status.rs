@@ -9,10 +9,11 @@ use kube::api::{Api, ListParams};
 use serde::Serialize;
 
 use crate::cli::exit;
-use crate::cli::release::cluster::{now_secs, rollouts, with_client};
+use crate::cli::release::cluster::{analysis_runs, now_secs, rollouts, with_client};
 use crate::cli::release::common::{Output, emit};
 use crate::cli::table;
 use crate::crd::Fleet as FleetCr;
+use crate::rollout::summary::analysis::{AnalysisSummary, check_line, newest, summarize_run};
 use crate::rollout::summary::{
     FleetSummary, TenantState, TenantSummary, abbrev, short_id, summarize_all, summarize_fleet,
 };
@@ -31,6 +32,35 @@ pub struct StatusArgs {
 pub struct Status {
     pub fleets: Vec<FleetSummary>,
     pub tenants: Vec<TenantSummary>,
+    /// The newest analysis run of each Fleet's waves.
+    pub analyses: Vec<AnalysisSummary>,
+}
+
+/// A run's lines: the phase (or that its status is stale), the message,
+/// each check's counts, the action.
+fn analysis_lines(a: &AnalysisSummary) -> String {
+    let phase = a.phase.map_or_else(
+        || "stale (no status for this run's spec yet)".to_owned(),
+        |p| p.to_string(),
+    );
+    let mut out = format!(
+        "analysis {}/{} of wave {} on {}: {phase}",
+        a.namespace, a.name, a.wave, a.release
+    );
+    if let Some(age) = a.age_seconds {
+        let _ = write!(out, ", started {} ago", table::age(Some(age)));
+    }
+    out.push('\n');
+    if let Some(m) = &a.message {
+        let _ = writeln!(out, "  {m}");
+    }
+    for c in &a.checks {
+        let _ = writeln!(out, "  {}", check_line(c));
+    }
+    if let Some(act) = &a.action {
+        let _ = writeln!(out, "  {act}");
+    }
+    out
 }
 
 /// Two lines: which Fleet and where it syncs from; what it applied.
@@ -204,6 +234,10 @@ pub fn render(status: &Status) -> String {
             let _ = writeln!(out, "{n}");
         }
     }
+    for a in &status.analyses {
+        out.push('\n');
+        out.push_str(&analysis_lines(a));
+    }
     out
 }
 
@@ -223,10 +257,18 @@ pub fn run(args: &StatusArgs) -> u8 {
                 return exit::UNUSABLE;
             }
         };
+        let runs = match analysis_runs(&client).await {
+            Ok(r) => r,
+            Err(code) => return code,
+        };
         let now = now_secs();
         let status = Status {
             fleets: fleets.iter().map(|f| summarize_fleet(f, now)).collect(),
             tenants: summarize_all(&all, now),
+            analyses: newest(&runs)
+                .into_iter()
+                .map(|r| summarize_run(r, now))
+                .collect(),
         };
         emit(
             &status,
@@ -302,6 +344,28 @@ mod tests {
                 last_sync_age_seconds: Some(10),
             }],
             tenants: tenants.iter().map(|r| summarize(r, NOW)).collect(),
+            analyses: vec![AnalysisSummary {
+                namespace: "exo-system".into(),
+                name: "example-canary-2026.11.1".into(),
+                fleet: "example".into(),
+                wave: "canary".into(),
+                release: "2026.11.1".into(),
+                phase: Some(crate::crd::AnalysisPhase::Running),
+                message: Some("2 of 6 measurements; next at 12:00:10".into()),
+                checks: vec![crate::rollout::summary::analysis::CheckSummary {
+                    check: "crashloops".into(),
+                    measured: 2,
+                    passed: 2,
+                    failed: 0,
+                    inconclusive: 0,
+                    last: Some((
+                        crate::analysis::Verdict::Pass,
+                        "0 workloads in a crash loop (within the max 0)".into(),
+                    )),
+                }],
+                action: None,
+                age_seconds: Some(20),
+            }],
         };
         let text = render(&status);
         let table: Vec<&str> = text
@@ -329,6 +393,7 @@ mod tests {
             "  low-risk/globex: drift reverted 5m ago: Agent/analyst (spec.runtime.image)",
             "  low-risk/globex: live re-check of 2 pod(s) 90s ago: pod agent-analyst: content differs",
             "  fleet/umbrella: stale: status is for generation 1",
+            "analysis exo-system/example-canary-2026.11.1 of wave canary on 2026.11.1: Running, started 20s ago\n  2 of 6 measurements; next at 12:00:10\n  crashloops: 2 measured, 2 passed, 0 failed, 0 inconclusive; last Pass: 0 workloads in a crash loop (within the max 0)\n",
         ];
         for w in want {
             assert!(text.contains(w), "missing {w:?} in\n{text}");
