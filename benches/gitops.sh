@@ -29,7 +29,8 @@
 # STEADY_SECS (600), FLOOR_SECS (300), SETTLE_SECS (90), SLICE_SECS (30),
 # STEADY_INTERVAL
 # (the Fleet interval in the steady phase, 1m), ROLLOUT_POLL_MS (the
-# operator's default, 500), PHASES ("push baseline steady"), BASELINE_RUNS
+# operator's default, 500), PHASES ("push baseline steady"; "analysis" adds
+# a window with the fleet wave's analysis running, ANALYSIS_INTERVAL 10s), BASELINE_RUNS
 # (3), EXO_BIN (a built binary
 # instead of `cargo build --release`; for trying the script only).
 set -euo pipefail
@@ -40,6 +41,7 @@ STEADY_SECS=${STEADY_SECS:-600}; FLOOR_SECS=${FLOOR_SECS:-300}; SETTLE_SECS=${SE
 SLICE_SECS=${SLICE_SECS:-30}
 STEADY_INTERVAL=${STEADY_INTERVAL:-1m}; ROLLOUT_POLL_MS=${ROLLOUT_POLL_MS:-500}
 PHASES=${PHASES:-push baseline steady}; BASELINE_RUNS=${BASELINE_RUNS:-3}
+ANALYSIS_INTERVAL=${ANALYSIS_INTERVAL:-10s}
 # Fresh names each invocation (see benches/rollout.sh for why).
 P=g$(date +%s | tail -c 6)
 OPS=$P-exo          # the Fleet, its hook Secret and the Lease
@@ -468,6 +470,32 @@ def writes(out, side, run, before, after):
         f.write(json.dumps({"side": side, "run": int(run), "total": total, "by": diff,
                             "verify_execs": execs(after) - execs(before)}) + "\n")
 
+def add_analysis(path, interval):
+    """Every built-in check on the `fleet` wave of the release at `path`
+    (the wave past canary and low-risk: TENANTS - 2 tenants), each at
+    `interval`, 200 measurements, tolerating any number of inconclusive
+    ones (the bench has no circuit telemetry), so the run goes on for the
+    whole window."""
+    text = open(path).read()
+    anchor = "    - name: fleet"
+    assert anchor in text, f"{path}: no fleet wave"
+    checks = ["crashloops", "restarts", "silentAgents", "contentDrift", "alerts", "circuitsOpen", "fallbackRate"]
+    lines = ["      analysis:"]
+    for c in checks:
+        lines.append(f"        - {{name: {c.lower()}, interval: {interval}, count: 200, inconclusiveLimit: 200, builtin: {c}, max: 1000}}")
+    head, _, tail = text.partition(anchor)
+    first, nl, rest = tail.partition("\n")
+    open(path, "w").write(head + anchor + first + nl + "\n".join(lines) + "\n" + rest)
+
+def run_state(out_file, ns):
+    """The fleet wave's analysis run: its phase and measurements."""
+    runs = json.loads(subprocess.run(["kubectl", "get", "ar", "-n", ns, "-o", "json"], capture_output=True, text=True, check=True).stdout)["items"]
+    got = [{"name": r["metadata"]["name"], "phase": (r.get("status") or {}).get("phase"),
+            "measurements": len((r.get("status") or {}).get("measurements") or []),
+            "tenants": len(r["spec"]["tenants"]), "checks": len(r["spec"]["checks"])} for r in runs]
+    open(out_file, "w").write(json.dumps(got) + "\n")
+    print(json.dumps(got))
+
 def steady_summary(out, floor_file, *names):
     """Per window: the operator's own figures, and the apiserver's requests
     per minute over the floor (operator stopped). The floor per verb is the
@@ -788,5 +816,34 @@ if [[ " $PHASES " == *" steady "* ]]; then
   fleet "$STEADY_INTERVAL" 10m
   measure reverify-10m "$STEADY_SECS"
   py steady-summary "$OUT" "$OUT/gitops-steady-floor.json" reverify-1h reverify-10m | tee "$OUT/gitops-steady-summary.txt"
+fi
+# ------------------------------------------------------------------ analysis
+# The cost of a wave's analysis (issue 32): the fleet wave (TENANTS - 2
+# tenants; 1000 Agents with TENANTS=12) gets every built-in check at
+# ANALYSIS_INTERVAL, and a window of STEADY_SECS is measured while its run
+# goes on, beside the floor and the reverify-1h window of the same run.
+if [[ " $PHASES " == *" analysis "* ]]; then
+  if [[ " $PHASES " != *" steady "* ]]; then
+    fleet "$STEADY_INTERVAL" 1h
+    until rollouts_verified; do sleep 1; done
+    stop_operator
+    sleep 10
+    measure floor "$FLOOR_SECS"
+    start_operator
+    until rollouts_verified; do sleep 1; done
+    log "analysis: operator restarted; settling ${SETTLE_SECS}s"
+    sleep "$SETTLE_SECS"
+    measure reverify-1h "$STEADY_SECS"
+  else
+    fleet "$STEADY_INTERVAL" 1h
+  fi
+  py add-analysis "$work/fleet/releases/2026.11.0.yaml" "$ANALYSIS_INTERVAL"
+  (cd "$work/fleet" && "$EXO" release lint >/dev/null)
+  push_with_hook "analysis on the fleet wave"
+  wait_until 120 "the fleet wave's analysis run" bash -c "kubectl get ar -n '$OPS' -o name | grep -q ."
+  sleep "$SETTLE_SECS"
+  measure analysis "$STEADY_SECS"
+  py run-state "$OUT/gitops-analysis-run.json" "$OPS"
+  py steady-summary "$OUT" "$OUT/gitops-steady-floor.json" reverify-1h analysis | tee "$OUT/gitops-analysis-summary.txt"
 fi
 log "results in $OUT/gitops-*"
