@@ -76,6 +76,24 @@ pub const COMMIT_RETRY: Duration = Duration::from_secs(15);
 /// Who the outcome commits are by.
 pub const AUTHOR: (&str, &str) = ("Exo operator", "operator@autonomic.sh");
 
+/// Why an outcome's commit was not made (it is tried again).
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    /// The Fleet's credentials could not be read.
+    #[error("the Fleet's git source: {0}")]
+    Source(#[source] super::Error),
+    #[error(transparent)]
+    Git(#[from] gitsync::GitSyncError),
+    /// The blocking commit task panicked or was cancelled.
+    #[error("the commit task ended: {0}")]
+    Task(#[from] tokio::task::JoinError),
+    /// No release to roll back to.
+    #[error(
+        "wave {wave} has no earlier release that all its tenants verified (history: {history})"
+    )]
+    NoTarget { wave: WaveName, history: String },
+}
+
 /// The task's memory for one term.
 #[derive(Default)]
 struct Memory {
@@ -575,11 +593,11 @@ async fn tell(
 }
 
 /// The Fleet's git source (its credentials included).
-async fn source(op: &Ctx, f: &FleetCr) -> Result<gitsync::Source, String> {
+async fn source(op: &Ctx, f: &FleetCr) -> Result<gitsync::Source, CommitError> {
     let ns = f.metadata.namespace.clone().unwrap_or_default();
     source_for(&op.client, f, &ns)
         .await
-        .map_err(|e| e.to_string())
+        .map_err(CommitError::Source)
 }
 
 /// Makes one outcome commit, off the async runtime.
@@ -588,14 +606,12 @@ async fn commit(
     source: gitsync::Source,
     edit: impl Fn(Option<&str>) -> Result<String, edit::EditError> + Send + 'static,
     message: String,
-) -> Result<Committed, String> {
+) -> Result<Committed, CommitError> {
     let cache = cfg.cache_dir.join("analysis-commits");
-    tokio::task::spawn_blocking(move || {
+    Ok(tokio::task::spawn_blocking(move || {
         gitsync::commit_file(&source, &cache, &edit::waves_path(), edit, &message, AUTHOR)
     })
-    .await
-    .map_err(|e| format!("the commit task ended: {e}"))?
-    .map_err(|e| e.to_string())
+    .await??)
 }
 
 /// Records the action (or the failure) on the run; asks for a sync.
@@ -603,7 +619,7 @@ async fn acted(
     op: &Ctx,
     f: &FleetCr,
     mut run: AnalysisRun,
-    action: Result<(Committed, RunAction), String>,
+    action: Result<(Committed, RunAction), CommitError>,
     what: &str,
 ) -> Result<Option<AnalysisRun>, AnalysisRun> {
     let mut status = status_of(&run);
@@ -736,14 +752,14 @@ async fn roll_back(
     };
     let from = run.spec.release.clone();
     let Some(to) = gates::rollback_target(pointer, in_wave) else {
-        let e = format!(
-            "wave {wave} has no earlier release that all its tenants verified (history: {})",
-            if pointer.history.is_empty() {
+        let e = CommitError::NoTarget {
+            wave,
+            history: if pointer.history.is_empty() {
                 "empty".to_owned()
             } else {
                 pointer.history.join(", ")
-            }
-        );
+            },
+        };
         return acted(op, f, run, Err(e), "rollback").await;
     };
     let source = match source(op, f).await {
