@@ -456,7 +456,7 @@ async fn a_model_deployment_in_outage_fails_the_canary_through_circuits_open() {
         prefix,
         with_analysis(
             prefix,
-            "[{name: circuits, interval: 2s, count: 20, builtin: circuitsOpen, max: 0}]",
+            "[{name: circuits, interval: 2s, count: 20, inconclusiveLimit: 5, builtin: circuitsOpen, max: 0}]",
             false,
         ),
     )

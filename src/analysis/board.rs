@@ -55,6 +55,13 @@ impl MonitorBoard {
         *self.latest.write().unwrap_or_else(PoisonError::into_inner) = None;
     }
 
+    /// Whether the monitors have looked in this term: before that, their
+    /// signals are not "no data" but "not yet", and a measurement of them
+    /// waits.
+    pub fn ready(&self) -> bool {
+        self.read().is_some()
+    }
+
     fn read(&self) -> Option<Arc<MonitorReadings>> {
         self.latest
             .read()
@@ -103,6 +110,7 @@ mod tests {
         let board = MonitorBoard::new();
         let reader = board.clone();
         assert_eq!(reader.crashloops(&["t1"]), None);
+        assert!(!reader.ready());
         let h = |c, r, s| NamespaceHealth {
             crashloops: c,
             restarts_per_hour: r,
@@ -114,6 +122,7 @@ mod tests {
             silent: false,
             namespaces: [("t1".into(), h(1, 6.0, 2)), ("t2".into(), h(2, 3.0, 0))].into(),
         });
+        assert!(reader.ready());
         assert_eq!(reader.crashloops(&["t1", "t2", "t3"]), Some(3));
         assert_eq!(reader.crashloops(&["t3"]), Some(0));
         assert_eq!(reader.restarts_per_hour(&["t1", "t2"]), Some(9.0));

@@ -115,6 +115,7 @@ fn kind_label<K: Resource<DynamicType = ()>>() -> &'static str {
         "Fleet" => "Fleet",
         "NetworkPolicy" => "NetworkPolicy",
         "Tenant" => "Tenant",
+        "AnalysisRun" => "AnalysisRun",
         "ServiceAccount" => "ServiceAccount",
         "ResourceQuota" => "ResourceQuota",
         "LimitRange" => "LimitRange",

@@ -17,6 +17,15 @@ pub struct SignalSources {
     pub circuits: crate::circuits::Circuits,
 }
 
+/// Whether `check` reads the health monitors, which have not looked yet in
+/// this term: its measurement waits for their first look (a new leader's
+/// first second), rather than count the operator's own start as no data.
+pub fn waits_for_monitors(sources: &SignalSources, check: &Planned) -> bool {
+    use crate::analysis::Builtin;
+    matches!(&check.kind, Kind::Builtin(b) if matches!(b.signal, Builtin::Crashloops | Builtin::Restarts | Builtin::SilentAgents))
+        && !sources.monitors.ready()
+}
+
 /// The run's tenants' signals now. `alerts` are the sink's active keyed
 /// alerts; `rollouts` the tenants' Rollouts (content drift).
 pub fn signals(

@@ -465,6 +465,9 @@ async fn advance(
     let mut recorded = false;
     if let Step::Running { due, .. } = analysis::step(&plan, started, now, &status.measurements)
         && !due.is_empty()
+        && !due
+            .iter()
+            .any(|d| measure::waits_for_monitors(&cfg.signals, d.check))
     {
         let tenants_rollouts: Vec<&Rollout> = rollouts.iter().map(AsRef::as_ref).collect();
         let signals = measure::signals(&cfg.signals, &cfg.alerts, &run, &tenants_rollouts);
