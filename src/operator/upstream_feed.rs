@@ -19,7 +19,7 @@ use crate::cluster::apply::Ctx;
 use crate::cluster::feeds::{Hub, Touch};
 
 use crate::crd::tenant::Tenant;
-use crate::crd::{App, Rollout};
+use crate::crd::{AnalysisRun, App, Rollout};
 use crate::meta::{LABEL_MANAGED_BY, MANAGED_BY};
 use crate::upstream::packed::encode;
 use crate::upstream::tracker::WatchEvent;
@@ -29,11 +29,12 @@ use crate::wire::ResourceKind;
 type Tx = mpsc::Sender<(ResourceKind, WatchEvent)>;
 
 /// The kinds the operator's caches can feed for `cfg`: Agents, Tools,
-/// AgentFS, Rollouts, Tenants and Apps always; Pods when the upstream
-/// streams exactly the operator's own (the default selector), else the
-/// connection watches Pods itself. Rollouts, Tenants or Apps the operator
-/// cannot list (no CRD or RBAC) are fed as an empty list: the connection does not try a
-/// watch the operator could not have either.
+/// AgentFS, Rollouts, Tenants, Apps and AnalysisRuns always; Pods when the
+/// upstream streams exactly the operator's own (the default selector), else
+/// the connection watches Pods itself. Rollouts, Tenants, Apps or
+/// AnalysisRuns the operator cannot list (no CRD or RBAC) are fed as an
+/// empty list: the connection does not try a watch the operator could not
+/// have either.
 pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
     let (tx, events) = mpsc::channel(1024);
     let synced = ctx.caches_synced.clone();
@@ -44,6 +45,7 @@ pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
         ResourceKind::Rollout,
         ResourceKind::Tenant,
         ResourceKind::App,
+        ResourceKind::AnalysisRun,
     ];
     relay(
         ResourceKind::Agent,
@@ -94,6 +96,17 @@ pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
         .clone()
         .unwrap_or_else(|| reflector::store::<App>().0);
     relay(ResourceKind::App, apps, &ctx.hubs.apps, &tx, &synced);
+    let runs = ctx
+        .analysis_runs
+        .clone()
+        .unwrap_or_else(|| reflector::store::<AnalysisRun>().0);
+    relay(
+        ResourceKind::AnalysisRun,
+        runs,
+        &ctx.hubs.analysis_runs,
+        &tx,
+        &synced,
+    );
     if cfg.pod_selector == format!("{LABEL_MANAGED_BY}={MANAGED_BY}") {
         kinds.push(ResourceKind::Pod);
         relay::<Pod>(
