@@ -276,3 +276,29 @@ async fn without_the_rollout_crd_the_operator_runs_without_the_engine() {
     assert!(!log.contains("gitops engine started"), "{log}");
     assert!(proxy.hidden_hits.load(Ordering::SeqCst) > 0, "{log}");
 }
+
+/// The AnalysisRun CRD is optional too: without it `exo operator run` gets
+/// ready and reconciles; only the runs are not watched (nor streamed).
+#[tokio::test]
+async fn without_the_analysis_run_crd_the_operator_runs() {
+    let ns = restricted_namespace("op-noar").await;
+    create(&ns.api::<Tool>(), &tool("gateway", true)).await;
+    let proxy = HidingProxy::start(ns.client.clone(), "analysisruns").await;
+    let dir = support::scratch();
+    let op = OperatorProcess::start_as(&ns.name, "noar", &ns.name, &proxy.kubeconfig(&dir));
+    op.wait_ready().await;
+    op.wait_leader().await;
+    wait_for(&ns.api::<Tool>(), "gateway", "the Tool reconciled", |t| {
+        t.status
+            .as_ref()
+            .is_some_and(|s| s.observed_generation == Some(1))
+    })
+    .await;
+    let log = op.log();
+    assert!(
+        log.contains("AnalysisRuns cannot be listed")
+            && log.contains("the waves' analysis runs are not streamed upstream"),
+        "{log}"
+    );
+    assert!(proxy.hidden_hits.load(Ordering::SeqCst) > 0, "{log}");
+}
