@@ -17,9 +17,6 @@ use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::cluster::apply::Ctx;
 use crate::cluster::feeds::{Hub, Touch};
-
-use crate::crd::tenant::Tenant;
-use crate::crd::{AnalysisRun, App, Rollout};
 use crate::meta::{LABEL_MANAGED_BY, MANAGED_BY};
 use crate::upstream::packed::encode;
 use crate::upstream::tracker::WatchEvent;
@@ -68,11 +65,8 @@ pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
         &tx,
         &synced,
     );
-    // Unwatched: a store no watch writes, so it lists empty.
-    let rollouts = ctx
-        .rollouts
-        .clone()
-        .unwrap_or_else(|| reflector::store::<Rollout>().0);
+    // Unwatched kinds relay a store no watch writes: it lists empty.
+    let rollouts = watched_or_empty(&ctx.rollouts);
     relay(
         ResourceKind::Rollout,
         rollouts,
@@ -80,10 +74,7 @@ pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
         &tx,
         &synced,
     );
-    let tenants = ctx
-        .tenants
-        .clone()
-        .unwrap_or_else(|| reflector::store::<Tenant>().0);
+    let tenants = watched_or_empty(&ctx.tenants);
     relay(
         ResourceKind::Tenant,
         tenants,
@@ -91,22 +82,11 @@ pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
         &tx,
         &synced,
     );
-    let apps = ctx
-        .apps
-        .clone()
-        .unwrap_or_else(|| reflector::store::<App>().0);
+    let apps = watched_or_empty(&ctx.apps);
     relay(ResourceKind::App, apps, &ctx.hubs.apps, &tx, &synced);
-    let runs = ctx
-        .analysis_runs
-        .clone()
-        .unwrap_or_else(|| reflector::store::<AnalysisRun>().0);
-    relay(
-        ResourceKind::AnalysisRun,
-        runs,
-        &ctx.hubs.analysis_runs,
-        &tx,
-        &synced,
-    );
+    let runs = watched_or_empty(&ctx.analysis_runs);
+    let hub = &ctx.hubs.analysis_runs;
+    relay(ResourceKind::AnalysisRun, runs, hub, &tx, &synced);
     if cfg.pod_selector == format!("{LABEL_MANAGED_BY}={MANAGED_BY}") {
         kinds.push(ResourceKind::Pod);
         relay::<Pod>(
@@ -118,6 +98,15 @@ pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
         );
     }
     Feed { kinds, events }
+}
+
+/// The cache of an optional kind, or (not watched) a store no watch
+/// writes, which lists empty.
+fn watched_or_empty<K>(store: &Option<Store<K>>) -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    store.clone().unwrap_or_else(|| reflector::store::<K>().0)
 }
 
 /// Spawns the relay of one kind; it ends when the feed's receiver is gone.
