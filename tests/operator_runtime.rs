@@ -248,17 +248,21 @@ async fn a_missing_crd_stops_the_operator_with_a_message_naming_it() {
     }
 }
 
-/// The Rollout CRD is optional: without it `exo operator run` gets ready
-/// and reconciles, and only the GitOps engine says it cannot start.
-#[tokio::test]
-async fn without_the_rollout_crd_the_operator_runs_without_the_engine() {
-    let ns = restricted_namespace("op-noro").await;
+/// A Tool in a fresh namespace, and an operator that cannot see `plural`
+/// (a proxy answers the apiserver's own 404 for it), ready, leading, and
+/// with the Tool reconciled. Bound in this order, the operator is dropped
+/// (stopped) before the namespace.
+async fn running_without(
+    prefix: &str,
+    plural: &'static str,
+) -> (support::TestNamespace, OperatorProcess, HidingProxy) {
+    let ns = restricted_namespace(prefix).await;
     // Created first: the proxy answers a watch only when it ends, so the
     // operator sees what its first lists return.
     create(&ns.api::<Tool>(), &tool("gateway", true)).await;
-    let proxy = HidingProxy::start(ns.client.clone(), "rollouts").await;
+    let proxy = HidingProxy::start(ns.client.clone(), plural).await;
     let dir = support::scratch();
-    let op = OperatorProcess::start_as(&ns.name, "noro", &ns.name, &proxy.kubeconfig(&dir));
+    let op = OperatorProcess::start_as(&ns.name, prefix, &ns.name, &proxy.kubeconfig(&dir));
     op.wait_ready().await;
     op.wait_leader().await;
     wait_for(&ns.api::<Tool>(), "gateway", "the Tool reconciled", |t| {
@@ -267,6 +271,14 @@ async fn without_the_rollout_crd_the_operator_runs_without_the_engine() {
             .is_some_and(|s| s.observed_generation == Some(1))
     })
     .await;
+    (ns, op, proxy)
+}
+
+/// The Rollout CRD is optional: without it `exo operator run` gets ready
+/// and reconciles, and only the GitOps engine says it cannot start.
+#[tokio::test]
+async fn without_the_rollout_crd_the_operator_runs_without_the_engine() {
+    let (_ns, op, proxy) = running_without("op-noro", "rollouts").await;
     eventually("the engine's refusal", Duration::from_secs(30), || async {
         op.log().contains("gitops engine not started").then_some(())
     })
@@ -274,5 +286,19 @@ async fn without_the_rollout_crd_the_operator_runs_without_the_engine() {
     let log = op.log();
     assert!(log.contains("Rollouts cannot be listed"), "{log}");
     assert!(!log.contains("gitops engine started"), "{log}");
+    assert!(proxy.hidden_hits.load(Ordering::SeqCst) > 0, "{log}");
+}
+
+/// The AnalysisRun CRD is optional too: without it `exo operator run` gets
+/// ready and reconciles; only the runs are not watched (nor streamed).
+#[tokio::test]
+async fn without_the_analysis_run_crd_the_operator_runs() {
+    let (_ns, op, proxy) = running_without("op-noar", "analysisruns").await;
+    let log = op.log();
+    assert!(
+        log.contains("AnalysisRuns cannot be listed")
+            && log.contains("the waves' analysis runs are not streamed upstream"),
+        "{log}"
+    );
     assert!(proxy.hidden_hits.load(Ordering::SeqCst) > 0, "{log}");
 }

@@ -79,6 +79,7 @@ async fn wedging_peer() -> (String, Arc<Mutex<Vec<String>>>) {
                 accepts_registrations: false,
                 accepts_incidents: false,
                 accepts_apps: false,
+                accepts_analysis_runs: false,
             });
             ws.send(Message::Text(welcome.to_json().unwrap().into()))
                 .await

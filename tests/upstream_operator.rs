@@ -286,7 +286,7 @@ async fn commands_and_pod_control_are_carried_out_through_the_crds() {
 /// `(kind, name)` of every resource the control plane shows.
 fn shown(cp: &ControlPlane, dep: &str) -> Vec<(String, String)> {
     let mut all = Vec::new();
-    for kind in ["Agent", "Tool", "AgentFS", "Pod"] {
+    for kind in ["Agent", "Tool", "AgentFS", "Pod", "AnalysisRun"] {
         for (name, _) in cp.resources(dep, kind) {
             all.push((kind.to_owned(), name));
         }
@@ -321,6 +321,17 @@ async fn operator_run_streams_its_own_caches_upstream() {
         .await
         .unwrap();
     ns.api::<Agent>().create(&pp, &agent("late")).await.unwrap();
+    let run: exo::crd::AnalysisRun = serde_json::from_value(json!({
+        "apiVersion": "autonomic.sh/v1alpha1", "kind": "AnalysisRun",
+        "metadata": {"name": "prod-canary-r1"},
+        "spec": {"fleet": "prod", "wave": "canary", "release": "r1", "commit": "c1",
+                 "tenants": [], "checks": []}
+    }))
+    .unwrap();
+    ns.api::<exo::crd::AnalysisRun>()
+        .create(&pp, &run)
+        .await
+        .unwrap();
     let has = |all: &[(String, String)], kind: &str, name: &str| {
         all.iter().any(|(k, n)| k == kind && n.starts_with(name))
     };
@@ -332,7 +343,8 @@ async fn operator_run_streams_its_own_caches_upstream() {
             && has(&all, "AgentFS", "scratch")
             && has(&all, "Pod", "agent-early-")
             && has(&all, "Pod", "agent-late-")
-            && has(&all, "Pod", "tool-gateway-"))
+            && has(&all, "Pod", "tool-gateway-")
+            && has(&all, "AnalysisRun", "prod-canary-r1"))
         .then_some(())
     })
     .await;
@@ -350,7 +362,7 @@ async fn operator_run_streams_its_own_caches_upstream() {
     assert!(
         log.contains("streaming the operator's caches")
             && log.contains(
-                r#"[\"Agent\", \"Tool\", \"AgentFS\", \"Rollout\", \"Tenant\", \"App\", \"Pod\"]"#
+                r#"[\"Agent\", \"Tool\", \"AgentFS\", \"Rollout\", \"Tenant\", \"App\", \"AnalysisRun\", \"Pod\"]"#
             ),
         "the upstream reads the operator's caches, no watches of its own:\n{log}"
     );

@@ -2,14 +2,14 @@
 //! The tenants' Rollouts upstream (real processes, real apiserver): under
 //! `exo operator connect` and `exo operator run` against `exo control-plane
 //! serve`, without the Rollout CRD, and towards a control plane older than
-//! the kind.
+//! the kind; the same for the waves' AnalysisRuns.
 
 mod support;
 mod upstream_support;
 
 use std::time::Duration;
 
-use exo::crd::{Rollout, RolloutSpec};
+use exo::crd::{AnalysisRun, Rollout, RolloutSpec};
 
 use exo::meta::ROLLOUT_NAME;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -204,4 +204,97 @@ async fn a_control_plane_older_than_the_kind_gets_no_rollouts() {
     let rollouts = ns.api::<Rollout>();
     let change = set_status(&rollouts, json!({ "phase": "Verified" }));
     an_older_peer_gets_no(&ns, "Rollout", "Rollouts", change).await;
+}
+
+// ------------------------------------------------------------ AnalysisRuns
+
+/// A wave's run as the engine makes it, in the watched namespace.
+fn analysis_run(name: &str) -> AnalysisRun {
+    serde_json::from_value(json!({
+        "apiVersion": "autonomic.sh/v1alpha1", "kind": "AnalysisRun",
+        "metadata": {"name": name},
+        "spec": {"fleet": "prod", "wave": "canary", "release": "r1", "commit": "c1",
+                 "tenants": [], "checks": [{"name": "crashloops", "interval": "1m",
+                                            "builtin": "crashloops", "max": 0}]}
+    }))
+    .unwrap()
+}
+
+/// `operator connect` streams a run with its spec, its status and its
+/// creation time; a status write arrives as a delta.
+#[tokio::test]
+async fn operator_connect_streams_analysis_runs_with_their_creation() {
+    let ns = TestNamespace::new("up-ar").await;
+    install_crds(&ns.client).await;
+    let runs = ns.api::<AnalysisRun>();
+    let made = runs
+        .create(&PostParams::default(), &analysis_run("prod-canary-r1"))
+        .await
+        .unwrap();
+    let cp = ControlPlane::start(&[]);
+    let token = cp.create_deployment("ar");
+    let c = Connector::start(&cp.base, &token, &ns.name, &[]);
+    let shown = |phase: Option<&'static str>| {
+        let cp = &cp;
+        async move {
+            let (_, v) = cp.get("/api/v1/deployments/ar/resources");
+            v["resources"].as_array()?.iter().find_map(|r| {
+                (r["kind"] == "AnalysisRun"
+                    && r["name"] == "prod-canary-r1"
+                    && r["phase"].as_str() == phase)
+                    .then(|| r.clone())
+            })
+        }
+    };
+    let r = eventually("the run, without a status", Duration::from_secs(30), || {
+        shown(None)
+    })
+    .await;
+    let created = made.metadata.creation_timestamp.unwrap().0.to_string();
+    assert_eq!(r["creationTimestamp"], json!(created), "{r}");
+    assert_eq!(
+        (&r["generation"], &r["spec"]["wave"]),
+        (&json!(1), &json!("canary"))
+    );
+    runs.patch_status(
+        "prod-canary-r1",
+        &PatchParams::default(),
+        &Patch::Merge(
+            json!({"status": {"observedGeneration": 1, "phase": "Running",
+            "measurements": [{"check": "crashloops", "slot": 0, "at": "2026-11-02T10:00:00Z",
+                              "value": 0.0, "verdict": "Pass"}]}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let r = eventually("the run, measured", Duration::from_secs(30), || {
+        shown(Some("Running"))
+    })
+    .await;
+    assert_eq!(r["status"]["measurements"][0]["verdict"], "Pass", "{r}");
+    assert_eq!(r["status"]["observedGeneration"], 1, "{r}");
+    assert!(
+        !c.log().contains("AnalysisRuns cannot be listed"),
+        "{}",
+        c.log()
+    );
+}
+
+/// Without the AnalysisRun CRD `operator connect` streams every other kind.
+#[tokio::test]
+async fn operator_connect_without_the_analysis_run_crd_streams_the_rest() {
+    streams_the_rest_without("up-ar-none", "analysisruns", "AnalysisRun", "AnalysisRuns").await;
+}
+
+#[tokio::test]
+async fn a_control_plane_older_than_the_kind_gets_no_analysis_runs() {
+    let ns = TestNamespace::new("up-ar-old").await;
+    install_crds(&ns.client).await;
+    let runs = ns.api::<AnalysisRun>();
+    runs.create(&PostParams::default(), &analysis_run("before"))
+        .await
+        .unwrap();
+    let (pp, during) = (PostParams::default(), analysis_run("during"));
+    let change = runs.create(&pp, &during);
+    an_older_peer_gets_no(&ns, "AnalysisRun", "AnalysisRuns", change).await;
 }

@@ -113,6 +113,7 @@ pub async fn latency(n: usize, objects: usize, snapshot_every: Option<Duration>)
                                 accepts_registrations: false,
                                 accepts_incidents: false,
                                 accepts_apps: false,
+                                accepts_analysis_runs: false,
                             });
                             ws.send(Message::Text(w.to_json().unwrap().into()))
                                 .await

@@ -62,6 +62,7 @@ pub fn res(i: usize) -> Resource {
         uid: wire::random_id(),
         resource_version: "1".into(),
         generation: Some(1),
+        created: None,
         phase: Some("Active".into()),
         labels: Default::default(),
         spec: serde_json::json!({"runtime": {"image": "r@sha256:0"}}),

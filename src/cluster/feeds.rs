@@ -25,7 +25,7 @@ use super::relist::Relist;
 use super::slim;
 
 use crate::crd::tenant::Tenant;
-use crate::crd::{Agent, AgentFS, App, Fleet, Rollout, Tool};
+use crate::crd::{Agent, AgentFS, AnalysisRun, App, Fleet, Rollout, Tool};
 use crate::meta::{
     LABEL_APP, LABEL_COMPONENT, LABEL_FLEET_NAMESPACE, LABEL_MANAGED_BY, MANAGED_BY,
 };
@@ -134,6 +134,9 @@ pub struct Hubs {
     /// The Fleets in scope: what wakes the GitOps engine's sync (leader
     /// only); the monitors and the audit read the cache without a hub.
     pub fleets: Hub<Fleet>,
+    /// The AnalysisRuns of the Fleet namespace (every namespace when all
+    /// Fleets are followed): streamed upstream only.
+    pub analysis_runs: Hub<AnalysisRun>,
 }
 
 /// The label selector of the Tenants that the Fleets of one namespace own

@@ -8,8 +8,9 @@
 //! reconcilers return at once on a standby, and gaining the Lease
 //! re-reconciles every object. Rollouts are watched the same way; the
 //! GitOps engine that drives them is a leader task over that cache. So are
-//! the cluster-scoped Tenants (of the Fleet namespace, when there is one),
-//! whose cache the upstream connection streams.
+//! the cluster-scoped Tenants (of the Fleet namespace, when there is one)
+//! and the AnalysisRuns (in the Fleet namespace), whose caches the upstream
+//! connection streams.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -42,7 +43,7 @@ use crate::cluster::feeds::{
 use crate::cluster::leader::{self, LeaderConfig};
 use crate::cluster::metrics::Metrics;
 use crate::crd::tenant::Tenant;
-use crate::crd::{Agent, AgentFS, App, Fleet, Rollout, Tool};
+use crate::crd::{Agent, AgentFS, AnalysisRun, App, Fleet, Rollout, Tool};
 use crate::meta::CONTROLLER_NAME;
 
 /// How long in-flight reconciles get to finish after a shutdown request.
@@ -126,6 +127,7 @@ fn crd_name<K: Resource<DynamicType = ()>>() -> &'static str {
         "Tenant" => "tenants.autonomic.sh",
         "Fleet" => "fleets.autonomic.sh",
         "App" => "apps.autonomic.sh",
+        "AnalysisRun" => "analysisruns.autonomic.sh",
         _ => "agentfs.autonomic.sh",
     }
 }
@@ -212,6 +214,12 @@ pub async fn run(
         &client,
         fleet_ns,
         "the GitOps engine will not run, the monitors use their flags only, and the audit has nothing to audit",
+    )
+    .await?;
+    let watch_runs = listable::<AnalysisRun>(
+        &client,
+        fleet_ns,
+        "the waves' analysis runs are not streamed upstream",
     )
     .await?;
     let tenant_selector = cfg.fleet_namespace.as_deref().map(fleet_tenants);
@@ -402,6 +410,21 @@ pub async fn run(
             }
         }
     };
+    // The one AnalysisRun watch (in the Fleet namespace, where the engine
+    // makes them): what the upstream relay streams. The engine's analysis
+    // task lists the runs itself (it keeps its own writes between lists).
+    let (runs_store, runs_writer) = reflector::store::<AnalysisRun>();
+    let run_feed = {
+        let (api, hub) = (
+            api::<AnalysisRun>(&client, fleet_ns),
+            hubs.analysis_runs.clone(),
+        );
+        async move {
+            if watch_runs {
+                own_feed(api, runs_writer, hub, None).await;
+            }
+        }
+    };
     let (caches_tx, caches_rx) = watch::channel(false);
 
     let ctx = Arc::new(Ctx {
@@ -419,6 +442,7 @@ pub async fn run(
         rollouts: watch_rollouts.then(|| rollouts_store.clone()),
         tenants: watch_tenants.then(|| tenants_store.clone()),
         fleets: watch_fleets.then(|| fleets_store.clone()),
+        analysis_runs: watch_runs.then(|| runs_store.clone()),
         services: services_store.clone(),
         caches_synced: caches_rx,
         hubs,
@@ -447,7 +471,8 @@ pub async fn run(
             && (!watch_apps || synced(&apps_store).await)
             && (!watch_rollouts || synced(&rollouts_store).await)
             && (!watch_tenants || synced(&tenants_store).await)
-            && (!watch_fleets || synced(&fleets_store).await);
+            && (!watch_fleets || synced(&fleets_store).await)
+            && (!watch_runs || synced(&runs_store).await);
         caches_tx.send_replace(ok);
         if ok {
             info!("watches synced: ready");
@@ -484,6 +509,7 @@ pub async fn run(
             rollout_feed,
             tenant_feed,
             fleet_feed,
+            run_feed,
             agents
                 .run(agent::reconcile, agent::error_policy, ctx.clone())
                 .for_each(log),

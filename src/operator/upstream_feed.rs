@@ -17,9 +17,6 @@ use tokio::sync::{broadcast, mpsc, watch};
 
 use crate::cluster::apply::Ctx;
 use crate::cluster::feeds::{Hub, Touch};
-
-use crate::crd::tenant::Tenant;
-use crate::crd::{App, Rollout};
 use crate::meta::{LABEL_MANAGED_BY, MANAGED_BY};
 use crate::upstream::packed::encode;
 use crate::upstream::tracker::WatchEvent;
@@ -29,11 +26,12 @@ use crate::wire::ResourceKind;
 type Tx = mpsc::Sender<(ResourceKind, WatchEvent)>;
 
 /// The kinds the operator's caches can feed for `cfg`: Agents, Tools,
-/// AgentFS, Rollouts, Tenants and Apps always; Pods when the upstream
-/// streams exactly the operator's own (the default selector), else the
-/// connection watches Pods itself. Rollouts, Tenants or Apps the operator
-/// cannot list (no CRD or RBAC) are fed as an empty list: the connection does not try a
-/// watch the operator could not have either.
+/// AgentFS, Rollouts, Tenants, Apps and AnalysisRuns always; Pods when the
+/// upstream streams exactly the operator's own (the default selector), else
+/// the connection watches Pods itself. Rollouts, Tenants, Apps or
+/// AnalysisRuns the operator cannot list (no CRD or RBAC) are fed as an
+/// empty list: the connection does not try a watch the operator could not
+/// have either.
 pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
     let (tx, events) = mpsc::channel(1024);
     let synced = ctx.caches_synced.clone();
@@ -44,6 +42,7 @@ pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
         ResourceKind::Rollout,
         ResourceKind::Tenant,
         ResourceKind::App,
+        ResourceKind::AnalysisRun,
     ];
     relay(
         ResourceKind::Agent,
@@ -66,11 +65,8 @@ pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
         &tx,
         &synced,
     );
-    // Unwatched: a store no watch writes, so it lists empty.
-    let rollouts = ctx
-        .rollouts
-        .clone()
-        .unwrap_or_else(|| reflector::store::<Rollout>().0);
+    // Unwatched kinds relay a store no watch writes: it lists empty.
+    let rollouts = watched_or_empty(&ctx.rollouts);
     relay(
         ResourceKind::Rollout,
         rollouts,
@@ -78,10 +74,7 @@ pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
         &tx,
         &synced,
     );
-    let tenants = ctx
-        .tenants
-        .clone()
-        .unwrap_or_else(|| reflector::store::<Tenant>().0);
+    let tenants = watched_or_empty(&ctx.tenants);
     relay(
         ResourceKind::Tenant,
         tenants,
@@ -89,11 +82,11 @@ pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
         &tx,
         &synced,
     );
-    let apps = ctx
-        .apps
-        .clone()
-        .unwrap_or_else(|| reflector::store::<App>().0);
+    let apps = watched_or_empty(&ctx.apps);
     relay(ResourceKind::App, apps, &ctx.hubs.apps, &tx, &synced);
+    let runs = watched_or_empty(&ctx.analysis_runs);
+    let hub = &ctx.hubs.analysis_runs;
+    relay(ResourceKind::AnalysisRun, runs, hub, &tx, &synced);
     if cfg.pod_selector == format!("{LABEL_MANAGED_BY}={MANAGED_BY}") {
         kinds.push(ResourceKind::Pod);
         relay::<Pod>(
@@ -105,6 +98,15 @@ pub fn feed(ctx: &Arc<Ctx>, cfg: &UpstreamConfig) -> Feed {
         );
     }
     Feed { kinds, events }
+}
+
+/// The cache of an optional kind, or (not watched) a store no watch
+/// writes, which lists empty.
+fn watched_or_empty<K>(store: &Option<Store<K>>) -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    store.clone().unwrap_or_else(|| reflector::store::<K>().0)
 }
 
 /// Spawns the relay of one kind; it ends when the feed's receiver is gone.

@@ -129,8 +129,9 @@ impl DataFrame {
 /// `nodeName`; of a Rollout's spec `settings` (the tenant's `tenant.yaml`)
 /// and of its status `inventory` (every object the saga applied); of a
 /// Tenant's spec `settings` and of its status `activeSettings` (the same
-/// `tenant.yaml`, as last carried out). A cluster-scoped object (a Tenant)
-/// has an empty namespace.
+/// `tenant.yaml`, as last carried out). An AnalysisRun also carries its
+/// `metadata.creationTimestamp` (which run of a wave is the newest). A
+/// cluster-scoped object (a Tenant) has an empty namespace.
 pub fn to_wire<K: kube::Resource + Serialize>(
     kind: ResourceKind,
     obj: &K,
@@ -157,8 +158,16 @@ pub fn to_wire<K: kube::Resource + Serialize>(
             leave_out(&mut spec, "settings");
             leave_out(&mut status, "activeSettings");
         }
-        ResourceKind::Agent | ResourceKind::Tool | ResourceKind::AgentFS | ResourceKind::App => {}
+        ResourceKind::Agent
+        | ResourceKind::Tool
+        | ResourceKind::AgentFS
+        | ResourceKind::App
+        | ResourceKind::AnalysisRun => {}
     }
+    let created = match kind {
+        ResourceKind::AnalysisRun => meta.creation_timestamp.as_ref().map(|t| t.0.to_string()),
+        _ => None,
+    };
     Ok(Resource {
         key: ResourceKey {
             kind,
@@ -168,6 +177,7 @@ pub fn to_wire<K: kube::Resource + Serialize>(
         uid: meta.uid.clone().unwrap_or_default(),
         resource_version: meta.resource_version.clone().unwrap_or_default(),
         generation: meta.generation,
+        created,
         phase: status
             .get("phase")
             .and_then(|p| p.as_str())
@@ -205,6 +215,64 @@ mod tests {
         assert_eq!(w.resource_version, "42");
         assert_eq!(w.phase.as_deref(), Some("Active"));
         assert!(w.spec.get("runtime").is_some());
+    }
+
+    #[test]
+    fn wire_form_of_an_analysis_run_has_its_measurements_and_creation() {
+        use crate::analysis::{Measurement, Verdict};
+        use crate::crd::{AnalysisPhase, AnalysisRun, AnalysisRunSpec, AnalysisRunStatus};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let at: k8s_openapi::jiff::Timestamp = "2026-11-02T10:00:00Z".parse().unwrap();
+        let mut run = AnalysisRun::new(
+            "prod-canary-2026.11.1",
+            AnalysisRunSpec {
+                fleet: "prod".into(),
+                wave: "canary".into(),
+                release: "2026.11.1".into(),
+                commit: "abc1234".into(),
+                tenants: vec![],
+                checks: vec![],
+                soak: Some("10m".into()),
+                auto_promote: true,
+            },
+        );
+        run.metadata.namespace = Some("fleet".into());
+        run.metadata.generation = Some(2);
+        run.metadata.creation_timestamp = Some(Time(at));
+        run.status = Some(AnalysisRunStatus {
+            observed_generation: Some(2),
+            phase: AnalysisPhase::Failed,
+            measurements: vec![Measurement {
+                check: "crashloops".into(),
+                slot: 0,
+                at: Time(at),
+                value: Some(3.0),
+                verdict: Verdict::Fail,
+                detail: "3 pods".into(),
+            }],
+            ..Default::default()
+        });
+        let w = to_wire(ResourceKind::AnalysisRun, &run).unwrap();
+        assert_eq!(w.key.kind, ResourceKind::AnalysisRun);
+        assert_eq!(w.created.as_deref(), Some("2026-11-02T10:00:00Z"));
+        assert_eq!(
+            (w.generation, w.phase.as_deref()),
+            (Some(2), Some("Failed"))
+        );
+        assert_eq!(w.spec["release"], "2026.11.1");
+        assert_eq!(w.status["measurements"][0]["verdict"], "Fail");
+        let v = serde_json::to_value(&w).unwrap();
+        assert_eq!(v["kind"], "AnalysisRun");
+        assert_eq!(v["creationTimestamp"], "2026-11-02T10:00:00Z");
+        // Other kinds do not carry their creation: frames stay as they were.
+        let a = to_wire(ResourceKind::Agent, &run).unwrap();
+        assert_eq!(a.created, None);
+        assert!(
+            serde_json::to_value(&a)
+                .unwrap()
+                .get("creationTimestamp")
+                .is_none()
+        );
     }
 
     #[test]
@@ -365,6 +433,7 @@ mod tests {
         let mut r = Resource::bare(Agent, name, "12");
         r.uid = "u-\"1\"".into();
         r.generation = Some(3);
+        r.created = Some("2026-11-02T10:00:00Z".into());
         r.phase = Some("Active".into());
         r.labels = [("app".to_owned(), "a\u{e9}\n".to_owned())].into();
         r.spec = serde_json::json!({"runtime": {"image": "x@sha256:00"}, "n": [1, 2.5, null]});

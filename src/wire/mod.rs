@@ -182,6 +182,10 @@ pub struct Welcome {
     /// otherwise (an older server would close the connection on the kind).
     #[serde(default)]
     pub accepts_apps: bool,
+    /// The server takes resources of kind `AnalysisRun`; a client sends
+    /// none otherwise, as for Apps.
+    #[serde(default)]
+    pub accepts_analysis_runs: bool,
 }
 
 /// One chunk of a snapshot. Chunks of one snapshot share `snapshot_id`, are
@@ -529,7 +533,7 @@ mod tests {
             panic!("not a welcome")
         };
         assert!(!w.accepts_alerts && !w.accepts_rollouts && !w.accepts_tenants);
-        assert!(!w.accepts_apps);
+        assert!(!w.accepts_apps && !w.accepts_analysis_runs);
     }
 
     #[test]

@@ -24,6 +24,10 @@ pub enum ResourceKind {
     /// An app with its workspace and database volumes (`autonomic.sh`
     /// App), sent only to a control plane that takes them.
     App,
+    /// One wave's analysis of one release (`autonomic.sh` AnalysisRun, in
+    /// the Fleet's namespace), sent only to a control plane that takes
+    /// them.
+    AnalysisRun,
 }
 
 impl ResourceKind {
@@ -36,6 +40,7 @@ impl ResourceKind {
             ResourceKind::Rollout => "Rollout",
             ResourceKind::Tenant => "Tenant",
             ResourceKind::App => "App",
+            ResourceKind::AnalysisRun => "AnalysisRun",
         }
     }
 }
@@ -61,6 +66,15 @@ pub struct Resource {
     /// with another `observedGeneration` was computed for an older spec.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation: Option<i64>,
+    /// `metadata.creationTimestamp` (RFC 3339), sent only for kinds whose
+    /// age matters to a reader: an AnalysisRun (the newest run of a wave is
+    /// the one shown).
+    #[serde(
+        default,
+        rename = "creationTimestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub created: Option<String>,
     /// `status.phase` when the object has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
@@ -87,6 +101,7 @@ impl Resource {
             uid: String::new(),
             resource_version: rv.into(),
             generation: None,
+            created: None,
             phase: None,
             labels: BTreeMap::new(),
             spec: serde_json::Value::Null,
@@ -193,6 +208,8 @@ mod tests {
             ResourceKind::Pod,
             ResourceKind::Rollout,
             ResourceKind::Tenant,
+            ResourceKind::App,
+            ResourceKind::AnalysisRun,
         ] {
             assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
         }

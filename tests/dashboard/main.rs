@@ -15,6 +15,7 @@ mod support;
 #[path = "../upstream_support/mod.rs"]
 mod upstream_support;
 
+mod analysis;
 mod circuits;
 mod deployment;
 mod lanes;

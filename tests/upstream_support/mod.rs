@@ -491,9 +491,10 @@ pub async fn managed_operator(
     (cp, op)
 }
 
-/// A control plane older than the `Rollout`, `Tenant` and `App` kinds: its
-/// `welcome` has no `accepts_rollouts`, `accepts_tenants` or
-/// `accepts_apps` (and it would close the connection on any of them). Accepts one connection, answers
+/// A control plane older than the `Rollout`, `Tenant`, `App` and
+/// `AnalysisRun` kinds: its `welcome` has no `accepts_rollouts`,
+/// `accepts_tenants`, `accepts_apps` or `accepts_analysis_runs` (and it
+/// would close the connection on any of them). Accepts one connection, answers
 /// its hello, and returns every resource frame's `(kind, name)` until an
 /// AgentFS named `until` has arrived in a delta.
 pub async fn older_peer(

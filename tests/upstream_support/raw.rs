@@ -42,7 +42,8 @@ pub async fn raw_client(cp: &ControlPlane, token: &str) -> Socket {
                 && w.accepts_rollouts
                 && w.accepts_tenants
                 && w.accepts_registrations
-                && w.accepts_apps,
+                && w.accepts_apps
+                && w.accepts_analysis_runs,
             "{w:?}"
         ),
         other => panic!("expected welcome, got {other:?}"),

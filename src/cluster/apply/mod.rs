@@ -72,10 +72,15 @@ pub struct Ctx {
     /// the monitors' thresholds and the audit read it. `None` without
     /// their CRD or RBAC.
     pub fleets: Option<Store<crate::crd::Fleet>>,
+    /// The AnalysisRuns in the Fleet namespace (all namespaces when the
+    /// operator follows every Fleet), from the one AnalysisRun watch: what
+    /// the upstream connection streams. `None` without their CRD or RBAC.
+    pub analysis_runs: Option<Store<crate::crd::AnalysisRun>>,
     /// `true` once every cache has listed once; reconciles wait for it.
     pub caches_synced: watch::Receiver<bool>,
-    /// Told of every change to the Agent, Tool, AgentFS, App, Pod, Rollout
-    /// and Tenant caches (the upstream connection streams them from there).
+    /// Told of every change to the Agent, Tool, AgentFS, App, Pod, Rollout,
+    /// Tenant and AnalysisRun caches (the upstream connection streams them
+    /// from there).
     pub hubs: super::feeds::Hubs,
     /// Agents (`namespace/name/uid`) whose token Secret is known to exist:
     /// Secrets are not watched (no list/watch RBAC on Secrets), so this

@@ -308,6 +308,7 @@ impl Session {
             accepts_registrations: true,
             accepts_incidents: true,
             accepts_apps: true,
+            accepts_analysis_runs: true,
         });
         // With replicas, the database decides who holds the deployment; the
         // claim and the registration here happen in one order per

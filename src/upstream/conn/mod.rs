@@ -47,9 +47,9 @@ use crate::upstream::health::{ConnState, HealthHandle, LossCause};
 use crate::upstream::tracker::{Tracker, WatchEvent};
 use crate::wire::{self, Frame, HostMeta, ResourceKind, close};
 
-/// The kinds streamed on the wire (Rollouts, Tenants and Apps only where
-/// they can be listed).
-pub const WIRE_KINDS: [ResourceKind; 7] = [
+/// The kinds streamed on the wire (Rollouts, Tenants, Apps and
+/// AnalysisRuns only where they can be listed).
+pub const WIRE_KINDS: [ResourceKind; 8] = [
     ResourceKind::Agent,
     ResourceKind::Tool,
     ResourceKind::AgentFS,
@@ -57,6 +57,7 @@ pub const WIRE_KINDS: [ResourceKind; 7] = [
     ResourceKind::Rollout,
     ResourceKind::Tenant,
     ResourceKind::App,
+    ResourceKind::AnalysisRun,
 ];
 
 type Events = mpsc::Receiver<(ResourceKind, WatchEvent)>;

@@ -228,10 +228,14 @@ impl Ctx {
         if !welcome.accepts_apps {
             info!("upstream: the control plane does not take Apps; not sending them");
         }
+        if !welcome.accepts_analysis_runs {
+            info!("upstream: the control plane does not take AnalysisRuns; not sending them");
+        }
         let takes = Takes {
             rollouts: welcome.accepts_rollouts,
             tenants: welcome.accepts_tenants,
             apps: welcome.accepts_apps,
+            analysis_runs: welcome.accepts_analysis_runs,
         };
         let steady = self.steady(tracker, ev_rx, shutdown, &mut stream, &mut link, takes);
         // Beside the session, so a session stuck on a blocked write is
@@ -363,6 +367,7 @@ pub(super) struct Takes {
     pub rollouts: bool,
     pub tenants: bool,
     pub apps: bool,
+    pub analysis_runs: bool,
 }
 
 impl Takes {
@@ -371,6 +376,7 @@ impl Takes {
             ResourceKind::Rollout => self.rollouts,
             ResourceKind::Tenant => self.tenants,
             ResourceKind::App => self.apps,
+            ResourceKind::AnalysisRun => self.analysis_runs,
             ResourceKind::Agent
             | ResourceKind::Tool
             | ResourceKind::AgentFS
@@ -398,9 +404,9 @@ mod tests {
 
     #[test]
     fn a_kind_the_control_plane_did_not_announce_is_left_out() {
-        use ResourceKind::{Agent, App, Rollout, Tenant};
-        let mut t = Tracker::new([Agent, Rollout, Tenant, App]);
-        for k in [Agent, Rollout, Tenant, App] {
+        use ResourceKind::{Agent, AnalysisRun, App, Rollout, Tenant};
+        let mut t = Tracker::new([Agent, Rollout, Tenant, App, AnalysisRun]);
+        for k in [Agent, Rollout, Tenant, App, AnalysisRun] {
             let r = Packed::new(&Resource::bare(k, "x", "1")).unwrap();
             t.on_event(k, WatchEvent::Apply(r));
         }
@@ -413,26 +419,35 @@ mod tests {
             k.sort();
             k
         };
-        for (rollouts, tenants, apps, want) in [
-            (false, false, false, vec![Agent]),
-            (true, false, false, vec![Agent, Rollout]),
-            (false, true, false, vec![Agent, Tenant]),
-            (false, false, true, vec![Agent, App]),
-            (true, true, true, vec![Agent, Rollout, Tenant, App]),
+        for (rollouts, tenants, apps, analysis_runs, want) in [
+            (false, false, false, false, vec![Agent]),
+            (true, false, false, false, vec![Agent, Rollout]),
+            (false, true, false, false, vec![Agent, Tenant]),
+            (false, false, true, false, vec![Agent, App]),
+            (false, false, false, true, vec![Agent, AnalysisRun]),
+            (
+                true,
+                true,
+                true,
+                true,
+                vec![Agent, Rollout, Tenant, App, AnalysisRun],
+            ),
         ] {
             let takes = Takes {
                 rollouts,
                 tenants,
                 apps,
+                analysis_runs,
             };
             assert_eq!(
                 kinds(takes),
                 want,
-                "rollouts {rollouts}, tenants {tenants}, apps {apps}"
+                "rollouts {rollouts}, tenants {tenants}, apps {apps}, runs {analysis_runs}"
             );
             assert!(takes.kind(Agent));
             assert_eq!(takes.kind(App), apps);
             assert_eq!(takes.kind(Tenant), tenants);
+            assert_eq!(takes.kind(AnalysisRun), analysis_runs);
         }
     }
 }

@@ -2,9 +2,11 @@
 //! caches) and for the kinds a [`super::Feed`] does not carry: each turns
 //! watch events into the wire form the tracker folds.
 //!
-//! Rollouts, Tenants and Apps are optional: where they cannot be listed
-//! (the CRD is not installed, or RBAC does not allow it) they are not
-//! watched and not waited for, and the other kinds stream as before. Tenants are
+//! Rollouts, Tenants, Apps and AnalysisRuns are optional: where they cannot
+//! be listed (the CRD is not installed, or RBAC does not allow it) they are
+//! not watched and not waited for, and the other kinds stream as before.
+//! AnalysisRuns live in the Fleet's namespace: the watched one, as for
+//! Tenants (`operator run` watches them where it follows Fleets). Tenants are
 //! cluster-scoped: a connection that watches one namespace streams only
 //! the Tenants of that namespace's Fleets (label
 //! `autonomic.sh/fleet-namespace`), as the tenant engine drives only those.
@@ -23,7 +25,7 @@ use super::WIRE_KINDS;
 use crate::cluster::error::is_unlistable;
 use crate::cluster::feeds::fleet_tenants;
 use crate::crd::tenant::Tenant;
-use crate::crd::{Agent, AgentFS, App, Rollout, Tool};
+use crate::crd::{Agent, AgentFS, AnalysisRun, App, Rollout, Tool};
 use crate::upstream::config::UpstreamConfig;
 use crate::upstream::packed::encode;
 use crate::upstream::tracker::WatchEvent;
@@ -52,18 +54,19 @@ pub(super) async fn spawn_own(
                 spawn_watch(set, api::<Pod>(client, ns), kind, pods, tx);
             }
             ResourceKind::Rollout => {
-                let rollouts = api::<Rollout>(client, ns);
-                if !listable(&rollouts, &ListParams::default()).await {
+                if !spawn_listed(set, api::<Rollout>(client, ns), kind, tx).await {
                     continue;
                 }
-                spawn_watch(set, rollouts, kind, wc(), tx);
             }
             ResourceKind::App => {
-                let apps = api::<App>(client, ns);
-                if !listable(&apps, &ListParams::default()).await {
+                if !spawn_listed(set, api::<App>(client, ns), kind, tx).await {
                     continue;
                 }
-                spawn_watch(set, apps, kind, wc(), tx);
+            }
+            ResourceKind::AnalysisRun => {
+                if !spawn_listed(set, api::<AnalysisRun>(client, ns), kind, tx).await {
+                    continue;
+                }
             }
             ResourceKind::Tenant => {
                 let tenants = Api::<Tenant>::all(client.clone());
@@ -83,7 +86,31 @@ pub(super) async fn spawn_own(
     kinds
 }
 
-/// Whether `K` (Rollouts, Tenants, Apps) can be listed; a refusal other than "no
+/// Watches every `K` of `api` where `K` can be listed ([`listable`]);
+/// whether it does.
+async fn spawn_listed<K>(
+    set: &mut JoinSet<()>,
+    api: Api<K>,
+    kind: ResourceKind,
+    tx: mpsc::Sender<(ResourceKind, WatchEvent)>,
+) -> bool
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    if !listable(&api, &ListParams::default()).await {
+        return false;
+    }
+    spawn_watch(set, api, kind, watcher::Config::default(), tx);
+    true
+}
+
+/// Whether `K` (Rollouts, Tenants, Apps, AnalysisRuns) can be listed; a refusal other than "no
 /// such CRD" or "forbidden" (the apiserver is away, say) is left to the
 /// watch's retries.
 async fn listable<K>(api: &Api<K>, lp: &ListParams) -> bool

@@ -45,6 +45,10 @@ function resourceDetail(r) {
       if (spec.wave) parts.push(`wave ${spec.wave}`);
       if (status.currentStep) parts.push(`step ${status.currentStep}`);
       break;
+    case 'AnalysisRun':
+      if (spec.wave) parts.push(`wave ${spec.wave}`);
+      if (spec.release) parts.push(`release ${spec.release}`);
+      break;
     case 'Tenant':
       if (status.operation) parts.push(status.operation);
       if (status.currentStep) parts.push(`step ${status.currentStep}`);

@@ -6,7 +6,7 @@ import { dash, str } from './format.js';
 import { frameSeen, heartbeatText, noteHeartbeat, tickHeartbeats } from './heartbeat.js';
 import { stateBadge } from './page.js';
 
-const KIND_ORDER = ['Agent', 'Tool', 'AgentFS', 'App', 'Pod', 'Rollout', 'Tenant'];
+const KIND_ORDER = ['Agent', 'Tool', 'AgentFS', 'App', 'Pod', 'Rollout', 'AnalysisRun', 'Tenant'];
 export const resKey = (r) => `${r.kind}\u0000${r.namespace}\u0000${r.name}`;
 export function compareRes(a, b) {
   const ka = KIND_ORDER.indexOf(a.kind); const kb = KIND_ORDER.indexOf(b.kind);
@@ -70,6 +70,10 @@ export function deploymentSummary(deployment) {
 export function resourcePhase(r) {
   if (r.kind === 'Tenant' && r.status && r.status.observedGeneration !== r.generation) {
     return 'Stale';
+  }
+  // An AnalysisRun's status counts only for its spec (none yet: no phase).
+  if (r.kind === 'AnalysisRun' && (!r.status || r.status.observedGeneration !== r.generation)) {
+    return r.status ? 'Stale' : '';
   }
   return str(r.phase || (r.status && r.status.phase));
 }

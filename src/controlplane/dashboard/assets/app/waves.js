@@ -1,4 +1,5 @@
-// The Waves page: one row per tenant, one cell per saga step, grouped by wave.
+// The Waves page: one row per tenant, one cell per saga step, grouped by
+// wave; under each wave, its analysis run for the release its tenants run.
 
 import { $, clear, el } from './dom.js';
 import { dash, formatTime, str, timeEl } from './format.js';
@@ -6,6 +7,7 @@ import { live } from './live.js';
 import { pageHead, showError } from './page.js';
 import { deploymentSummary, resourceSet } from './resources.js';
 import { STEP_STATES, compareWave, rolloutIsCurrent, stepCell } from './saga-steps.js';
+import { analysisBox, runForWave } from './analysis-run.js';
 
 export function pageWaves(main, deployment) {
   const summary = deploymentSummary(deployment);
@@ -13,11 +15,13 @@ export function pageWaves(main, deployment) {
   const legend = el('ul', { class: 'legend', 'aria-label': 'Legend' },
     STEP_STATES.map((s) => el('li', null, el('span', { class: 'swatch', dataset: { state: s }, 'aria-hidden': 'true' }), s)),
     el('li', null, el('span', { class: 'swatch stale', 'aria-hidden': 'true' }), 'stale (status computed for an older spec)'));
-  clear(main).append(pageHead(`Waves · ${deployment}`, 'One row per tenant; one cell per saga step, in the tenant’s order.'), legend, body);
+  clear(main).append(pageHead(`Waves · ${deployment}`, 'One row per tenant; one cell per saga step, in the tenant’s order; the wave’s analysis below its tenants.'), legend, body);
   $('.page-head', main).append(summary.box);
 
   const render = () => {
-    const rollouts = [...set.map.values()].filter((r) => r.kind === 'Rollout');
+    const all = [...set.map.values()];
+    const rollouts = all.filter((r) => r.kind === 'Rollout');
+    const runs = all.filter((r) => r.kind === 'AnalysisRun');
     clear(body);
     if (!rollouts.length) {
       body.append(el('p', { class: 'empty card' }, 'No Rollout resources in this deployment’s view.'));
@@ -39,6 +43,8 @@ export function pageWaves(main, deployment) {
       const tbody = el('tbody');
       const verified = list.filter((r) => rolloutIsCurrent(r) && r.status.phase === 'Verified').length;
       for (const r of list) tbody.append(tenantRow(r, maxSteps));
+      const releases = [...new Set(list.map((r) => str(r.spec && r.spec.release)).filter(Boolean))];
+      const run = runForWave(runs, wave, releases, list.map((r) => str(r.namespace)));
       body.append(el('section', { class: 'wave card', dataset: { wave }, 'aria-labelledby': `wave-${waveIndex}` },
         el('div', { class: 'wave-head' },
           el('h2', { id: `wave-${waveIndex}` }, wave),
@@ -50,7 +56,8 @@ export function pageWaves(main, deployment) {
               el('th', { scope: 'col' }, 'Release'),
               el('th', { scope: 'col' }, 'Verified'),
               el('th', { scope: 'col', colspan: String(maxSteps) }, 'Saga steps'))),
-            tbody))));
+            tbody)),
+        run ? analysisBox(run, `wave-${waveIndex}-analysis`) : null));
     });
   };
 
