@@ -49,9 +49,11 @@ pub mod release;
 pub mod rollout;
 /// The saga engine's pure core: typed steps with owners and postconditions.
 pub mod saga;
+pub mod severity;
 pub mod shutdown;
 /// A tenant's lifecycle as sagas: onboard, change, offboard.
 pub mod tenant;
+pub mod text;
 pub mod upstream;
 pub mod wire;
 /// The one YAML reader and writer, with its budgets and file-naming errors.

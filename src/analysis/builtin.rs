@@ -6,7 +6,7 @@
 use super::plan::BuiltinCheck;
 use super::run::{Reading, Verdict};
 use super::spec::Builtin;
-use crate::wire::Severity;
+use crate::severity::Severity;
 
 /// What the operator sees of a wave's tenants at one moment. Each field is
 /// `None` when it could not be read (a monitor off or not yet run, no

@@ -64,5 +64,5 @@ pub enum AnalysisError {
 
 /// `s` cut to at most `max` bytes on a char boundary.
 fn clip(s: &str, max: usize) -> &str {
-    crate::wire::clip_to(s, max)
+    crate::text::clip_to(s, max)
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::condition::Condition;
 use super::spec::{Builtin, Check, Int};
 use super::template::{self, Vars};
-use crate::wire::Severity;
+use crate::severity::Severity;
 
 /// The most measurements one check makes in a run (they are stored in the
 /// Rollout's status).

@@ -455,18 +455,7 @@ pub struct AttachClose {
     pub reason: String,
 }
 
-/// The longest prefix of `s` of at most `max_bytes` bytes that ends on a
-/// char boundary.
-pub fn clip_to(s: &str, max_bytes: usize) -> &str {
-    if s.len() <= max_bytes {
-        return s;
-    }
-    let mut end = max_bytes;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
+pub use crate::text::clip_to;
 
 /// `s` whole when it has at most `max_bytes` bytes, else its longest
 /// prefix that leaves room for [`close::ELLIPSIS`], cut on a char boundary

@@ -18,7 +18,8 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
         "crate",
         &[
             &[
-                "duration", "meta", "names", "net", "quantity", "redact", "shutdown", "yaml",
+                "duration", "meta", "names", "net", "quantity", "redact", "severity", "shutdown",
+                "text", "yaml",
             ],
             &["analysis", "crd", "wire"],
             &[
