@@ -599,3 +599,72 @@ async fn prometheus_down_holds_the_wave_paused_and_the_gate_refuses() {
         AnalysisPhase::Paused
     );
 }
+
+#[tokio::test]
+async fn exo_release_rollout_follows_the_operators_promotion_and_goes_on() {
+    let _serial = SERIAL.lock().await;
+    let prefix = "aw-cli";
+    let fx = Fixture::new(
+        prefix,
+        with_analysis(
+            prefix,
+            "[{name: drift, interval: 2s, count: 3, builtin: contentDrift, max: 0}]",
+            true,
+        ),
+    )
+    .await;
+    let op = Operator::start(&fx.ns.name, &support::env().kubeconfig, "a");
+    fx.wait_all(OLD, &op).await;
+    // The CLI promotes the canary, waits for its analysis, follows the
+    // operator's promotion of low-risk (pulling its commit), then promotes
+    // the fleet wave itself on top of it.
+    let o = fx.exo(&["release", "rollout", NEW, "--timeout", "5m"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}\n{}", tail(&op.log()));
+    for want in [
+        "== wave canary: promoting 2026.11.1",
+        "canary: analysis Passed",
+        "== wave low-risk: promoted to 2026.11.1 by the operator",
+        "low-risk: pulled the operator's promotion into the checkout",
+        "== wave fleet: promoting 2026.11.1",
+        "release 2026.11.1 is verified in every wave",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    let waves = fx.served_waves();
+    assert_eq!(
+        (
+            waves.spec.canary.release.as_str(),
+            waves.spec.low_risk.release.as_str(),
+            waves.spec.fleet.release.as_str()
+        ),
+        (NEW, NEW, NEW)
+    );
+    // The operator made low-risk's commit, the CLI the fleet's after it.
+    let repo = git2::Repository::open_bare(&fx.repo.path).unwrap();
+    let head = repo
+        .find_reference("refs/heads/main")
+        .unwrap()
+        .peel_to_commit()
+        .unwrap();
+    assert!(
+        head.message()
+            .unwrap_or("")
+            .starts_with("promote 2026.11.1 to the fleet wave"),
+        "{:?}",
+        head.message()
+    );
+    let parent = head.parent(0).unwrap();
+    assert_eq!(parent.author().name().ok(), Some("Exo operator"));
+    assert!(
+        parent
+            .message()
+            .unwrap_or("")
+            .starts_with("promote 2026.11.1 to the low-risk wave"),
+        "{:?}",
+        parent.message()
+    );
+    for t in fx.tenants() {
+        fx.wait_phase(&t, NEW, RolloutPhase::Verified, &op).await;
+    }
+}

@@ -36,6 +36,10 @@ pub enum RepoError {
         "push to {remote} refused: {message}; nothing was changed (fetch, rebase and try again)"
     )]
     Rejected { remote: String, message: String },
+    /// The checked-out branch and `origin`'s both have commits the other
+    /// has not.
+    #[error("branch {branch} and origin/{branch} have diverged; pull and resolve it first")]
+    Diverged { branch: String },
     #[error("branch {branch} exists already; delete it or merge it first")]
     BranchExists { branch: String },
     #[error("git: {}", .0.message())]
@@ -254,6 +258,50 @@ pub fn branch_message(root: &Path, branch: &str) -> Result<String, RepoError> {
 /// has it already), e.g. a review branch an earlier run made.
 pub fn push_existing(root: &Path, branch: &str) -> Result<(), RepoError> {
     push_branch(&open(root)?, branch)
+}
+
+/// Brings the checked-out branch up to `origin`'s, a fast-forward only:
+/// what the operator committed itself (an analysis' promotion or
+/// rollback). `Ok(false)` when there was nothing to take. The work tree is
+/// checked out safely: a local change in the way is an error, never lost.
+pub fn fast_forward(root: &Path) -> Result<bool, RepoError> {
+    let repo = open(root)?;
+    let head = repo.head()?;
+    let branch = head.shorthand().unwrap_or("main").to_owned();
+    let head_ref = head.name().unwrap_or("HEAD").to_owned();
+    let mut remote = repo.find_remote("origin")?;
+    let config = repo.config()?;
+    let mut callbacks = RemoteCallbacks::new();
+    let mut attempts = 0;
+    callbacks.credentials(move |url, user, _allowed| {
+        attempts += 1;
+        if attempts > 1 {
+            return Err(git2::Error::from_str("credentials refused"));
+        }
+        git2::Cred::credential_helper(&config, url, user)
+    });
+    let mut opts = git2::FetchOptions::new();
+    opts.remote_callbacks(callbacks);
+    let tracking = format!("refs/remotes/origin/{branch}");
+    remote.fetch(
+        &[format!("refs/heads/{branch}:{tracking}").as_str()],
+        Some(&mut opts),
+        None,
+    )?;
+    let theirs = repo.find_reference(&tracking)?;
+    let annotated = repo.reference_to_annotated_commit(&theirs)?;
+    let (analysis, _) = repo.merge_analysis(&[&annotated])?;
+    if analysis.is_up_to_date() {
+        return Ok(false);
+    }
+    if !analysis.is_fast_forward() {
+        return Err(RepoError::Diverged { branch });
+    }
+    let target = repo.find_object(annotated.id(), None)?;
+    repo.checkout_tree(&target, Some(git2::build::CheckoutBuilder::new().safe()))?;
+    repo.find_reference(&head_ref)?
+        .set_target(annotated.id(), "exo: fast-forward to origin")?;
+    Ok(true)
 }
 
 fn open(root: &Path) -> Result<Repository, RepoError> {

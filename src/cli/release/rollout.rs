@@ -14,7 +14,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use crate::cli::exit;
 use crate::cli::release::cluster::{
-    now_secs, of_fleet, run_of, transient, try_analysis_runs, try_rollouts, with_client,
+    now_secs, of_fleet, repo_root, run_of, transient, try_analysis_runs, try_rollouts, with_client,
 };
 use crate::cli::release::common::{RootArg, load_fleet};
 use crate::cli::release::promotion::promote;
@@ -89,7 +89,7 @@ pub fn run(args: &RolloutArgs) -> u8 {
             waves_bar.set_message(format!("{wave}"));
             if std::mem::take(&mut promoted_by_operator) {
                 say(format!(
-                    "== wave {wave}: promoted to {} by the operator (pull to see its commit)",
+                    "== wave {wave}: promoted to {} by the operator",
                     args.release
                 ));
             } else {
@@ -143,6 +143,21 @@ pub fn run(args: &RolloutArgs) -> u8 {
                                 return exit::FINDINGS;
                             }
                             promoted_by_operator = true;
+                            // The operator's commit is on the remote: take
+                            // it, so the next promotion here builds on it.
+                            match crate::fleet::repo::fast_forward(&repo_root(&fleet)) {
+                                Ok(true) => say(format!(
+                                    "   {next}: pulled the operator's promotion into the checkout"
+                                )),
+                                Ok(false) => {}
+                                Err(e) => {
+                                    say(format!(
+                                        "== wave {next}: cannot take the operator's commit: {e}; stopping"
+                                    ));
+                                    waves_bar.abandon();
+                                    return exit::UNUSABLE;
+                                }
+                            }
                         } else if args.auto {
                             say(format!(
                                 "== wave {wave}: its analysis does not promote by itself (no autoPromote); `exo release promote {} --wave {next}` goes on",
