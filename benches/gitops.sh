@@ -482,7 +482,9 @@ def add_analysis(path, interval):
     checks = ["crashloops", "restarts", "silentAgents", "contentDrift", "alerts", "circuitsOpen", "fallbackRate"]
     lines = ["      analysis:"]
     for c in checks:
-        lines.append(f"        - {{name: {c.lower()}, interval: {interval}, count: 200, inconclusiveLimit: 200, builtin: {c}, max: 1000}}")
+        top = 1 if c == "fallbackRate" else 1000  # a ratio, 0 to 1
+        extra = ", severity: warning" if c == "alerts" else ""
+        lines.append(f"        - {{name: {c.lower()}, interval: {interval}, count: 200, inconclusiveLimit: 200, builtin: {c}, max: {top}{extra}}}")
     head, _, tail = text.partition(anchor)
     first, nl, rest = tail.partition("\n")
     open(path, "w").write(head + anchor + first + nl + "\n".join(lines) + "\n" + rest)
@@ -838,7 +840,7 @@ if [[ " $PHASES " == *" analysis "* ]]; then
     fleet "$STEADY_INTERVAL" 1h
   fi
   py add-analysis "$work/fleet/releases/2026.11.0.yaml" "$ANALYSIS_INTERVAL"
-  (cd "$work/fleet" && "$EXO" release lint >/dev/null)
+  (cd "$work/fleet" && "$EXO" release lint >&2)
   push_with_hook "analysis on the fleet wave"
   wait_until 120 "the fleet wave's analysis run" bash -c "kubectl get ar -n '$OPS' -o name | grep -q ."
   sleep "$SETTLE_SECS"
