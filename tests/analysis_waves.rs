@@ -19,7 +19,7 @@
 //!   `Paused`, never passed, and the gate refuses to promote low-risk.
 //!
 //! Tests here run one at a time (each runs an operator that watches the
-//! whole cluster), with tenant namespaces prefixed per test.
+//! whole cluster), with tenant namespaces prefixed per test and run.
 
 mod support;
 
@@ -138,7 +138,9 @@ fn promote_canary(fx: &Fixture, op: &Operator) {
 #[tokio::test]
 async fn a_crash_looping_canary_fails_its_analysis_rolls_back_by_a_commit_and_notifies() {
     let _serial = SERIAL.lock().await;
-    let prefix = "aw-crash";
+    // Unique per run: a run before this one in the same environment may
+    // still be deleting its tenants' namespaces.
+    let prefix = &format!("aw-crash-{}", support::unique_suffix());
     let fx = Fixture::new(
         prefix,
         with_analysis(
@@ -300,7 +302,9 @@ async fn a_crash_looping_canary_fails_its_analysis_rolls_back_by_a_commit_and_no
 #[tokio::test]
 async fn a_healthy_canary_passes_auto_promotes_and_resumes_after_kill_9() {
     let _serial = SERIAL.lock().await;
-    let prefix = "aw-pass";
+    // Unique per run: a run before this one in the same environment may
+    // still be deleting its tenants' namespaces.
+    let prefix = &format!("aw-pass-{}", support::unique_suffix());
     let fx = Fixture::on_gitea(
         prefix,
         with_analysis(
@@ -451,7 +455,9 @@ async fn a_healthy_canary_passes_auto_promotes_and_resumes_after_kill_9() {
 #[tokio::test]
 async fn a_model_deployment_in_outage_fails_the_canary_through_circuits_open() {
     let _serial = SERIAL.lock().await;
-    let prefix = "aw-circ";
+    // Unique per run: a run before this one in the same environment may
+    // still be deleting its tenants' namespaces.
+    let prefix = &format!("aw-circ-{}", support::unique_suffix());
     let fx = Fixture::new(
         prefix,
         with_analysis(
@@ -544,7 +550,9 @@ async fn a_model_deployment_in_outage_fails_the_canary_through_circuits_open() {
 #[tokio::test]
 async fn prometheus_down_holds_the_wave_paused_and_the_gate_refuses() {
     let _serial = SERIAL.lock().await;
-    let prefix = "aw-prom";
+    // Unique per run: a run before this one in the same environment may
+    // still be deleting its tenants' namespaces.
+    let prefix = &format!("aw-prom-{}", support::unique_suffix());
     let dead = support::operator::free_port();
     let fx = Fixture::with_spec(
         prefix,
@@ -603,7 +611,9 @@ async fn prometheus_down_holds_the_wave_paused_and_the_gate_refuses() {
 #[tokio::test]
 async fn exo_release_rollout_follows_the_operators_promotion_and_goes_on() {
     let _serial = SERIAL.lock().await;
-    let prefix = "aw-cli";
+    // Unique per run: a run before this one in the same environment may
+    // still be deleting its tenants' namespaces.
+    let prefix = &format!("aw-cli-{}", support::unique_suffix());
     let fx = Fixture::new(
         prefix,
         with_analysis(
