@@ -270,16 +270,7 @@ pub fn fast_forward(root: &Path) -> Result<bool, RepoError> {
     let branch = head.shorthand().unwrap_or("main").to_owned();
     let head_ref = head.name().unwrap_or("HEAD").to_owned();
     let mut remote = repo.find_remote("origin")?;
-    let config = repo.config()?;
-    let mut callbacks = RemoteCallbacks::new();
-    let mut attempts = 0;
-    callbacks.credentials(move |url, user, _allowed| {
-        attempts += 1;
-        if attempts > 1 {
-            return Err(git2::Error::from_str("credentials refused"));
-        }
-        git2::Cred::credential_helper(&config, url, user)
-    });
+    let callbacks = with_credentials(repo.config()?);
     let mut opts = git2::FetchOptions::new();
     opts.remote_callbacks(callbacks);
     let tracking = format!("refs/remotes/origin/{branch}");
@@ -304,6 +295,21 @@ pub fn fast_forward(root: &Path) -> Result<bool, RepoError> {
     Ok(true)
 }
 
+/// Callbacks that answer a credential request once, from git's credential
+/// helpers as `config` names them (a second request means they were refused).
+fn with_credentials<'a>(config: git2::Config) -> RemoteCallbacks<'a> {
+    let mut callbacks = RemoteCallbacks::new();
+    let mut attempts = 0;
+    callbacks.credentials(move |url, user, _allowed| {
+        attempts += 1;
+        if attempts > 1 {
+            return Err(git2::Error::from_str("credentials refused"));
+        }
+        git2::Cred::credential_helper(&config, url, user)
+    });
+    callbacks
+}
+
 fn open(root: &Path) -> Result<Repository, RepoError> {
     Repository::open(root).map_err(|source| RepoError::NotARepo {
         path: root.to_owned(),
@@ -322,15 +328,7 @@ fn push_branch(repo: &Repository, branch: &str) -> Result<(), RepoError> {
     let config = repo.config()?;
     let mut rejected: Option<String> = None;
     {
-        let mut callbacks = RemoteCallbacks::new();
-        let mut attempts = 0;
-        callbacks.credentials(move |url, user, _allowed| {
-            attempts += 1;
-            if attempts > 1 {
-                return Err(git2::Error::from_str("credentials refused"));
-            }
-            git2::Cred::credential_helper(&config, url, user)
-        });
+        let mut callbacks = with_credentials(config);
         callbacks.push_update_reference(|_refname, status| {
             if let Some(s) = status {
                 rejected = Some(s.to_owned());

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::fleet::release::{WaveName, WavePointers};
+use crate::fleet::release::{WaveName, WavePointer, WavePointers};
 use crate::release::waves_edit;
 
 /// The waves file, relative to the repository's root.
@@ -27,21 +27,36 @@ fn read(text: Option<&str>) -> Result<(String, &str, WavePointers), EditError> {
     Ok((rel, text, doc))
 }
 
-/// `wave` promoted to `release`; unchanged when it runs it already.
-pub fn promote(text: Option<&str>, wave: WaveName, release: &str) -> Result<String, EditError> {
+/// `wave`'s pointer set to `next(current)` in `text`; unchanged when
+/// `wanted(current)` says git is past this edit already.
+fn set(
+    text: Option<&str>,
+    wave: WaveName,
+    wanted: impl Fn(&WavePointer) -> bool,
+    next: impl Fn(&WavePointer) -> WavePointer,
+) -> Result<String, EditError> {
     let (rel, text, doc) = read(text)?;
     let current = doc.spec.get(wave);
-    if current.release == release {
+    if !wanted(current) {
         return Ok(text.to_owned());
     }
-    let next = waves_edit::promoted(current, release);
     Ok(waves_edit::set_pointer(
         Path::new(&rel),
         text,
         &doc,
         wave,
-        &next,
+        &next(current),
     )?)
+}
+
+/// `wave` promoted to `release`; unchanged when it runs it already.
+pub fn promote(text: Option<&str>, wave: WaveName, release: &str) -> Result<String, EditError> {
+    set(
+        text,
+        wave,
+        |c| c.release != release,
+        |c| waves_edit::promoted(c, release),
+    )
 }
 
 /// `wave` rolled back from `from` to `to`; unchanged when it no longer
@@ -52,19 +67,12 @@ pub fn roll_back(
     from: &str,
     to: &str,
 ) -> Result<String, EditError> {
-    let (rel, text, doc) = read(text)?;
-    let current = doc.spec.get(wave);
-    if current.release != from {
-        return Ok(text.to_owned());
-    }
-    let next = waves_edit::rolled_back(current, to);
-    Ok(waves_edit::set_pointer(
-        Path::new(&rel),
+    set(
         text,
-        &doc,
         wave,
-        &next,
-    )?)
+        |c| c.release == from,
+        |c| waves_edit::rolled_back(c, to),
+    )
 }
 
 /// The promotion's commit message.

@@ -157,33 +157,35 @@ pub(super) async fn promote(
     let summary = status_of(&run).message.unwrap_or_default();
     let message = edit::promote_message(&release, next, wave, &summary);
     let r2 = release.clone();
-    let result = commit(
-        cfg,
-        source,
-        move |text| edit::promote(text, next, &r2),
-        message,
-    )
-    .await
-    .map(|c| {
-        (
-            c,
-            RunAction {
-                kind: ActionKind::Promoted,
-                wave: next.as_str().to_owned(),
-                release: release.clone(),
-                commit: None,
-                at: crate::rollout::now(),
-            },
-        )
-    });
-    acted(
-        op,
-        f,
-        run,
-        result,
-        &format!("promoted {release} to the {next} wave"),
-    )
-    .await
+    let action = RunAction {
+        kind: ActionKind::Promoted,
+        wave: next.as_str().to_owned(),
+        release: release.clone(),
+        commit: None,
+        at: crate::rollout::now(),
+    };
+    let what = format!("promoted {release} to the {next} wave");
+    let edit = move |text: Option<&str>| edit::promote(text, next, &r2);
+    commit_and_record(op, cfg, f, run, source, edit, message, action, &what).await
+}
+
+/// Makes the commit, then records it (or the failure) on the run.
+#[allow(clippy::too_many_arguments)]
+async fn commit_and_record(
+    op: &Ctx,
+    cfg: &EngineConfig,
+    f: &FleetCr,
+    run: AnalysisRun,
+    source: gitsync::Source,
+    edit: impl Fn(Option<&str>) -> Result<String, edit::EditError> + Send + 'static,
+    message: String,
+    action: RunAction,
+    what: &str,
+) -> Result<Option<AnalysisRun>, AnalysisRun> {
+    let result = commit(cfg, source, edit, message)
+        .await
+        .map(|c| (c, action));
+    acted(op, f, run, result, what).await
 }
 
 pub(super) async fn roll_back(
@@ -218,31 +220,14 @@ pub(super) async fn roll_back(
         .unwrap_or_else(|| "analysis failed".into());
     let message = edit::rollback_message(wave, &from, &to, &outcome);
     let (f2, t2) = (from.clone(), to.clone());
-    let result = commit(
-        cfg,
-        source,
-        move |text| edit::roll_back(text, wave, &f2, &t2),
-        message,
-    )
-    .await
-    .map(|c| {
-        (
-            c,
-            RunAction {
-                kind: ActionKind::RolledBack,
-                wave: wave.as_str().to_owned(),
-                release: to.clone(),
-                commit: None,
-                at: crate::rollout::now(),
-            },
-        )
-    });
-    acted(
-        op,
-        f,
-        run,
-        result,
-        &format!("rolled the {wave} wave back from {from} to {to}"),
-    )
-    .await
+    let action = RunAction {
+        kind: ActionKind::RolledBack,
+        wave: wave.as_str().to_owned(),
+        release: to.clone(),
+        commit: None,
+        at: crate::rollout::now(),
+    };
+    let what = format!("rolled the {wave} wave back from {from} to {to}");
+    let edit = move |text: Option<&str>| edit::roll_back(text, wave, &f2, &t2);
+    commit_and_record(op, cfg, f, run, source, edit, message, action, &what).await
 }
