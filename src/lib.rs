@@ -51,6 +51,7 @@ pub mod rollout;
 pub mod saga;
 pub mod severity;
 pub mod shutdown;
+pub mod signatures;
 /// A tenant's lifecycle as sagas: onboard, change, offboard.
 pub mod tenant;
 pub mod text;

@@ -45,6 +45,30 @@ pub struct ReleaseSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub config_maps: Vec<ConfigMapVersion>,
     pub waves: Vec<Wave>,
+    /// The cosign public keys the release's images must be signed with;
+    /// absent, the images are not checked (unless the Fleet names keys).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signatures: Option<Signatures>,
+}
+
+/// Which keys may have signed a release's images (`spec.signatures`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Signatures {
+    /// Any one of them verifying an image's signature is enough: during a
+    /// rotation the release names both the old key and the new.
+    pub keys: Vec<SigningKey>,
+}
+
+/// A cosign public key, inline in the release.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SigningKey {
+    /// What the status and messages call it (`release-ci`).
+    pub name: String,
+    /// The PEM `PUBLIC KEY` block `cosign generate-key-pair` writes to
+    /// `cosign.pub` (ECDSA P-256).
+    pub public_key: String,
 }
 
 impl ReleaseSpec {
@@ -347,6 +371,7 @@ mod tests {
                 wave(WaveName::LowRisk, Some("30m")),
                 wave(WaveName::Fleet, None),
             ],
+            signatures: None,
         };
         assert_eq!(spec.soak_of(WaveName::Canary), Some("30m"));
         assert_eq!(spec.soak_of(WaveName::LowRisk), None);

@@ -7,12 +7,14 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
 . "$here/versions.env"
+# shellcheck source=cosign/versions.env
+. "$here/cosign/versions.env"
 
 # The key covers the pinned versions and every Go source here, so editing the
 # provisioner or a main package rebuilds, and nothing else does.
 src_hash=$(cd "$here" && find . -name '*.go' -o -name 'go.mod' -o -name 'go.sum' -o -name '*.sh' -o -name 'versions.env' -o -name '*.patch' \
   | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-12)
-key="k8s-${K8S_VERSION}_kwok-${KWOK_VERSION}_gitea-${GITEA_VERSION}_${src_hash}"
+key="k8s-${K8S_VERSION}_kwok-${KWOK_VERSION}_gitea-${GITEA_VERSION}_cosign-${COSIGN_VERSION}_${src_hash}"
 cache_root=${EXO_TESTENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/exo/testenv}
 out="$cache_root/$key"
 
@@ -112,15 +114,33 @@ if [ ! -f "$gitea/.complete" ]; then
   log "gitea built in $(( $(date +%s) - gitea_start ))s"
 fi
 
+# cosign, for signing images in the tests, the demo and scripts/image, and
+# for `cosign verify` beside exo's own check (tests/image_signatures.rs, the
+# benchmark). `go install` of the module at its version: its own go.mod and
+# go.sum pin every dependency (it has no replace lines).
+cosign=$(part "cosign-${COSIGN_VERSION}_$(part_hash cosign)")
+if [ ! -f "$cosign/.complete" ]; then
+  log "cosign ${COSIGN_VERSION} (cold: about 5 minutes on 2 cores, downloads included)"
+  rm -rf "$cosign" && mkdir -p "$cosign/bin"
+  cosign_start=$(date +%s)
+  (GOBIN="$cosign/bin" CGO_ENABLED=0 go install -v -trimpath \
+      -ldflags "-s -w -X sigs.k8s.io/release-utils/version.gitVersion=${COSIGN_VERSION}" \
+      "github.com/sigstore/cosign/v2/cmd/cosign@${COSIGN_VERSION}" 2>&1 | progress cosign
+    test "${PIPESTATUS[0]}" -eq 0)
+  touch "$cosign/.complete"
+  log "cosign built in $(( $(date +%s) - cosign_start ))s"
+fi
+
 rm -rf "$out" && mkdir -p "$out/bin"
 for b in kube-apiserver kube-controller-manager kube-scheduler etcd; do ln -f "$kube/bin/$b" "$out/bin/$b"; done
 ln -f "$kwok/bin/kwok" "$out/bin/kwok"
 cp -r "$kwok/kwok-stage" "$out/kwok-stage"
 ln -f "$prov/bin/provisioner" "$out/bin/provisioner"
 ln -f "$gitea/bin/gitea" "$out/bin/gitea"
+ln -f "$cosign/bin/cosign" "$out/bin/cosign"
 cp -r "$gitea/share" "$out/gitea-share"
 
-for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok provisioner gitea; do
+for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok provisioner gitea cosign; do
   [ -x "$out/bin/$b" ] || { log "missing $out/bin/$b after build"; exit 1; }
 done
 touch "$out/.complete"

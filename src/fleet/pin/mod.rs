@@ -27,6 +27,7 @@ use crate::net;
 pub mod challenge;
 mod registry;
 
+pub use registry::Object;
 use registry::{Registry, Target};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -223,14 +224,7 @@ pub async fn resolve_all(
                 tag: r.tag.clone(),
             });
     }
-    // The system's roots are read only when some registry speaks https.
-    let plain = |name: &str| opts.plain_http.contains(name) || is_loopback(name);
-    let client = if groups.keys().all(|n| plain(n)) {
-        net::plain_client()
-    } else {
-        net::client()
-    };
-    let client = match client {
+    let client = match client_for(groups.keys(), opts) {
         Ok(c) => c,
         Err(e) => {
             for (name, (_, targets)) in groups {
@@ -247,26 +241,7 @@ pub async fn resolve_all(
         }
     };
     let client = &client;
-    let plain = &plain;
-    let learned = futures::future::join_all(groups.into_iter().map(
-        |(name, (host, targets))| async move {
-            // Docker Hub's credentials are kept under its index's name.
-            let basic = creds.for_registry(&name).or_else(|| {
-                (name == HUB)
-                    .then(|| creds.for_registry("index.docker.io"))
-                    .flatten()
-            });
-            let mut reg = Registry::new(&name, &host, plain(&name), basic, opts.timeout);
-            let paths: BTreeSet<&str> = targets.iter().map(|t| t.path.as_str()).collect();
-            let paths: Vec<&str> = paths.into_iter().collect();
-            let first = match targets.first() {
-                Some(first) => reg.learn(client, first, &paths).await,
-                None => None,
-            };
-            (reg, targets, first)
-        },
-    ))
-    .await;
+    let learned = learn_all(client, groups, creds, opts).await;
     let mut rest: Vec<(&Registry, &Target)> = Vec::new();
     for (reg, targets, first) in &learned {
         let mut targets = targets.iter();
@@ -298,6 +273,168 @@ pub async fn resolve_all(
         .await;
     out.extend(resolved);
     out
+}
+
+/// Each registry of `groups` (by name: its host and targets) with its
+/// challenge learned from its first target, concurrently; the first
+/// target's answer when it already gave one (see [`Registry::learn`]).
+async fn learn_all(
+    client: &net::Client,
+    groups: BTreeMap<String, (String, Vec<Target>)>,
+    creds: &Credentials,
+    opts: &ResolverOptions,
+) -> Vec<(Registry, Vec<Target>, Option<Result<String, PinError>>)> {
+    futures::future::join_all(groups.into_iter().map(|(name, (host, targets))| async move {
+        let mut reg = registry_for(&name, &host, creds, opts);
+        let paths: BTreeSet<&str> = targets.iter().map(|t| t.path.as_str()).collect();
+        let paths: Vec<&str> = paths.into_iter().collect();
+        let first = match targets.first() {
+            Some(first) => reg.learn(client, first, &paths).await,
+            None => None,
+        };
+        (reg, targets, first)
+    }))
+    .await
+}
+
+/// Whether `name` is spoken to in plain http.
+fn speaks_plain(opts: &ResolverOptions, name: &str) -> bool {
+    opts.plain_http.contains(name) || is_loopback(name)
+}
+
+/// One client for the registries `names`: the system's roots are read
+/// only when some registry speaks https.
+fn client_for<'a>(
+    mut names: impl Iterator<Item = &'a String>,
+    opts: &ResolverOptions,
+) -> Result<net::Client, net::NetError> {
+    if names.all(|n| speaks_plain(opts, n)) {
+        net::plain_client()
+    } else {
+        net::client()
+    }
+}
+
+/// The registry `name` at `host`, with its credentials.
+fn registry_for(name: &str, host: &str, creds: &Credentials, opts: &ResolverOptions) -> Registry {
+    // Docker Hub's credentials are kept under its index's name.
+    let basic = creds.for_registry(name).or_else(|| {
+        (name == HUB)
+            .then(|| creds.for_registry("index.docker.io"))
+            .flatten()
+    });
+    Registry::new(name, host, speaks_plain(opts, name), basic, opts.timeout)
+}
+
+/// Reads manifests and blobs of many repositories (the signature checks,
+/// `crate::signatures`) over one pooled client: each registry's challenge
+/// is learned once, from the first object asked of it, and a Bearer
+/// registry's token covers all its repositories at once. A registry that
+/// was unreachable then fails every later read at once.
+pub struct Reader {
+    client: Result<net::Client, PinError>,
+    registries: BTreeMap<String, Result<Registry, PinError>>,
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("registries", &self.registries.keys())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reader {
+    /// A reader for `first`: `(repository, reference)` pairs of which the
+    /// first per registry is asked (HEAD) to learn its challenge.
+    pub async fn open(first: &[(String, String)], creds: &Credentials, opts: &ResolverOptions) -> Self {
+        let mut groups: BTreeMap<String, (String, Vec<Target>)> = BTreeMap::new();
+        for (repository, reference) in first {
+            let at = location_of(repository);
+            groups
+                .entry(at.registry)
+                .or_insert_with(|| (at.host, Vec::new()))
+                .1
+                .push(Target {
+                    tag_ref: TagRef {
+                        repository: repository.clone(),
+                        tag: reference.clone(),
+                    },
+                    path: at.path,
+                    tag: reference.clone(),
+                });
+        }
+        let client = match client_for(groups.keys(), opts) {
+            Ok(c) => c,
+            Err(e) => {
+                return Reader {
+                    client: Err(PinError::Unreachable {
+                        image: String::new(),
+                        registry: groups.keys().cloned().collect::<Vec<_>>().join(", "),
+                        reason: e.to_string(),
+                    }),
+                    registries: BTreeMap::new(),
+                };
+            }
+        };
+        let learned = learn_all(&client, groups, creds, opts).await;
+        let registries = learned
+            .into_iter()
+            .map(|(reg, _, first)| {
+                let name = reg.name.clone();
+                match first {
+                    Some(Err(e @ PinError::Unreachable { .. })) => (name, Err(e)),
+                    _ => (name, Ok(reg)),
+                }
+            })
+            .collect();
+        Reader {
+            client: Ok(client),
+            registries,
+        }
+    }
+
+    /// `repository`'s manifest at `reference`, or the blob `reference`
+    /// names, at most `limit` bytes; `None` when there is none.
+    pub async fn get(
+        &self,
+        repository: &str,
+        reference: &str,
+        object: Object,
+        limit: usize,
+    ) -> Result<Option<hyper::body::Bytes>, PinError> {
+        let image = format!("{repository}:{reference}");
+        let client = self.client.as_ref().map_err(Clone::clone)?;
+        let at = location_of(repository);
+        let reg = match self.registries.get(&at.registry) {
+            Some(Ok(reg)) => reg,
+            Some(Err(PinError::Unreachable {
+                registry, reason, ..
+            })) => {
+                return Err(PinError::Unreachable {
+                    image,
+                    registry: registry.clone(),
+                    reason: reason.clone(),
+                });
+            }
+            Some(Err(e)) => return Err(e.clone()),
+            None => {
+                return Err(PinError::Invalid {
+                    image,
+                    reason: "its registry was not opened for reading".into(),
+                });
+            }
+        };
+        let t = Target {
+            tag_ref: TagRef {
+                repository: repository.to_owned(),
+                tag: reference.to_owned(),
+            },
+            path: at.path,
+            tag: reference.to_owned(),
+        };
+        reg.get(client, &t, object, limit).await
+    }
 }
 
 /// Where a repository lives, as docker resolves a name: a first segment

@@ -65,6 +65,13 @@ impl std::fmt::Debug for Registry {
     }
 }
 
+/// What [`Registry::get`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Object {
+    Manifest,
+    Blob,
+}
+
 /// A HEAD's answer, classified.
 enum Answer {
     Digest(String),
@@ -206,6 +213,44 @@ impl Registry {
 
     fn manifest_url(&self, t: &Target) -> String {
         format!("{}/v2/{}/manifests/{}", self.base, t.path, t.tag)
+    }
+
+    /// GETs `t`'s manifest (`Object::Manifest`, `t.tag` a tag or digest)
+    /// or the blob `t.tag` names (`Object::Blob`), at most `limit` bytes;
+    /// `None` when the registry has no such object. A blob's bytes are
+    /// checked against its digest by the caller.
+    pub async fn get(
+        &self,
+        client: &net::Client,
+        t: &Target,
+        object: Object,
+        limit: usize,
+    ) -> Result<Option<Bytes>, PinError> {
+        let url = match object {
+            Object::Manifest => self.manifest_url(t),
+            Object::Blob => format!("{}/v2/{}/blobs/{}", self.base, t.path, t.tag),
+        };
+        let mut auth = self.auth_for(client, t).await?;
+        let mut retried = false;
+        loop {
+            let req = self.request(t, Method::GET, &url, auth.as_deref())?;
+            let a = net::send_limited(client, req, self.timeout, limit)
+                .await
+                .map_err(|e| self.unreachable(t, &e))?;
+            if a.status.is_success() {
+                return Ok(Some(a.body));
+            }
+            let refused = a.status == StatusCode::UNAUTHORIZED || a.status == StatusCode::FORBIDDEN;
+            if refused && !retried && matches!(self.challenge, Challenge::Bearer { .. }) {
+                retried = true;
+                auth = Some(self.fetch_token(client, t, &[t.path.as_str()]).await?);
+                continue;
+            }
+            return match classify(a.status, &a.body, &t.image(), &self.name) {
+                PinError::NotFound { .. } => Ok(None),
+                e => Err(e),
+            };
+        }
     }
 
     /// A request for `t` (the URL, the token service's or the manifest's).
