@@ -59,7 +59,8 @@ impl TrustedKey {
             .map(str::trim)
             .filter(|l| !l.is_empty())
             .collect();
-        let (label, der) = pem::decode_vec(lines.join("\n").as_bytes())
+        let text = lines.join("\n");
+        let (label, der) = pem::decode_vec(text.as_bytes())
             .map_err(|e| KeyError::NotPem(e.to_string()))?;
         if label != "PUBLIC KEY" {
             return Err(KeyError::NotPublic(label.to_owned()));
