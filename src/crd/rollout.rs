@@ -299,6 +299,27 @@ pub struct RolloutStatus {
     /// re-check, or by a saga run whose changed set was the whole tenant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_full_check: Option<Time>,
+    /// Per image of the release, the cosign signature that verified it
+    /// (the saga's `signatures-verified` step; empty when the release asks
+    /// for none). Written with the steps above, so it is for the same
+    /// `desiredHash`; the live re-check compares running imageIDs with
+    /// these digests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signatures: Vec<ImageSignature>,
+}
+
+/// An image whose cosign signature verified.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageSignature {
+    /// `repository@sha256:…`, as the release pins it.
+    pub image: String,
+    /// The trusted key's name (the release's `signatures.keys[].name`).
+    pub key: String,
+    /// `sha256:` of the key's SubjectPublicKeyInfo.
+    pub key_id: String,
+    /// The digest of the signed payload that verified.
+    pub signature: String,
 }
 
 /// The workloads (and baseline ConfigMap versions) a saga run changes.

@@ -15,6 +15,7 @@ use crate::fleet::{Fleet, Sourced};
 
 mod analysis;
 mod rule;
+pub mod signatures;
 mod tenants;
 pub use rule::Rule;
 
@@ -338,6 +339,7 @@ fn lint_release(f: &mut Findings<'_>, sourced: &Sourced<Release>) {
         }
         analysis::lint_wave(f, file, &field, spec, w);
     }
+    signatures::lint_keys(f, file, spec);
     for t in tenants.keys() {
         if !covered.contains_key(t) {
             f.add(file, "spec.waves", Rule::UncoveredTenant, format!("tenant {t:?} (manifests/{t}/) is in no wave; name it in a wave or set `remaining: true` on fleet"));

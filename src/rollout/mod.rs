@@ -23,6 +23,7 @@ pub mod isolation;
 pub mod prune;
 pub mod reverify;
 pub mod saga;
+pub mod signed;
 pub mod summary;
 pub mod verify;
 pub mod workload;

@@ -21,6 +21,7 @@ use crate::release::{ImageRef, Release};
 pub use crate::saga::{Outcome, Step, combine, next_look};
 
 pub const STEP_ISOLATED: &str = "network-isolated";
+pub const STEP_SIGNATURES: &str = "signatures-verified";
 pub const STEP_CONFIGMAPS: &str = "configmaps-published";
 pub const STEP_PROJECTED: &str = "status-projected";
 pub const STEP_PRUNED: &str = "pruned";
@@ -31,6 +32,9 @@ pub const VERIFIED_HISTORY: usize = 10;
 pub enum StepKind {
     /// The tenant namespace's NetworkPolicies are applied and as built.
     Isolate,
+    /// Every image of the release carries a cosign signature by a trusted
+    /// key (only for a release that names keys).
+    VerifySignatures,
     PublishConfigMaps,
     Repoint(String),
     PodsRolled(String),
@@ -44,6 +48,7 @@ impl Step for StepKind {
     fn name(&self) -> String {
         match self {
             StepKind::Isolate => STEP_ISOLATED.into(),
+            StepKind::VerifySignatures => STEP_SIGNATURES.into(),
             StepKind::PublishConfigMaps => STEP_CONFIGMAPS.into(),
             StepKind::Repoint(c) => format!("repointed/{c}"),
             StepKind::PodsRolled(c) => format!("pods-rolled/{c}"),
@@ -57,6 +62,7 @@ impl Step for StepKind {
     fn owner(&self) -> &'static str {
         match self {
             StepKind::Isolate => "exo-operator/network-isolation (server-side apply)",
+            StepKind::VerifySignatures => "exo-operator/signature-verifier (registry)",
             StepKind::PublishConfigMaps => "exo-operator/configmap-publisher",
             StepKind::Repoint(_) => "exo-operator/rollout (server-side apply)",
             StepKind::PodsRolled(_) => "exo-operator/workload-reconciler",
@@ -71,6 +77,7 @@ impl StepKind {
     pub fn parse(name: &str) -> Option<StepKind> {
         match name {
             STEP_ISOLATED => Some(StepKind::Isolate),
+            STEP_SIGNATURES => Some(StepKind::VerifySignatures),
             STEP_CONFIGMAPS => Some(StepKind::PublishConfigMaps),
             STEP_PROJECTED => Some(StepKind::ProjectStatus),
             STEP_PRUNED => Some(StepKind::Prune),
@@ -255,8 +262,14 @@ pub fn groups(workloads: &[Workload], release: &Release) -> Vec<(String, Vec<Wor
 /// The saga's steps for a tenant's workloads under `release`.
 pub fn steps(workloads: &[Workload], release: &Release) -> Vec<StepKind> {
     // Isolation first: no workload of a release runs before its
-    // namespace's policies hold.
-    let mut out = vec![StepKind::Isolate, StepKind::PublishConfigMaps];
+    // namespace's policies hold. Then, for a release that names signing
+    // keys, its signatures: nothing of it is published or applied before
+    // every image verifies.
+    let mut out = vec![StepKind::Isolate];
+    if release.spec.signatures.is_some() {
+        out.push(StepKind::VerifySignatures);
+    }
+    out.push(StepKind::PublishConfigMaps);
     // The names only: no workload is copied (this runs on each pass).
     let components = Components::of(release);
     for (c, _) in group_positions(&components, workloads) {
@@ -330,8 +343,10 @@ pub fn fresh_status(
         last_drift: previous.and_then(|p| p.last_drift.clone()),
         last_live_check: previous.and_then(|p| p.last_live_check.clone()),
         last_full_check: previous.and_then(|p| p.last_full_check.clone()),
-        // Each run records its own (see `super::changed`).
+        // Each run records its own (see `super::changed`), and verifies
+        // its release's signatures afresh.
         changed: None,
+        signatures: Vec::new(),
     }
 }
 

@@ -106,7 +106,11 @@ pub fn signature_layers(manifest: &[u8]) -> Result<Vec<SignatureLayer>, FormatEr
             let signature = l
                 .annotations
                 .get(SIGNATURE_ANNOTATION)
-                .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s.trim()).ok())
+                .and_then(|s| {
+                    base64::engine::general_purpose::STANDARD
+                        .decode(s.trim())
+                        .ok()
+                })
                 .filter(|s| !s.is_empty())
                 .ok_or_else(|| FormatError::NoSignature {
                     digest: l.digest.clone(),
@@ -149,7 +153,10 @@ pub fn judge(
                 digest: layer.digest.clone(),
             });
         }
-        let Some(key) = keys.iter().position(|k| k.verifies(payload, &layer.signature)) else {
+        let Some(key) = keys
+            .iter()
+            .position(|k| k.verifies(payload, &layer.signature))
+        else {
             continue;
         };
         match signed_digest(payload) {
@@ -272,7 +279,8 @@ pub(crate) mod tests {
                 "application/vnd.oci.image.layer.v1.tar+gzip".into()
             ))
         );
-        let unsigned = serde_json::json!({"layers": [{"mediaType": SIMPLE_SIGNING, "digest": D, "size": 9}]});
+        let unsigned =
+            serde_json::json!({"layers": [{"mediaType": SIMPLE_SIGNING, "digest": D, "size": 9}]});
         assert!(matches!(
             signature_layers(&serde_json::to_vec(&unsigned).unwrap()),
             Err(FormatError::NoSignature { .. })

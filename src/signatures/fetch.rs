@@ -20,16 +20,40 @@ pub async fn verify_all(
     creds: &Credentials,
     opts: &ResolverOptions,
 ) -> Results {
+    let reader = open_for(images.iter(), creds, opts).await;
+    verify_with(&reader, images, keys, opts.max_in_flight).await
+}
+
+/// Verifies several sets of images, each against its own keys (one per
+/// release), over one reader: a registry's challenge is learned once for
+/// all of them. The results in the order of `sets`.
+pub async fn verify_sets(
+    sets: &[(Vec<TrustedKey>, Vec<String>)],
+    creds: &Credentials,
+    opts: &ResolverOptions,
+) -> Vec<Results> {
+    let reader = open_for(sets.iter().flat_map(|(_, images)| images), creds, opts).await;
+    let reader = &reader;
+    futures::stream::iter(sets)
+        .then(|(keys, images)| verify_with(reader, images, keys, opts.max_in_flight))
+        .collect()
+        .await
+}
+
+/// A reader for `images`' registries.
+pub async fn open_for<'a>(
+    images: impl Iterator<Item = &'a String>,
+    creds: &Credentials,
+    opts: &ResolverOptions,
+) -> Reader {
     let first: Vec<(String, String)> = images
-        .iter()
         .filter_map(|i| {
             let r = ImageRef::parse(i);
             let tag = cosign::signature_tag(r.digest.as_deref()?)?;
             Some((r.repository, tag))
         })
         .collect();
-    let reader = Reader::open(&first, creds, opts).await;
-    verify_with(&reader, images, keys, opts.max_in_flight).await
+    Reader::open(&first, creds, opts).await
 }
 
 /// [`verify_all`] over a reader the caller keeps (the operator's, across
@@ -40,8 +64,20 @@ pub async fn verify_with(
     keys: &[TrustedKey],
     max_in_flight: usize,
 ) -> Results {
-    futures::stream::iter(images)
-        .map(|image| async move { (image.clone(), verify_one(reader, image, keys).await) })
+    // The futures made first, then run: a stream that maps borrowed items
+    // to futures is not `Send` for every lifetime, which the operator's
+    // controller needs.
+    let checks: Vec<_> = images
+        .iter()
+        .map(|image| {
+            let image = image.clone();
+            async move {
+                let r = verify_one(reader, &image, keys).await;
+                (image, r)
+            }
+        })
+        .collect();
+    futures::stream::iter(checks)
         .buffer_unordered(max_in_flight.max(1))
         .collect()
         .await

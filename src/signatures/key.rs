@@ -43,7 +43,9 @@ pub enum KeyError {
         "a PEM {0:?} block is not a public key: give the public half (cosign.pub, -----BEGIN PUBLIC KEY-----)"
     )]
     NotPublic(String),
-    #[error("{0} keys are not supported: cosign keys here are ECDSA P-256 (cosign generate-key-pair)")]
+    #[error(
+        "{0} keys are not supported: cosign keys here are ECDSA P-256 (cosign generate-key-pair)"
+    )]
     UnsupportedType(String),
     #[error("not a valid ECDSA P-256 public key: {0}")]
     Malformed(String),
@@ -60,19 +62,15 @@ impl TrustedKey {
             .filter(|l| !l.is_empty())
             .collect();
         let text = lines.join("\n");
-        let (label, der) = pem::decode_vec(text.as_bytes())
-            .map_err(|e| KeyError::NotPem(e.to_string()))?;
+        let (label, der) =
+            pem::decode_vec(text.as_bytes()).map_err(|e| KeyError::NotPem(e.to_string()))?;
         if label != "PUBLIC KEY" {
             return Err(KeyError::NotPublic(label.to_owned()));
         }
-        let spki =
-            SubjectPublicKeyInfoRef::from_der(&der).map_err(|e| KeyError::Malformed(e.to_string()))?;
+        let spki = SubjectPublicKeyInfoRef::from_der(&der)
+            .map_err(|e| KeyError::Malformed(e.to_string()))?;
         let algorithm = spki.algorithm.oid.to_string();
-        let curve = spki
-            .algorithm
-            .parameters_oid()
-            .ok()
-            .map(|o| o.to_string());
+        let curve = spki.algorithm.parameters_oid().ok().map(|o| o.to_string());
         match (algorithm.as_str(), curve.as_deref()) {
             (EC_PUBLIC_KEY, Some(P256)) => {}
             (EC_PUBLIC_KEY, Some(P384)) => {

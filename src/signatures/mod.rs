@@ -27,7 +27,7 @@ pub mod cosign;
 mod fetch;
 pub mod key;
 
-pub use fetch::{verify_all, verify_with};
+pub use fetch::{open_for, verify_all, verify_sets, verify_with};
 pub use key::{KeyError, TrustedKey};
 
 use crate::fleet::pin::PinError;

@@ -13,7 +13,7 @@ use crate::fleet::Fleet;
 use crate::meta::ANNOTATION_SYNC_REQUESTED;
 use crate::release::WaveName;
 
-fn runtime(verb: &str) -> Result<tokio::runtime::Runtime, u8> {
+pub fn runtime(verb: &str) -> Result<tokio::runtime::Runtime, u8> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

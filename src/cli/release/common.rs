@@ -29,6 +29,81 @@ pub struct RootArg {
     pub root: PathBuf,
 }
 
+/// How the verbs that ask registries ask them (`pin`, `lint
+/// --verify-signatures`).
+#[derive(Debug, Args)]
+pub struct RegistryArgs {
+    /// Most registry requests in flight at once.
+    #[arg(long, default_value_t = 16)]
+    pub max_in_flight: usize,
+    /// Registries (host:port) to reach over plain HTTP; loopback ones always are.
+    #[arg(long = "plain-http")]
+    pub plain_http: Vec<String>,
+}
+
+impl RegistryArgs {
+    pub fn options(&self) -> crate::fleet::pin::ResolverOptions {
+        crate::fleet::pin::ResolverOptions {
+            max_in_flight: self.max_in_flight,
+            plain_http: self.plain_http.iter().cloned().collect(),
+            ..Default::default()
+        }
+    }
+}
+
+/// The docker config's registry credentials, or why they are unusable.
+pub fn registry_credentials(verb: &str) -> Result<crate::fleet::pin::Credentials, u8> {
+    crate::fleet::pin::Credentials::from_docker_config().map_err(|e| {
+        eprintln!("exo release {verb}: {e}");
+        exit::UNUSABLE
+    })
+}
+
+/// Checks the signatures of each release's `images` (per component: its
+/// own pin, or the digest `pin` just resolved) against the release's keys, on
+/// `runtime`: one finding per image that does not verify, and one per
+/// release that names no keys. Prints what it checked.
+pub fn check_signatures(
+    fleet: &Fleet,
+    releases: &[(&Sourced<Release>, Vec<String>)],
+    creds: &crate::fleet::pin::Credentials,
+    registry: &RegistryArgs,
+    runtime: &tokio::runtime::Runtime,
+    verb: &str,
+) -> Vec<crate::release::lint::Finding> {
+    use crate::release::lint::signatures as rules;
+    let mut findings = Vec::new();
+    let mut sets = Vec::new();
+    let mut checked = Vec::new();
+    for (r, images) in releases {
+        match rules::keys_for(fleet, r) {
+            Ok(keys) => {
+                let distinct: std::collections::BTreeSet<&String> = images.iter().collect();
+                sets.push((keys, distinct.into_iter().cloned().collect::<Vec<_>>()));
+                checked.push((*r, images));
+            }
+            Err(Some(f)) => findings.push(f),
+            // Keys that do not parse: lint's own findings say which.
+            Err(None) => {}
+        }
+    }
+    let images: usize = sets.iter().map(|(_, i)| i.len()).sum();
+    eprintln!(
+        "exo release {verb}: verifying the signatures of {images} image(s) of {} release(s), at most {} at a time",
+        sets.len(),
+        registry.max_in_flight
+    );
+    let results = runtime.block_on(crate::signatures::verify_sets(
+        &sets,
+        creds,
+        &registry.options(),
+    ));
+    for ((r, images), res) in checked.iter().zip(&results) {
+        findings.extend(rules::findings(fleet, r, images, res));
+    }
+    findings
+}
+
 /// Loads the fleet or prints why it is unusable.
 pub fn load_fleet(root: &Path, verb: &str) -> Result<Fleet, u8> {
     fleet::load(root).map_err(|e| {

@@ -1,6 +1,7 @@
 //! `exo release pin`: resolve every component's tag to a digest against the
 //! registry and write it back. Nothing is written unless every image of
-//! every file resolved.
+//! every file resolved (and, with `--verify-signatures`, verified against
+//! its release's `signatures.keys`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -8,8 +9,10 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::cli::exit;
-use crate::cli::release::common::{RootArg, load_fleet, release_at};
-use crate::fleet::pin::{self, Credentials, ResolverOptions};
+use crate::cli::release::common::{
+    RegistryArgs, RootArg, check_signatures, load_fleet, registry_credentials, release_at,
+};
+use crate::fleet::pin;
 use crate::release::pin_edit;
 
 #[derive(Debug, Args)]
@@ -18,16 +21,17 @@ pub struct PinArgs {
     pub releases: Vec<PathBuf>,
     #[command(flatten)]
     pub root: RootArg,
-    /// Most registry requests in flight at once.
-    #[arg(long, default_value_t = 16)]
-    pub max_in_flight: usize,
-    /// Registries (host:port) to reach over plain HTTP; loopback ones always are.
-    #[arg(long = "plain-http")]
-    pub plain_http: Vec<String>,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
     /// Only check that every pin still matches the registry; write nothing.
     /// Exit 1 when a tag now resolves to another digest.
     #[arg(long)]
     pub check: bool,
+    /// Also verify that every resolved image carries a cosign signature by
+    /// one of its release's `signatures.keys`; nothing is written unless
+    /// every one does.
+    #[arg(long)]
+    pub verify_signatures: bool,
 }
 
 pub fn run(args: &PinArgs) -> u8 {
@@ -79,12 +83,9 @@ pub fn run(args: &PinArgs) -> u8 {
         return exit::UNUSABLE;
     }
 
-    let creds = match Credentials::from_docker_config() {
+    let creds = match registry_credentials("pin") {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("exo release pin: {e}");
-            return exit::UNUSABLE;
-        }
+        Err(code) => return code,
     };
     let refs: Vec<pin::TagRef> = wanted
         .iter()
@@ -95,22 +96,12 @@ pub fn run(args: &PinArgs) -> u8 {
         "exo release pin: resolving {} image(s) ({} distinct), at most {} at a time",
         refs.len(),
         distinct.len(),
-        args.max_in_flight
+        args.registry.max_in_flight
     );
-    let opts = ResolverOptions {
-        max_in_flight: args.max_in_flight,
-        plain_http: args.plain_http.iter().cloned().collect(),
-        ..ResolverOptions::default()
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let opts = args.registry.options();
+    let runtime = match super::cluster::runtime("exo release pin") {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("exo release pin: cannot start the async runtime: {e}");
-            return exit::UNUSABLE;
-        }
+        Err(code) => return code,
     };
     let resolved = runtime.block_on(pin::resolve_all(&refs, &creds, &opts));
     let failures: BTreeSet<String> = resolved
@@ -124,6 +115,31 @@ pub fn run(args: &PinArgs) -> u8 {
         }
         eprintln!("exo release pin: nothing written");
         return exit::UNUSABLE;
+    }
+
+    if args.verify_signatures {
+        // Each component's image as it will be pinned.
+        let releases: Vec<_> = wanted
+            .iter()
+            .map(|(f, per)| {
+                let r = selected[*f];
+                let images = r.value.spec.components.iter().enumerate().map(|(i, c)| {
+                    per.get(&i)
+                        .and_then(|t| Some((t, resolved.get(t)?.as_ref().ok()?)))
+                        .map_or_else(|| c.image.clone(), |(t, d)| format!("{}@{d}", t.repository))
+                });
+                (r, images.collect())
+            })
+            .collect();
+        let findings = check_signatures(&fleet, &releases, &creds, &args.registry, &runtime, "pin");
+        if !findings.is_empty() {
+            for f in &findings {
+                eprintln!("exo release pin: {f}");
+            }
+            eprintln!("exo release pin: nothing written");
+            return exit::FINDINGS;
+        }
+        eprintln!("exo release pin: every image's signature verified");
     }
 
     // Render every file first; write only when all rendered.

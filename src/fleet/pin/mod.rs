@@ -284,16 +284,20 @@ async fn learn_all(
     creds: &Credentials,
     opts: &ResolverOptions,
 ) -> Vec<(Registry, Vec<Target>, Option<Result<String, PinError>>)> {
-    futures::future::join_all(groups.into_iter().map(|(name, (host, targets))| async move {
-        let mut reg = registry_for(&name, &host, creds, opts);
-        let paths: BTreeSet<&str> = targets.iter().map(|t| t.path.as_str()).collect();
-        let paths: Vec<&str> = paths.into_iter().collect();
-        let first = match targets.first() {
-            Some(first) => reg.learn(client, first, &paths).await,
-            None => None,
-        };
-        (reg, targets, first)
-    }))
+    futures::future::join_all(
+        groups
+            .into_iter()
+            .map(|(name, (host, targets))| async move {
+                let mut reg = registry_for(&name, &host, creds, opts);
+                let paths: BTreeSet<&str> = targets.iter().map(|t| t.path.as_str()).collect();
+                let paths: Vec<&str> = paths.into_iter().collect();
+                let first = match targets.first() {
+                    Some(first) => reg.learn(client, first, &paths).await,
+                    None => None,
+                };
+                (reg, targets, first)
+            }),
+    )
     .await
 }
 
@@ -347,7 +351,11 @@ impl std::fmt::Debug for Reader {
 impl Reader {
     /// A reader for `first`: `(repository, reference)` pairs of which the
     /// first per registry is asked (HEAD) to learn its challenge.
-    pub async fn open(first: &[(String, String)], creds: &Credentials, opts: &ResolverOptions) -> Self {
+    pub async fn open(
+        first: &[(String, String)],
+        creds: &Credentials,
+        opts: &ResolverOptions,
+    ) -> Self {
         let mut groups: BTreeMap<String, (String, Vec<Target>)> = BTreeMap::new();
         for (repository, reference) in first {
             let at = location_of(repository);

@@ -71,10 +71,16 @@ pub enum Rule {
     BadCondition,
     /// Any other wrong field of a wave's analysis or `autoPromote`.
     BadAnalysis,
+    /// A `spec.signatures` key that does not parse, is named twice, or a
+    /// `spec.signatures` without keys.
+    BadSigningKey,
+    /// An image whose signature does not verify (only with
+    /// `--verify-signatures`, which asks the registry).
+    Signature,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 33] = [
+    pub const ALL: [Rule; 35] = [
         Rule::MutableTag,
         Rule::MalformedDigest,
         Rule::TagInImage,
@@ -108,6 +114,8 @@ impl Rule {
         Rule::BadQuery,
         Rule::BadCondition,
         Rule::BadAnalysis,
+        Rule::BadSigningKey,
+        Rule::Signature,
     ];
 
     /// The stable id, e.g. `mutable-tag`.
@@ -146,6 +154,8 @@ impl Rule {
             Rule::BadQuery => "bad-query",
             Rule::BadCondition => "bad-condition",
             Rule::BadAnalysis => "bad-analysis",
+            Rule::BadSigningKey => "bad-signing-key",
+            Rule::Signature => "signature",
         }
     }
 }

@@ -27,6 +27,7 @@ use crate::rollout::actuate::execute;
 use crate::rollout::desired::TenantTarget;
 use crate::rollout::inventory::{self, Inventories};
 use crate::rollout::saga::{self, Outcome, StartedFor, Step, StepKind, Workload};
+use crate::rollout::signed::{self, SignatureChecks};
 use crate::rollout::workload::StepCtx;
 use crate::rollout::{changed, drift, prune, reverify};
 
@@ -43,6 +44,8 @@ pub(super) struct DriveCtx {
     done: DoneSteps,
     /// This term's copies of the tenants' Inventories.
     inventories: Inventories,
+    /// This term's image signature checks, shared by every tenant.
+    signatures: SignatureChecks,
 }
 
 /// The Rollout controller of one leadership term, over the operator's one
@@ -85,6 +88,7 @@ pub(super) async fn run(
         waits: Waits::default(),
         done: DoneSteps::default(),
         inventories: Inventories::default(),
+        signatures: SignatureChecks::default(),
     });
     controller
         .run(
@@ -202,7 +206,13 @@ async fn reconcile(cached: Arc<Rollout>, ctx: Arc<DriveCtx>) -> Result<Action, E
         Some(RolloutPhase::Verified) => {
             return maintain(&ctx, &ro, status, inventory, &loaded, &target, &kinds).await;
         }
-        Some(RolloutPhase::Failed) => return Ok(Action::await_change()),
+        // A saga failed on its release's signatures looks again (see
+        // `rollout::signed`); any other failure waits for a new spec.
+        Some(RolloutPhase::Failed)
+            if status.current_step.as_deref() != Some(saga::STEP_SIGNATURES) =>
+        {
+            return Ok(Action::await_change());
+        }
         _ => {}
     }
     run_steps(&ctx, &ro, status, inventory, &loaded, &target).await
@@ -294,6 +304,13 @@ async fn run_steps(
             .await?
             .pruned;
             Outcome::Done
+        } else if kind == StepKind::VerifySignatures {
+            let (outcome, verified) = ctx.signatures.check(&target.release).instrument(span).await;
+            if status.signatures != verified {
+                status.signatures = verified;
+                unwritten = true;
+            }
+            outcome
         } else {
             let step_ctx = StepCtx {
                 op: &ctx.op,
@@ -348,9 +365,15 @@ async fn run_steps(
                 return Ok(Action::requeue(Duration::from_secs(5)));
             }
             Outcome::Failed(m) => {
-                warn!(tenant = %ro.spec.tenant, step = %kind.name(), reason = %m, "saga failed");
-                let failed = notices::failed(Subject::of(ro, target), &kind.name(), &m);
-                ctx.cfg.notifier.commit_status(failed);
+                if changed {
+                    warn!(tenant = %ro.spec.tenant, step = %kind.name(), reason = %m, "saga failed");
+                    let failed = notices::failed(Subject::of(ro, target), &kind.name(), &m);
+                    ctx.cfg.notifier.commit_status(failed);
+                }
+                if kind == StepKind::VerifySignatures {
+                    // Signing the image is the fix: look again.
+                    return Ok(Action::requeue(signed::RETRY));
+                }
                 return Ok(Action::await_change());
             }
         }
