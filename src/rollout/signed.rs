@@ -33,13 +33,16 @@ pub const RETRY: Duration = Duration::from_secs(30);
 /// Remembered results at most (a term's releases' images, many times over).
 const REMEMBERED: usize = 4096;
 
+/// (the key set's ids, the image).
 type Key = (String, String);
+/// An image's result and when it was found.
+type Seen = (Result<Verified, SignatureError>, Instant);
 
 /// This term's signature checks and what they found.
 pub struct SignatureChecks {
     creds: Credentials,
     opts: ResolverOptions,
-    seen: tokio::sync::Mutex<HashMap<Key, (Result<Verified, SignatureError>, Instant)>>,
+    seen: tokio::sync::Mutex<HashMap<Key, Seen>>,
 }
 
 impl Default for SignatureChecks {
@@ -85,15 +88,10 @@ impl SignatureChecks {
         let set = key_set(keys);
         let mut seen = self.seen.lock().await;
         let now = Instant::now();
-        let stale = |r: &(Result<Verified, SignatureError>, Instant)| {
-            r.0.is_err() && now.duration_since(r.1) >= REFUSED_FOR
-        };
+        let stale = |r: &Seen| r.0.is_err() && now.duration_since(r.1) >= REFUSED_FOR;
         let ask: Vec<String> = images
             .iter()
-            .filter(|i| {
-                seen.get(&(set.clone(), (*i).clone()))
-                    .is_none_or(|r| stale(r))
-            })
+            .filter(|i| seen.get(&(set.clone(), (*i).clone())).is_none_or(&stale))
             .cloned()
             .collect();
         if !ask.is_empty() {

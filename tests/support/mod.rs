@@ -11,6 +11,7 @@ pub mod balancer;
 pub mod blackhole;
 pub mod browser;
 pub mod canary;
+pub mod cosign;
 mod crds;
 pub mod exporter;
 pub mod fleet;

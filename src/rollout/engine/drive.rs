@@ -399,8 +399,8 @@ async fn run_steps(
 
 /// Whether the status must be written now, after `kind` ended with
 /// `outcome`: when the saga stops to wait (or fails), when the step removed
-/// objects (their Events follow the written inventory), and when the saga
-/// is over. Steps done in between are written with the next of these:
+/// objects (their Events follow the written inventory), when the images'
+/// signatures verified, and when the saga is over. Steps done in between are written with the next of these:
 /// every step is idempotent (server-side apply of the same body, create
 /// if absent, deletes preconditioned on the uid, checks), so a crash
 /// before that write repeats only what changes nothing. Pure.
@@ -411,8 +411,12 @@ fn durable_now(
     status: &RolloutStatus,
 ) -> bool {
     match outcome {
+        // The signatures' record is in the status alone: a later pass that
+        // finds the step done by this term (`DoneSteps`) does not check again.
         Outcome::Done => {
-            (*kind == StepKind::Prune && !pruned.is_empty()) || saga::next_step(status).is_none()
+            (*kind == StepKind::Prune && !pruned.is_empty())
+                || *kind == StepKind::VerifySignatures
+                || saga::next_step(status).is_none()
         }
         Outcome::Pending(_) | Outcome::Waiting(_) | Outcome::Failed(_) => true,
     }
