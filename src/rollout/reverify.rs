@@ -95,8 +95,16 @@ pub struct LiveResult {
 }
 
 /// Checks every pod of the tenant's workloads once. Pods come from the
-/// operator's cache; only the execs reach the apiserver.
-pub async fn run(op: &Ctx, ns: &str, target: &TenantTarget) -> LiveResult {
+/// operator's cache; only the execs reach the apiserver. For a release
+/// that names signing keys, `signatures` (the Rollout's record) must cover
+/// every digest a pod runs.
+pub async fn run(
+    op: &Ctx,
+    ns: &str,
+    target: &TenantTarget,
+    signatures: &[crate::crd::ImageSignature],
+) -> LiveResult {
+    let signed = target.release.spec.signatures.is_some();
     let pods: Vec<Pod> = op
         .pods
         .state()
@@ -127,6 +135,14 @@ pub async fn run(op: &Ctx, ns: &str, target: &TenantTarget) -> LiveResult {
                     );
                 }
                 Outcome::Pending(m) | Outcome::Waiting(m) => return (0, None, Some(m)),
+            }
+            if signed && let Some(m) = super::signed::unverified_running(w, pod, signatures) {
+                let problem = Problem {
+                    pod: name,
+                    uid: pod.metadata.uid.clone(),
+                    message: m,
+                };
+                return (1, Some(problem), None);
             }
             if matches!(w, super::saga::Workload::Agent(a) if a.spec.baseline.is_some()) {
                 op.metrics.live_check_execs.inc();

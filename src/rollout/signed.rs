@@ -172,6 +172,33 @@ pub fn judge(
     (Outcome::Done, verified)
 }
 
+/// For a release that names signing keys: the first container of `w`'s
+/// `pod` whose running imageID is not a digest a signature verified
+/// (`verified`, the Rollout's `status.signatures`), as a problem message;
+/// `None` when every one is. The live re-check asks it beside the pin
+/// check, so a pod runs only digests whose signatures were verified. Pure.
+pub fn unverified_running(
+    w: &super::saga::Workload,
+    pod: &k8s_openapi::api::core::v1::Pod,
+    verified: &[ImageSignature],
+) -> Option<String> {
+    let digests: std::collections::BTreeSet<&str> = verified
+        .iter()
+        .filter_map(|s| s.image.split_once('@').map(|(_, d)| d))
+        .collect();
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+    w.images().into_iter().find_map(|(container, _)| {
+        let st = statuses.iter().find(|s| s.name == container)?;
+        let running = super::saga::digest_of_image_id(&st.image_id)?;
+        (!digests.contains(running)).then(|| {
+            format!(
+                "pod {name} container {container} runs {running}, which no verified signature covers"
+            )
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,6 +246,40 @@ mod tests {
             matches!(&o, Outcome::Failed(m) if m.contains("r/a@sha256:1: not signed") && m.contains("1 of 2")),
             "{o:?}"
         );
+    }
+
+    #[test]
+    fn a_running_digest_must_be_one_whose_signature_verified() {
+        let tool: crate::crd::Tool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "autonomic.sh/v1alpha1", "kind": "Tool",
+            "metadata": {"name": "broker"},
+            "spec": {"container": {"image": "r/broker@sha256:1"}}
+        }))
+        .unwrap();
+        let w = super::super::saga::Workload::Tool(tool);
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "tool-broker-1"},
+            "status": {"containerStatuses": [{"name": "tool", "image": "r/broker",
+                "imageID": "r/broker@sha256:1", "ready": true, "restartCount": 0}]}
+        }))
+        .unwrap();
+        let sig = |image: &str| ImageSignature {
+            image: image.into(),
+            key: "ci".into(),
+            key_id: "sha256:ab".into(),
+            signature: "sha256:cd".into(),
+        };
+        assert_eq!(
+            unverified_running(&w, &pod, &[sig("r/broker@sha256:1")]),
+            None
+        );
+        assert_eq!(
+            unverified_running(&w, &pod, &[sig("r/broker@sha256:2")]).as_deref(),
+            Some(
+                "pod tool-broker-1 container tool runs sha256:1, which no verified signature covers"
+            )
+        );
+        assert!(unverified_running(&w, &pod, &[]).is_some());
     }
 
     #[test]

@@ -478,7 +478,7 @@ async fn maintain(
     };
     let due_in = reverify::due_in(&status, &ns, loaded.policy.reverify, now());
     if due_in.is_zero() {
-        let result = reverify::run(&ctx.op, &ns, target).await;
+        let result = reverify::run(&ctx.op, &ns, target, &status.signatures).await;
         let heal = reverify::record(
             &ctx.op,
             ro,
