@@ -24,7 +24,7 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
             &["analysis", "crd", "wire"],
             &[
                 "alerts", "circuits", "cluster", "fleet", "forge", "incident", "notify", "release",
-                "saga",
+                "saga", "signatures",
             ],
             &[
                 "agentfs",
