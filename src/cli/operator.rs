@@ -131,6 +131,12 @@ pub struct RunArgs {
     /// answer later than this is an inconclusive measurement).
     #[arg(long, default_value = "10s", env = "EXO_ANALYSIS_QUERY_TIMEOUT", value_parser = positive_duration)]
     pub analysis_query_timeout: Duration,
+    /// A docker config file (`config.json`, or a mounted
+    /// `kubernetes.io/dockerconfigjson` Secret's `.dockerconfigjson`) whose
+    /// `auths` the saga's `signatures-verified` step reads image signatures
+    /// with; without it, registries are asked anonymously.
+    #[arg(long, env = "EXO_REGISTRY_CONFIG")]
+    pub registry_config: Option<std::path::PathBuf>,
     /// Incidents one agent may post per minute (`POST /v1/incidents`);
     /// a burst of a quarter of that is taken at once.
     #[arg(long, default_value_t = 60, env = "EXO_INCIDENT_RATE", value_parser = clap::value_parser!(u32).range(1..))]
@@ -220,6 +226,16 @@ fn run_operator(args: RunArgs) -> u8 {
                 return exit::UNUSABLE;
             }
         };
+        let registry_credentials = match &args.registry_config {
+            None => crate::fleet::pin::Credentials::default(),
+            Some(path) => match crate::fleet::pin::Credentials::from_file(path) {
+                Ok(c) => c,
+                Err(e) => {
+                    error!(error = %e, "--registry-config");
+                    return exit::UNUSABLE;
+                }
+            },
+        };
         let cfg = Config {
             namespace: args.namespace,
             metrics_addr: args.metrics_addr,
@@ -250,6 +266,7 @@ fn run_operator(args: RunArgs) -> u8 {
             circuit_scrape_interval: args.circuit_scrape_interval,
             circuit_scrape_timeout: args.circuit_scrape_timeout,
             analysis_query_timeout: args.analysis_query_timeout,
+            registry_credentials,
             incident_rate: args.incident_rate,
             incident_retention: args.incident_retention,
         };

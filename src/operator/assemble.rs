@@ -65,6 +65,8 @@ pub struct Config {
     pub circuit_scrape_timeout: Duration,
     /// One PromQL query's deadline (a wave's `prometheus` checks).
     pub analysis_query_timeout: Duration,
+    /// What the signature checks read registries with (`--registry-config`).
+    pub registry_credentials: crate::fleet::pin::Credentials,
     /// Incidents one agent may post per minute.
     pub incident_rate: u32,
     /// How long an incident is kept once routed to its lane.
@@ -159,6 +161,7 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
             circuits: circuits.clone(),
         },
         prometheus_timeout: cfg.analysis_query_timeout,
+        registry_credentials: cfg.registry_credentials.clone(),
     };
     leader_tasks.push(for_the_term(move |ctx| {
         crate::rollout::engine::run(ctx, engine.clone())

@@ -45,17 +45,16 @@ pub struct SignatureChecks {
     seen: tokio::sync::Mutex<HashMap<Key, Seen>>,
 }
 
-impl Default for SignatureChecks {
-    fn default() -> Self {
+impl SignatureChecks {
+    /// Checks that read registries with `creds`.
+    pub fn new(creds: Credentials) -> Self {
         SignatureChecks {
-            creds: Credentials::default(),
+            creds,
             opts: ResolverOptions::default(),
             seen: tokio::sync::Mutex::new(HashMap::new()),
         }
     }
-}
 
-impl SignatureChecks {
     /// The step's outcome for `release`, and the signature of each image
     /// when all verified.
     pub async fn check(&self, release: &Release) -> (Outcome, Vec<ImageSignature>) {

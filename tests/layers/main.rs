@@ -23,8 +23,16 @@ const LAYERS: &[(&str, &[&[&str]])] = &[
             ],
             &["analysis", "crd", "wire"],
             &[
-                "alerts", "circuits", "cluster", "fleet", "forge", "incident", "notify", "release",
-                "saga", "signatures",
+                "alerts",
+                "circuits",
+                "cluster",
+                "fleet",
+                "forge",
+                "incident",
+                "notify",
+                "release",
+                "saga",
+                "signatures",
             ],
             &[
                 "agentfs",

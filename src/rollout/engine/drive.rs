@@ -80,6 +80,7 @@ pub(super) async fn run(
     cfg: EngineConfig,
     state: Arc<State>,
 ) {
+    let signatures = SignatureChecks::new(cfg.registry_credentials.clone());
     let ctx = Arc::new(DriveCtx {
         op,
         cfg,
@@ -88,7 +89,7 @@ pub(super) async fn run(
         waits: Waits::default(),
         done: DoneSteps::default(),
         inventories: Inventories::default(),
-        signatures: SignatureChecks::default(),
+        signatures,
     });
     controller
         .run(

@@ -78,6 +78,8 @@ pub struct EngineConfig {
     pub signals: SignalSources,
     /// One PromQL query's deadline.
     pub prometheus_timeout: Duration,
+    /// What the `signatures-verified` step reads registries with.
+    pub registry_credentials: crate::fleet::pin::Credentials,
 }
 
 /// A Fleet's knobs, as its spec said at the last sync.
