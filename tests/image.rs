@@ -3,7 +3,9 @@
 //! pushed to the test registry, and what the registry serves is a working
 //! program: unpacked, its `/exo` runs from its own root file system, as
 //! user 65532, with no shell beside it. Two builds of one commit give one
-//! digest.
+//! digest. It is signed: the real `cosign verify` accepts it with the
+//! committed development key (`deploy/signing/`) and refuses it with any
+//! other.
 
 mod support;
 
@@ -11,7 +13,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use support::copy_tree;
-use support::image::{Built, built, run_script};
+use support::cosign::Cosign;
+use support::image::{Built, built, cosign, image_name, run_script, run_script_with};
 
 fn ok(mut cmd: Command) -> String {
     let out = cmd.output().expect("spawn");
@@ -180,4 +183,77 @@ fn two_builds_of_one_commit_give_one_digest() {
     let second = run_script(&clone, &deploy);
     eprintln!("first build:  {}\nsecond build: {second}", first.reference);
     assert_eq!(second, first.reference);
+}
+
+/// `cosign verify` of `reference` with the public key file `key`, as
+/// docs/install.md shows it (plus `--allow-http-registry` for the test
+/// registry): whether it passed, and its output.
+fn cosign_verify(key: &str, reference: &str) -> (bool, String, String) {
+    cosign(&[
+        "verify",
+        "--key",
+        key,
+        "--insecure-ignore-tlog",
+        "--allow-http-registry",
+        reference,
+    ])
+}
+
+#[test]
+fn the_image_is_signed_with_the_committed_development_key() {
+    // The committed pair belongs together: the public key is the private
+    // key's (whose password is empty, as deploy/signing/README.md says).
+    let (ok, public, err) = cosign(&["public-key", "--key", "deploy/signing/dev-cosign.key"]);
+    assert!(ok, "cosign public-key: {err}");
+    let committed = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/signing/dev-cosign.pub"),
+    )
+    .unwrap();
+    assert_eq!(public.trim(), committed.trim());
+
+    let img = built();
+    let (ok, out, err) = cosign_verify("deploy/signing/dev-cosign.pub", &img.reference);
+    assert!(ok, "cosign verify {}: {out}{err}", img.reference);
+    // One or more signatures (a second build of the same commit may add
+    // one), each over this digest.
+    let claims: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    assert!(!claims.is_empty(), "{out}");
+    for c in &claims {
+        assert_eq!(
+            c["critical"]["image"]["docker-manifest-digest"],
+            img.digest.as_str(),
+            "{out}"
+        );
+        assert_eq!(
+            c["critical"]["type"], "cosign container image signature",
+            "{out}"
+        );
+    }
+
+    // Another key, freshly made, does not verify it.
+    let other = Cosign::new();
+    let (ok, text) = other.verify(&img.reference);
+    assert!(!ok, "an unrelated key verified {}: {text}", img.reference);
+    assert!(text.contains("no matching signatures"), "{text}");
+}
+
+#[test]
+fn no_sign_pushes_an_unsigned_image() {
+    let first = built();
+    let dir = tempfile::tempdir().unwrap();
+    let deploy = dir.path().join("deploy");
+    copy_tree(&first.deploy, &deploy);
+    // Another repository, so the signature of the default push (which
+    // lives beside the digest in its own repository) is not found.
+    let name = format!("{}-unsigned", image_name());
+    let reference = run_script_with(
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+        &deploy,
+        &name,
+        &["--no-sign", "--no-pin"],
+    );
+    assert_eq!(reference, format!("{name}@{}", first.digest));
+    let (ok, out, err) = cosign_verify("deploy/signing/dev-cosign.pub", &reference);
+    assert!(!ok, "cosign verify accepted {reference}: {out}");
+    assert!(err.contains("no signatures found"), "{err}");
 }
