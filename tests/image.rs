@@ -5,7 +5,7 @@
 //! user 65532, with no shell beside it. Two builds of one commit give one
 //! digest. It is signed: the real `cosign verify` accepts it with the
 //! committed development key (`deploy/signing/`) and refuses it with any
-//! other.
+//! other, and it carries a signed CycloneDX SBOM of the binary's crates.
 
 mod support;
 
@@ -256,4 +256,80 @@ fn no_sign_pushes_an_unsigned_image() {
     let (ok, out, err) = cosign_verify("deploy/signing/dev-cosign.pub", &reference);
     assert!(!ok, "cosign verify accepted {reference}: {out}");
     assert!(err.contains("no signatures found"), "{err}");
+}
+
+#[test]
+fn the_image_carries_a_signed_sbom_of_its_crates() {
+    use base64::Engine as _;
+    let img = built();
+    let attestation = |key: &str| {
+        cosign(&[
+            "verify-attestation",
+            "--type",
+            "cyclonedx",
+            "--key",
+            key,
+            "--insecure-ignore-tlog",
+            "--allow-http-registry",
+            &img.reference,
+        ])
+    };
+    let (ok, out, err) = attestation("deploy/signing/dev-cosign.pub");
+    assert!(ok, "cosign verify-attestation {}: {out}{err}", img.reference);
+    // One DSSE envelope per attestation: a second push of the same digest
+    // replaces the SBOM rather than adding one.
+    let envelopes: Vec<&str> = out.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(envelopes.len(), 1, "{out}");
+    let envelope: serde_json::Value = serde_json::from_str(envelopes[0]).unwrap();
+    assert_eq!(envelope["payloadType"], "application/vnd.in-toto+json");
+    let payload = base64::engine::general_purpose::STANDARD
+        .decode(envelope["payload"].as_str().unwrap())
+        .unwrap();
+    let statement: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+    assert_eq!(statement["predicateType"], "https://cyclonedx.org/bom");
+    assert_eq!(
+        format!(
+            "sha256:{}",
+            statement["subject"][0]["digest"]["sha256"]
+                .as_str()
+                .unwrap_or_default()
+        ),
+        img.digest,
+        "{statement}"
+    );
+
+    // The SBOM describes this exo, and lists the crates it is built from
+    // (kube among them), not the test-only ones (oci-client is a
+    // dev-dependency).
+    let bom = &statement["predicate"];
+    assert_eq!(bom["bomFormat"], "CycloneDX");
+    let exo = &bom["metadata"]["component"];
+    assert_eq!(exo["name"], "exo", "{exo}");
+    assert_eq!(exo["version"], env!("CARGO_PKG_VERSION"), "{exo}");
+    let crates: Vec<(&str, &str)> = bom["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or_default(),
+                c["version"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert!(
+        crates.iter().any(|(n, v)| *n == "kube" && !v.is_empty()),
+        "no kube in the SBOM: {crates:?}"
+    );
+    assert!(
+        !crates.iter().any(|(n, _)| *n == "oci-client"),
+        "a dev-dependency in the SBOM: {crates:?}"
+    );
+
+    // Another key does not verify the attestation.
+    let other = Cosign::new();
+    let key = other.dir.path().join("cosign.pub");
+    let (ok, out, err) = attestation(key.to_str().unwrap());
+    assert!(!ok, "an unrelated key verified the SBOM: {out}");
+    assert!(err.contains("no matching attestations"), "{err}");
 }
