@@ -275,7 +275,11 @@ fn the_image_carries_a_signed_sbom_of_its_crates() {
         ])
     };
     let (ok, out, err) = attestation("deploy/signing/dev-cosign.pub");
-    assert!(ok, "cosign verify-attestation {}: {out}{err}", img.reference);
+    assert!(
+        ok,
+        "cosign verify-attestation {}: {out}{err}",
+        img.reference
+    );
     // One DSSE envelope per attestation: a second push of the same digest
     // replaces the SBOM rather than adding one.
     let envelopes: Vec<&str> = out.lines().filter(|l| !l.trim().is_empty()).collect();
