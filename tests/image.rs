@@ -3,7 +3,9 @@
 //! pushed to the test registry, and what the registry serves is a working
 //! program: unpacked, its `/exo` runs from its own root file system, as
 //! user 65532, with no shell beside it. Two builds of one commit give one
-//! digest.
+//! digest. It is signed: the real `cosign verify` accepts it with the
+//! committed development key (`deploy/signing/`) and refuses it with any
+//! other, and it carries a signed CycloneDX SBOM of the binary's crates.
 
 mod support;
 
@@ -11,7 +13,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use support::copy_tree;
-use support::image::{Built, built, run_script};
+use support::cosign::Cosign;
+use support::image::{Built, built, cosign, image_name, run_script, run_script_with};
 
 fn ok(mut cmd: Command) -> String {
     let out = cmd.output().expect("spawn");
@@ -180,4 +183,157 @@ fn two_builds_of_one_commit_give_one_digest() {
     let second = run_script(&clone, &deploy);
     eprintln!("first build:  {}\nsecond build: {second}", first.reference);
     assert_eq!(second, first.reference);
+}
+
+/// `cosign verify` of `reference` with the public key file `key`, as
+/// docs/install.md shows it (plus `--allow-http-registry` for the test
+/// registry): whether it passed, and its output.
+fn cosign_verify(key: &str, reference: &str) -> (bool, String, String) {
+    cosign(&[
+        "verify",
+        "--key",
+        key,
+        "--insecure-ignore-tlog",
+        "--allow-http-registry",
+        reference,
+    ])
+}
+
+#[test]
+fn the_image_is_signed_with_the_committed_development_key() {
+    // The committed pair belongs together: the public key is the private
+    // key's (whose password is empty, as deploy/signing/README.md says).
+    let (ok, public, err) = cosign(&["public-key", "--key", "deploy/signing/dev-cosign.key"]);
+    assert!(ok, "cosign public-key: {err}");
+    let committed = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/signing/dev-cosign.pub"),
+    )
+    .unwrap();
+    assert_eq!(public.trim(), committed.trim());
+
+    let img = built();
+    let (ok, out, err) = cosign_verify("deploy/signing/dev-cosign.pub", &img.reference);
+    assert!(ok, "cosign verify {}: {out}{err}", img.reference);
+    // One or more signatures (a second build of the same commit may add
+    // one), each over this digest.
+    let claims: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    assert!(!claims.is_empty(), "{out}");
+    for c in &claims {
+        assert_eq!(
+            c["critical"]["image"]["docker-manifest-digest"],
+            img.digest.as_str(),
+            "{out}"
+        );
+        assert_eq!(
+            c["critical"]["type"], "cosign container image signature",
+            "{out}"
+        );
+    }
+
+    // Another key, freshly made, does not verify it.
+    let other = Cosign::new();
+    let (ok, text) = other.verify(&img.reference);
+    assert!(!ok, "an unrelated key verified {}: {text}", img.reference);
+    assert!(text.contains("no matching signatures"), "{text}");
+}
+
+#[test]
+fn no_sign_pushes_an_unsigned_image() {
+    let first = built();
+    let dir = tempfile::tempdir().unwrap();
+    let deploy = dir.path().join("deploy");
+    copy_tree(&first.deploy, &deploy);
+    // Another repository, so the signature of the default push (which
+    // lives beside the digest in its own repository) is not found.
+    let name = format!("{}-unsigned", image_name());
+    let reference = run_script_with(
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+        &deploy,
+        &name,
+        &["--no-sign", "--no-pin"],
+    );
+    assert_eq!(reference, format!("{name}@{}", first.digest));
+    let (ok, out, err) = cosign_verify("deploy/signing/dev-cosign.pub", &reference);
+    assert!(!ok, "cosign verify accepted {reference}: {out}");
+    assert!(err.contains("no signatures found"), "{err}");
+}
+
+#[test]
+fn the_image_carries_a_signed_sbom_of_its_crates() {
+    use base64::Engine as _;
+    let img = built();
+    let attestation = |key: &str| {
+        cosign(&[
+            "verify-attestation",
+            "--type",
+            "cyclonedx",
+            "--key",
+            key,
+            "--insecure-ignore-tlog",
+            "--allow-http-registry",
+            &img.reference,
+        ])
+    };
+    let (ok, out, err) = attestation("deploy/signing/dev-cosign.pub");
+    assert!(
+        ok,
+        "cosign verify-attestation {}: {out}{err}",
+        img.reference
+    );
+    // One DSSE envelope per attestation: a second push of the same digest
+    // replaces the SBOM rather than adding one.
+    let envelopes: Vec<&str> = out.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(envelopes.len(), 1, "{out}");
+    let envelope: serde_json::Value = serde_json::from_str(envelopes[0]).unwrap();
+    assert_eq!(envelope["payloadType"], "application/vnd.in-toto+json");
+    let payload = base64::engine::general_purpose::STANDARD
+        .decode(envelope["payload"].as_str().unwrap())
+        .unwrap();
+    let statement: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+    assert_eq!(statement["predicateType"], "https://cyclonedx.org/bom");
+    assert_eq!(
+        format!(
+            "sha256:{}",
+            statement["subject"][0]["digest"]["sha256"]
+                .as_str()
+                .unwrap_or_default()
+        ),
+        img.digest,
+        "{statement}"
+    );
+
+    // The SBOM describes this exo, and lists the crates it is built from
+    // (kube among them), not the test-only ones (oci-client is a
+    // dev-dependency).
+    let bom = &statement["predicate"];
+    assert_eq!(bom["bomFormat"], "CycloneDX");
+    let exo = &bom["metadata"]["component"];
+    assert_eq!(exo["name"], "exo", "{exo}");
+    assert_eq!(exo["version"], env!("CARGO_PKG_VERSION"), "{exo}");
+    let crates: Vec<(&str, &str)> = bom["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or_default(),
+                c["version"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert!(
+        crates.iter().any(|(n, v)| *n == "kube" && !v.is_empty()),
+        "no kube in the SBOM: {crates:?}"
+    );
+    assert!(
+        !crates.iter().any(|(n, _)| *n == "oci-client"),
+        "a dev-dependency in the SBOM: {crates:?}"
+    );
+
+    // Another key does not verify the attestation.
+    let other = Cosign::new();
+    let key = other.dir.path().join("cosign.pub");
+    let (ok, out, err) = attestation(key.to_str().unwrap());
+    assert!(!ok, "an unrelated key verified the SBOM: {out}");
+    assert!(err.contains("no matching attestations"), "{err}");
 }

@@ -41,13 +41,23 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 /// Runs `scripts/image` of the checkout `repo` (its progress goes to the
-/// test's stderr) and returns what it printed on stdout.
+/// test's stderr) and returns what it printed on stdout. It signs with the
+/// committed development key and the cosign of `tests/testenv/build.sh`,
+/// as it does by default.
 pub fn run_script(repo: &Path, deploy: &Path) -> String {
+    run_script_with(repo, deploy, &image_name(), &[])
+}
+
+/// `run_script` with another image name and extra options (`--no-sign`).
+pub fn run_script_with(repo: &Path, deploy: &Path, name: &str, options: &[&str]) -> String {
     let out = Command::new(repo.join("scripts/image"))
         .arg("--deploy")
         .arg(deploy)
-        .arg(image_name())
+        .args(options)
+        .arg(name)
         .env("EXO_IMAGE_FRESH", "0")
+        .env_remove("EXO_IMAGE_SIGNING_KEY")
+        .env_remove("EXO_COSIGN")
         .stderr(Stdio::inherit())
         .output()
         .expect("run scripts/image");
@@ -57,6 +67,29 @@ pub fn run_script(repo: &Path, deploy: &Path) -> String {
         out.status
     );
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// Runs the test environment's cosign (`EXO_TEST_COSIGN`) in the
+/// repository's root, as a reader of docs/install.md would, with an empty
+/// key password and a scratch TUF root (nothing here needs one).
+pub fn cosign(args: &[&str]) -> (bool, String, String) {
+    let bin = super::testenv_var("EXO_TEST_COSIGN")
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+        .expect("EXO_TEST_COSIGN names no cosign binary: run scripts/testenv up");
+    let tuf = super::scratch();
+    let out = Command::new(bin)
+        .args(args)
+        .current_dir(repo_root())
+        .env("COSIGN_PASSWORD", "")
+        .env("TUF_ROOT", tuf.path())
+        .output()
+        .expect("run cosign");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 fn read_json(path: &Path) -> serde_json::Value {
