@@ -40,6 +40,7 @@ fn a_failed_fetch_keeps_the_git_error_as_its_source() {
         credentials: None,
         allow_insecure: true,
         max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+        full_history: false,
     };
     let e = sync(&source, cache.path()).unwrap_err();
     let text = e.to_string();
@@ -388,6 +389,7 @@ fn a_one_file_commit_is_pushed_on_the_head_and_retried_after_a_race() {
         credentials: None,
         allow_insecure: true,
         max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+        full_history: false,
     };
     let to_r2 = |old: Option<&str>| -> Result<String, std::convert::Infallible> {
         Ok(old.unwrap_or_default().replace("r1", "r2"))
