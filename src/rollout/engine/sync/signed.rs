@@ -230,7 +230,9 @@ pub(super) async fn refused(
         .and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION))
         .is_some_and(|c| c.status == "False" && c.reason == reason && c.message == message);
     if !said {
-        op.event(
+        // An Event of its own per refusal: the recorder would fold it into
+        // the last one's series, whose note names another commit.
+        op.event_distinct(
             f,
             EventType::Warning,
             Reason::CommitVerificationFailed,
