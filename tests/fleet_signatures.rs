@@ -425,10 +425,12 @@ fn verify_spec(mode: &str) -> serde_json::Value {
     serde_json::json!({"verify": {"mode": mode, "secretRef": SECRET}})
 }
 
-fn prefix(kind: &str) -> String {
-    // Unique per run: a run before this one in the same environment may
-    // still be deleting its tenants' namespaces.
-    format!("sg{kind}-{}", support::unique_suffix())
+/// The example fleet with `spec.verify` in `mode`, tenants prefixed
+/// `sg<kind>-<unique>`: unique per run, as a run before this one in the
+/// same environment may still be deleting its tenants' namespaces.
+async fn fixture(kind: &str, mode: &str) -> Fixture {
+    let p = format!("sg{kind}-{}", support::unique_suffix());
+    Fixture::with_spec(&p, example_files(&p), verify_spec(mode)).await
 }
 
 /// The three cases with one kind of key: a trusted signer applies, an
@@ -497,8 +499,7 @@ async fn ssh_signed_commits_apply_and_unsigned_or_untrusted_ones_do_not() {
     let _serial = SERIAL.lock().await;
     let alice = SshKey::generate("alice@example.com");
     let mallory = SshKey::generate("mallory@example.com");
-    let p = prefix("s");
-    let fx = Fixture::with_spec(&p, example_files(&p), verify_spec("head")).await;
+    let fx = fixture("s", "head").await;
     put_secret(
         &fx,
         &[(
@@ -525,8 +526,7 @@ async fn openpgp_signed_commits_apply_and_unsigned_or_untrusted_ones_do_not() {
     let _serial = SERIAL.lock().await;
     let bob = GpgKey::generate("Bob <bob@example.com>");
     let eve = GpgKey::generate("Eve <eve@example.com>");
-    let p = prefix("g");
-    let fx = Fixture::with_spec(&p, example_files(&p), verify_spec("head")).await;
+    let fx = fixture("g", "head").await;
     put_secret(&fx, &[("team.asc", &bob.armored)]).await;
     // gpg's default key signs with its primary key: Eve is named by her
     // fingerprint.
@@ -552,8 +552,7 @@ async fn openpgp_signed_commits_apply_and_unsigned_or_untrusted_ones_do_not() {
 async fn all_since_refuses_an_unsigned_commit_below_a_signed_head() {
     let _serial = SERIAL.lock().await;
     let alice = SshKey::generate("alice@example.com");
-    let p = prefix("a");
-    let fx = Fixture::with_spec(&p, example_files(&p), verify_spec("all-since")).await;
+    let fx = fixture("a", "all-since").await;
     put_secret(
         &fx,
         &[(
@@ -648,143 +647,78 @@ async fn all_since_refuses_an_unsigned_commit_below_a_signed_head() {
 async fn bad_trusted_keys_name_the_fleet_the_secret_and_the_key() {
     let _serial = SERIAL.lock().await;
     let alice = SshKey::generate("alice@example.com");
-    let p = prefix("k");
-    let fx = Fixture::with_spec(&p, example_files(&p), verify_spec("head")).await;
+    let fx = fixture("k", "head").await;
     let clone = Clone::of(&fx);
     let head = clone.commit(&[], "signed head", By::Ssh(&alice));
     let fleet = format!("Fleet {}/fleet", fx.ns.name);
     let secret = format!("Secret {}/{SECRET} (spec.verify.secretRef)", fx.ns.name);
-
-    // No Secret yet.
-    let op = Operator::start(&fx.ns.name, &support::env().kubeconfig, "a");
-    let refused = |reason: &'static str, words: Vec<String>| {
-        let fx = &fx;
-        let op = &op;
-        let head = head.clone();
-        async move {
-            let s = wait_fleet(fx, op, &format!("InvalidKeys: {words:?}"), |s| {
-                s.fetched_commit.as_deref() == Some(head.as_str())
-                    && condition(s, "Verified").is_some_and(|c| {
-                        c.status == "False"
-                            && c.reason == reason
-                            && words.iter().all(|w| c.message.contains(w.as_str()))
-                    })
-            })
-            .await;
-            assert_eq!(s.applied_commit, None, "nothing applied: {s:#?}");
-            condition(&s, "Verified").unwrap().message.clone()
-        }
-    };
-    refused(
-        "KeysUnavailable",
-        vec![fleet.clone(), secret.clone(), "not found".into()],
-    )
-    .await;
-
-    // A malformed line: the line number.
-    put_secret(
-        &fx,
-        &[(
-            "allowed_signers",
-            &format!(
-                "# signers\nalice@example.com {}\nbob@example.com namespaces=\"git {}\n",
-                alice.public, alice.public
-            ),
-        )],
-    )
-    .await;
-    fx.request_sync().await;
-    let m = refused(
-        "InvalidKeys",
-        vec![
-            fleet.clone(),
-            secret.clone(),
-            "key \"allowed_signers\", line 3: an unterminated quote".into(),
-        ],
-    )
-    .await;
-    assert!(!m.contains(alice.data()), "{m}");
-
-    // An unknown key type.
-    put_secret(
-        &fx,
-        &[(
-            "allowed_signers",
-            &format!("alice@example.com ssh-foo {}\n", alice.data()),
-        )],
-    )
-    .await;
-    fx.request_sync().await;
-    let m = refused(
-        "InvalidKeys",
-        vec![
-            fleet.clone(),
-            secret.clone(),
-            "key \"allowed_signers\", line 1: unknown key type \"ssh-foo\"".into(),
-        ],
-    )
-    .await;
-    assert!(!m.contains(alice.data()), "{m}");
-
-    // cert-authority is refused, not ignored.
-    put_secret(
-        &fx,
-        &[(
-            "allowed_signers",
-            &format!("*@example.com cert-authority {}\n", alice.public),
-        )],
-    )
-    .await;
-    fx.request_sync().await;
-    refused(
-        "InvalidKeys",
-        vec![
-            fleet.clone(),
-            "line 1: cert-authority is not supported".into(),
-        ],
-    )
-    .await;
-
-    // A key the Secret may not hold, and a malformed OpenPGP key.
-    put_secret(
-        &fx,
-        &[
-            (
+    let trusted = format!("alice@example.com {}\n", alice.public);
+    let bad_asc =
+        "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nAAAA\n-----END PGP PUBLIC KEY BLOCK-----\n";
+    // (the Secret's entries, none: no Secret; the reason; what the message says)
+    let cases: Vec<(Option<Vec<(&str, String)>>, &str, &str)> = vec![
+        (None, "KeysUnavailable", "not found"),
+        (
+            Some(vec![(
                 "allowed_signers",
-                &format!("alice@example.com {}\n", alice.public),
-            ),
-            ("token", "hunter2"),
-        ],
-    )
-    .await;
-    fx.request_sync().await;
-    refused(
-        "InvalidKeys",
-        vec![
-            fleet.clone(),
-            secret.clone(),
-            "key \"token\" is neither".into(),
-        ],
-    )
-    .await;
-    put_secret(
-        &fx,
-        &[(
-            "team.asc",
-            "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nAAAA\n-----END PGP PUBLIC KEY BLOCK-----\n",
-        )],
-    )
-    .await;
-    fx.request_sync().await;
-    refused(
-        "InvalidKeys",
-        vec![
-            fleet.clone(),
-            secret.clone(),
-            "key \"team.asc\": not an armored OpenPGP public key".into(),
-        ],
-    )
-    .await;
+                format!(
+                    "# signers\n{trusted}bob@example.com namespaces=\"git {}\n",
+                    alice.public
+                ),
+            )]),
+            "InvalidKeys",
+            "key \"allowed_signers\", line 3: an unterminated quote",
+        ),
+        (
+            Some(vec![(
+                "allowed_signers",
+                format!("alice@example.com ssh-foo {}\n", alice.data()),
+            )]),
+            "InvalidKeys",
+            "key \"allowed_signers\", line 1: unknown key type \"ssh-foo\"",
+        ),
+        (
+            // Refused, not ignored.
+            Some(vec![(
+                "allowed_signers",
+                format!("*@example.com cert-authority {}\n", alice.public),
+            )]),
+            "InvalidKeys",
+            "key \"allowed_signers\", line 1: cert-authority is not supported",
+        ),
+        (
+            Some(vec![
+                ("allowed_signers", trusted.clone()),
+                ("token", "hunter2".into()),
+            ]),
+            "InvalidKeys",
+            "key \"token\" is neither",
+        ),
+        (
+            Some(vec![("team.asc", bad_asc.into())]),
+            "InvalidKeys",
+            "key \"team.asc\": not an armored OpenPGP public key",
+        ),
+    ];
+    let op = Operator::start(&fx.ns.name, &support::env().kubeconfig, "a");
+    for (entries, reason, says) in &cases {
+        if let Some(entries) = entries {
+            let refs: Vec<(&str, &str)> = entries.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            put_secret(&fx, &refs).await;
+            fx.request_sync().await;
+        }
+        let s = wait_fleet(&fx, &op, &format!("{reason}: {says}"), |s| {
+            s.fetched_commit.as_deref() == Some(head.as_str())
+                && condition(s, "Verified").is_some_and(|c| {
+                    c.status == "False" && c.reason == *reason && c.message.contains(says)
+                })
+        })
+        .await;
+        assert_eq!(s.applied_commit, None, "nothing applied: {s:#?}");
+        let m = &condition(&s, "Verified").unwrap().message;
+        assert!(m.starts_with(&format!("{fleet}: {secret}: ")), "{m}");
+        assert!(!m.contains(alice.data()), "key data in {m}");
+    }
 
     // The log names the same, and never shows key data.
     let log = op.log();
@@ -794,22 +728,15 @@ async fn bad_trusted_keys_name_the_fleet_the_secret_and_the_key() {
         "ssh-foo",
         "is neither",
         SECRET,
+        &fx.ns.name,
     ] {
         assert!(log.contains(want), "{want} not in the log:\n{}", tail(&log));
     }
-    assert!(log.contains(&fx.ns.name), "{}", tail(&log));
     assert!(!log.contains(alice.data()), "key data in the log");
     assert!(!log.contains("hunter2"), "a Secret value in the log");
 
     // Fixed: the head applies.
-    put_secret(
-        &fx,
-        &[(
-            "allowed_signers",
-            &format!("alice@example.com {}\n", alice.public),
-        )],
-    )
-    .await;
+    put_secret(&fx, &[("allowed_signers", &trusted)]).await;
     fx.request_sync().await;
     wait_applied(&fx, &op, &head, "alice@example.com").await;
 }

@@ -17,14 +17,14 @@ use super::verdict::{Bad, Problem, Signer, SignerKind, Untrusted};
 #[derive(Debug, thiserror::Error)]
 pub enum OpenPgpError {
     #[error("not an armored OpenPGP public key: {0}")]
-    Parse(#[source] pgp::errors::Error),
+    Parse(#[source] Box<pgp::errors::Error>),
     #[error("holds no public key")]
     Empty,
     #[error("the self-signatures of key {fingerprint} do not verify: {source}")]
     Bindings {
         fingerprint: String,
         #[source]
-        source: pgp::errors::Error,
+        source: Box<pgp::errors::Error>,
     },
 }
 
@@ -33,10 +33,10 @@ pub enum OpenPgpError {
 pub fn parse_keys(text: &str) -> Result<Vec<SignedPublicKey>, OpenPgpError> {
     let mut keys = Vec::new();
     for block in armor_blocks(text) {
-        let (found, _headers) =
-            SignedPublicKey::from_armor_many(block.as_bytes()).map_err(OpenPgpError::Parse)?;
+        let (found, _headers) = SignedPublicKey::from_armor_many(block.as_bytes())
+            .map_err(|e| OpenPgpError::Parse(Box::new(e)))?;
         for k in found {
-            keys.push(k.map_err(OpenPgpError::Parse)?);
+            keys.push(k.map_err(|e| OpenPgpError::Parse(Box::new(e)))?);
         }
     }
     if keys.is_empty() {
@@ -46,7 +46,7 @@ pub fn parse_keys(text: &str) -> Result<Vec<SignedPublicKey>, OpenPgpError> {
         k.verify_bindings()
             .map_err(|source| OpenPgpError::Bindings {
                 fingerprint: hex(&k.fingerprint()),
-                source,
+                source: Box::new(source),
             })?;
     }
     Ok(keys)
@@ -102,14 +102,14 @@ pub fn check(keys: &[SignedPublicKey], armored: &[u8], payload: &[u8]) -> Result
     let (sig, _headers) =
         DetachedSignature::from_armor_single(armored).map_err(|e| Problem::Bad {
             signer: None,
-            why: Bad::OpenPgpMalformed(e),
+            why: Bad::OpenPgpMalformed(Box::new(e)),
         })?;
     let issuer = sig
         .signature
         .issuer_fingerprint()
         .first()
-        .map(|f| hex(f))
-        .or_else(|| sig.signature.issuer_key_id().first().map(|k| hex(k)))
+        .map(hex)
+        .or_else(|| sig.signature.issuer_key_id().first().map(hex))
         .ok_or(Problem::Bad {
             signer: None,
             why: Bad::NoIssuer,
@@ -145,13 +145,13 @@ pub fn check(keys: &[SignedPublicKey], armored: &[u8], payload: &[u8]) -> Result
 fn verified(
     sig: &DetachedSignature,
     key: &SignedPublicKey,
-    signing: &(impl VerifyingKey + KeyDetails),
+    signing: &impl VerifyingKey,
     payload: &[u8],
 ) -> Result<Signer, Problem> {
     let fingerprint = hex(&signing.fingerprint());
     sig.verify(signing, payload).map_err(|e| Problem::Bad {
         signer: Some(format!("{} (OpenPGP key {fingerprint})", user_id(key))),
-        why: Bad::OpenPgpInvalid(e),
+        why: Bad::OpenPgpInvalid(Box::new(e)),
     })?;
     Ok(Signer {
         kind: SignerKind::OpenPgp,

@@ -323,7 +323,7 @@ pub fn check(
 ) -> Result<Signer, Problem> {
     let sig = SshSig::from_pem(armored).map_err(|e| Problem::Bad {
         signer: None,
-        why: Bad::SshMalformed(e),
+        why: Bad::SshMalformed(Box::new(e)),
     })?;
     let fingerprint = sig.public_key().fingerprint(HashAlg::Sha256).to_string();
     let listed: Vec<&AllowedSigner> = signers
@@ -367,7 +367,7 @@ pub fn check(
         .verify(NAMESPACE, payload, &sig)
         .map_err(|e| Problem::Bad {
             signer: Some(format!("{} (SSH key {fingerprint})", signer.principals)),
-            why: Bad::SshInvalid(e),
+            why: Bad::SshInvalid(Box::new(e)),
         })?;
     Ok(Signer {
         kind: SignerKind::Ssh,

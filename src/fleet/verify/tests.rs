@@ -81,6 +81,24 @@ impl Repo {
     }
 }
 
+/// Mode `all-since` from `applied` to `head`.
+fn since(
+    r: &Repo,
+    head: Oid,
+    applied: Option<&str>,
+    keys: &TrustedKeys,
+) -> Result<Verified, VerifyError> {
+    verify(&r.repo, head, VerifyMode::AllSince, applied, keys)
+}
+
+/// `Scope::Since` after `applied`, `count` commits.
+fn after(applied: Oid, count: usize) -> Scope {
+    Scope::Since {
+        applied: applied.to_string(),
+        count,
+    }
+}
+
 #[test]
 fn head_mode_checks_the_head_alone() {
     let (alice, mallory) = (key(1), key(2));
@@ -128,14 +146,7 @@ fn all_since_names_an_unsigned_commit_below_a_signed_head() {
     let a = r.commit(&[], Some(&alice));
     let b = r.commit(&[a], None);
     let c = r.commit(&[b], Some(&alice));
-    let e = verify(
-        &r.repo,
-        c,
-        VerifyMode::AllSince,
-        Some(&a.to_string()),
-        &keys,
-    )
-    .unwrap_err();
+    let e = since(&r, c, Some(&a.to_string()), &keys).unwrap_err();
     assert_eq!(e.reason(), "Unsigned");
     assert_eq!(e.commit(), b.to_string());
     assert_eq!(
@@ -149,21 +160,8 @@ fn all_since_names_an_unsigned_commit_below_a_signed_head() {
     // Head mode lets the same head through.
     verify(&r.repo, c, VerifyMode::Head, Some(&a.to_string()), &keys).unwrap();
     // Once b is the applied commit, c alone is new.
-    let v = verify(
-        &r.repo,
-        c,
-        VerifyMode::AllSince,
-        Some(&b.to_string()),
-        &keys,
-    )
-    .unwrap();
-    assert_eq!(
-        v.scope,
-        Scope::Since {
-            applied: b.to_string(),
-            count: 1
-        }
-    );
+    let v = since(&r, c, Some(&b.to_string()), &keys).unwrap();
+    assert_eq!(v.scope, after(b, 1));
 }
 
 #[test]
@@ -175,14 +173,7 @@ fn all_since_walks_every_side_of_a_merge() {
     let b = r.commit(&[a], Some(&alice));
     let side = r.commit(&[a], None);
     let merge = r.commit(&[b, side], Some(&alice));
-    let e = verify(
-        &r.repo,
-        merge,
-        VerifyMode::AllSince,
-        Some(&a.to_string()),
-        &keys,
-    )
-    .unwrap_err();
+    let e = since(&r, merge, Some(&a.to_string()), &keys).unwrap_err();
     assert_eq!(e.commit(), side.to_string());
     // An unsigned merge of signed commits is refused too.
     let mut r = Repo::new();
@@ -191,14 +182,7 @@ fn all_since_walks_every_side_of_a_merge() {
     let s = r.commit(&[a], Some(&alice));
     let m = r.commit(&[b, s], None);
     let head = r.commit(&[m], Some(&alice));
-    let e = verify(
-        &r.repo,
-        head,
-        VerifyMode::AllSince,
-        Some(&a.to_string()),
-        &keys,
-    )
-    .unwrap_err();
+    let e = since(&r, head, Some(&a.to_string()), &keys).unwrap_err();
     assert_eq!(e.commit(), m.to_string());
     // All signed: every commit since counted, the head included.
     let mut r = Repo::new();
@@ -206,21 +190,8 @@ fn all_since_walks_every_side_of_a_merge() {
     let b = r.commit(&[a], Some(&alice));
     let s = r.commit(&[a], Some(&alice));
     let m = r.commit(&[b, s], Some(&alice));
-    let v = verify(
-        &r.repo,
-        m,
-        VerifyMode::AllSince,
-        Some(&a.to_string()),
-        &keys,
-    )
-    .unwrap();
-    assert_eq!(
-        v.scope,
-        Scope::Since {
-            applied: a.to_string(),
-            count: 3
-        }
-    );
+    let v = since(&r, m, Some(&a.to_string()), &keys).unwrap();
+    assert_eq!(v.scope, after(a, 3));
     assert!(v.message().contains("3 commit(s) since"), "{}", v.message());
 }
 
@@ -232,7 +203,7 @@ fn all_since_without_a_usable_applied_commit_checks_the_head_alone() {
     let a = r.commit(&[], None);
     let b = r.commit(&[a], Some(&alice));
     // No commit applied yet.
-    let v = verify(&r.repo, b, VerifyMode::AllSince, None, &keys).unwrap();
+    let v = since(&r, b, None, &keys).unwrap();
     assert_eq!(v.scope, Scope::HeadOnly { applied: None });
     assert!(
         v.message().contains("no commit applied yet"),
@@ -242,14 +213,7 @@ fn all_since_without_a_usable_applied_commit_checks_the_head_alone() {
     // A force push: the applied commit is not an ancestor of the head
     // (here: on another line of history), or not in the mirror at all.
     let other = r.commit(&[], None);
-    let v = verify(
-        &r.repo,
-        b,
-        VerifyMode::AllSince,
-        Some(&other.to_string()),
-        &keys,
-    )
-    .unwrap();
+    let v = since(&r, b, Some(&other.to_string()), &keys).unwrap();
     assert_eq!(
         v.scope,
         Scope::HeadOnly {
@@ -258,7 +222,7 @@ fn all_since_without_a_usable_applied_commit_checks_the_head_alone() {
     );
     assert!(v.message().contains("force push"), "{}", v.message());
     let gone = "0123456789abcdef0123456789abcdef01234567";
-    let v = verify(&r.repo, b, VerifyMode::AllSince, Some(gone), &keys).unwrap();
+    let v = since(&r, b, Some(gone), &keys).unwrap();
     assert_eq!(
         v.scope,
         Scope::HeadOnly {
@@ -266,19 +230,6 @@ fn all_since_without_a_usable_applied_commit_checks_the_head_alone() {
         }
     );
     // The head is the applied commit: checked again, nothing else.
-    let v = verify(
-        &r.repo,
-        b,
-        VerifyMode::AllSince,
-        Some(&b.to_string()),
-        &keys,
-    )
-    .unwrap();
-    assert_eq!(
-        v.scope,
-        Scope::Since {
-            applied: b.to_string(),
-            count: 0
-        }
-    );
+    let v = since(&r, b, Some(&b.to_string()), &keys).unwrap();
+    assert_eq!(v.scope, after(b, 0));
 }

@@ -78,17 +78,17 @@ pub enum Bad {
     #[error("neither an SSH nor an OpenPGP signature")]
     UnknownFormat,
     #[error("the SSH signature does not parse: {0}")]
-    SshMalformed(#[source] ssh_key::Error),
+    SshMalformed(#[source] Box<ssh_key::Error>),
     #[error("the SSH signature is for namespace {0:?}, not \"git\"")]
     Namespace(String),
     #[error("it does not match the commit: {0}")]
-    SshInvalid(#[source] ssh_key::Error),
+    SshInvalid(#[source] Box<ssh_key::Error>),
     #[error("the OpenPGP signature does not parse: {0}")]
-    OpenPgpMalformed(#[source] pgp::errors::Error),
+    OpenPgpMalformed(#[source] Box<pgp::errors::Error>),
     #[error("the OpenPGP signature names no issuer")]
     NoIssuer,
     #[error("it does not match the commit: {0}")]
-    OpenPgpInvalid(#[source] pgp::errors::Error),
+    OpenPgpInvalid(#[source] Box<pgp::errors::Error>),
 }
 
 const SSH_ARMOR: &[u8] = b"-----BEGIN SSH SIGNATURE-----";

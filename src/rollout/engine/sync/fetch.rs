@@ -45,14 +45,15 @@ impl Stop {
 /// condition says which problem.
 const VERIFICATION_FAILED: &str = "VerificationFailed";
 
-/// What the blocking half did past the fetch.
-enum Past {
-    Refused(VerifyError),
-    Checked(
+/// What the blocking half did past the fetch: the verification (when it
+/// ran) and the checkout, or the refusal.
+type Past = Result<
+    (
         Option<(Verified, TrustedKeys)>,
         Result<Checkout, GitSyncError>,
     ),
-}
+    VerifyError,
+>;
 
 /// Fetches `source`, verifies it when the Fleet asks, and checks out the
 /// head. Writes `fetchedCommit` and the `Verified` condition into
@@ -108,13 +109,13 @@ pub(super) async fn fetch_verified(
                 let head = fetched.head();
                 match verify::verify(fetched.repo(), head, mode, applied.as_deref(), &keys) {
                     Ok(v) => Some((v, keys)),
-                    Err(e) => return (Past::Refused(e), Instant::now()),
+                    Err(e) => return (Past::Err(e), Instant::now()),
                 }
             }
         };
         let checked_at = Instant::now();
         let checkout = fetched.checkout(&cache, max_file, known.as_ref());
-        (Past::Checked(verified, checkout), checked_at)
+        (Past::Ok((verified, checkout)), checked_at)
     })
     .await;
     let (past, checked_at) = past.map_err(|e| Stop::task(&e))?;
@@ -122,8 +123,8 @@ pub(super) async fn fetch_verified(
         clock.mark_at("verify", checked_at);
     }
     match past {
-        Past::Refused(e) => Err(refuse(ctx, f, ns, &e.into(), &head, status).await),
-        Past::Checked(verified, checkout) => {
+        Err(e) => Err(refuse(ctx, f, ns, &e.into(), &head, status).await),
+        Ok((verified, checkout)) => {
             if let (Some((v, keys)), Some(spec)) = (verified, &f.spec.verify) {
                 let message = signed::remember(&ctx.state, &key, spec, &keys, &v);
                 set_verified(status, Some(signed::passed(message, generation)));
