@@ -3,7 +3,8 @@
 //! [`super::ssh`]) and every key ending `.asc` (armored OpenPGP public keys
 //! or keyrings, see [`super::openpgp`]). Any other key, a line or key
 //! that does not parse, or no key at all is refused whole: a Secret is
-//! never half read. Pure.
+//! never half read. [`TrustedKeys::check`] checks one signature against
+//! them, by its armor: SSH or OpenPGP. Pure.
 
 use std::collections::BTreeMap;
 
@@ -12,11 +13,15 @@ use sha2::{Digest, Sha256};
 
 use super::openpgp::{self, OpenPgpError};
 use super::ssh::{self, AllowedSigner, LineError};
+use super::verdict::{Bad, Problem, Signer};
 
 /// The Secret key with the SSH signers.
 pub const ALLOWED_SIGNERS: &str = "allowed_signers";
 /// The suffix of the Secret keys with OpenPGP keys.
 pub const OPENPGP_SUFFIX: &str = ".asc";
+
+const SSH_ARMOR: &[u8] = b"-----BEGIN SSH SIGNATURE-----";
+const OPENPGP_ARMOR: &[u8] = b"-----BEGIN PGP SIGNATURE-----";
 
 /// What is wrong with the Secret's data; names the Secret key (and the
 /// line), never key material.
@@ -108,6 +113,35 @@ impl TrustedKeys {
             }));
         }
         Ok(keys)
+    }
+
+    /// Checks one commit's signature (`None`: unsigned) over `payload`
+    /// (the commit without its signature header), made at `at` (the
+    /// committer time, Unix seconds).
+    pub fn check(
+        &self,
+        signature: Option<&[u8]>,
+        payload: &[u8],
+        at: i64,
+    ) -> Result<Signer, Problem> {
+        let Some(signature) = signature else {
+            return Err(Problem::Unsigned);
+        };
+        let start = signature
+            .iter()
+            .position(|b| !b.is_ascii_whitespace())
+            .unwrap_or(signature.len());
+        let armored = &signature[start..];
+        if armored.starts_with(SSH_ARMOR) {
+            ssh::check(&self.ssh, armored, payload, at)
+        } else if armored.starts_with(OPENPGP_ARMOR) {
+            openpgp::check(&self.openpgp, armored, payload)
+        } else {
+            Err(Problem::Bad {
+                signer: None,
+                why: Bad::UnknownFormat,
+            })
+        }
     }
 
     /// Every key's fingerprint, for a log line (never the keys).

@@ -85,3 +85,20 @@ fn each_refusal_names_the_secret_key() {
         "key \"allowed_signers\" is not UTF-8 text"
     );
 }
+
+#[test]
+fn no_signature_is_unsigned_and_an_unknown_one_is_bad() {
+    let keys = TrustedKeys::default();
+    assert!(matches!(
+        keys.check(None, b"tree x\n", 0),
+        Err(Problem::Unsigned)
+    ));
+    let x509 = b"-----BEGIN SIGNED MESSAGE-----\nMIIB\n-----END SIGNED MESSAGE-----\n";
+    assert!(matches!(
+        keys.check(Some(x509), b"tree x\n", 0),
+        Err(Problem::Bad {
+            why: Bad::UnknownFormat,
+            ..
+        })
+    ));
+}

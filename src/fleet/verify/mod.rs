@@ -3,10 +3,11 @@
 //! one (mode `all-since`) is signed by a key its Secret trusts
 //! (docs/supply-chain.md, "Signed fleet commits").
 //!
-//! - [`keys`]: the Secret's data -> [`TrustedKeys`] (pure);
+//! - [`keys`]: the Secret's data -> [`TrustedKeys`], and one signature
+//!   checked against them (pure);
 //! - [`ssh`]: `allowed_signers` and sshsig (pure, the `ssh-key` crate);
 //! - [`openpgp`]: armored keys and signatures (pure, the `pgp` crate);
-//! - [`verdict`]: one signature -> its signer, or why not (pure);
+//! - [`verdict`]: what a check comes to: the signer, or why not (types);
 //! - this file: the git I/O, which reads each commit's signature from the
 //!   fetched mirror (`Repository::extract_signature`) before anything of
 //!   it is materialised, and walks `all-since`.
@@ -203,8 +204,8 @@ fn check_commit(repo: &Repository, oid: Oid, keys: &TrustedKeys) -> Result<Signe
     let commit = repo.find_commit(oid).map_err(git)?;
     let at = commit.committer().when().seconds();
     let checked = match repo.extract_signature(&oid, None) {
-        Ok((signature, payload)) => verdict::check(keys, Some(&signature), &payload, at),
-        Err(e) if e.code() == git2::ErrorCode::NotFound => verdict::check(keys, None, &[], at),
+        Ok((signature, payload)) => keys.check(Some(&signature), &payload, at),
+        Err(e) if e.code() == git2::ErrorCode::NotFound => keys.check(None, &[], at),
         Err(e) => return Err(git(e)),
     };
     checked.map_err(|problem| VerifyError::Refused {

@@ -1,10 +1,7 @@
 //! What one commit's signature comes to: the signer, or why it is not
 //! accepted, with a bounded reason (`Unsigned`, `UntrustedSigner`,
 //! `BadSignature`) for the Fleet's `Verified` condition, its Event and the
-//! metric's label. Pure.
-
-use super::keys::TrustedKeys;
-use super::{openpgp, ssh};
+//! metric's label. Types only (the check is `TrustedKeys::check`).
 
 /// Who signed a commit whose signature verified.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,38 +88,6 @@ pub enum Bad {
     OpenPgpInvalid(#[source] Box<pgp::errors::Error>),
 }
 
-const SSH_ARMOR: &[u8] = b"-----BEGIN SSH SIGNATURE-----";
-const OPENPGP_ARMOR: &[u8] = b"-----BEGIN PGP SIGNATURE-----";
-
-/// Checks one commit's signature (`None`: unsigned) over `payload` (the
-/// commit without its signature header), made at `at` (the committer
-/// time, Unix seconds), against `keys`.
-pub fn check(
-    keys: &TrustedKeys,
-    signature: Option<&[u8]>,
-    payload: &[u8],
-    at: i64,
-) -> Result<Signer, Problem> {
-    let Some(signature) = signature else {
-        return Err(Problem::Unsigned);
-    };
-    let start = signature
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(signature.len());
-    let armored = &signature[start..];
-    if armored.starts_with(SSH_ARMOR) {
-        ssh::check(&keys.ssh, armored, payload, at)
-    } else if armored.starts_with(OPENPGP_ARMOR) {
-        openpgp::check(&keys.openpgp, armored, payload)
-    } else {
-        Err(Problem::Bad {
-            signer: None,
-            why: Bad::UnknownFormat,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,22 +122,5 @@ mod tests {
             p.to_string(),
             "the signature does not verify: neither an SSH nor an OpenPGP signature"
         );
-    }
-
-    #[test]
-    fn no_signature_is_unsigned_and_an_unknown_one_is_bad() {
-        let keys = TrustedKeys::default();
-        assert!(matches!(
-            check(&keys, None, b"tree x\n", 0),
-            Err(Problem::Unsigned)
-        ));
-        let x509 = b"-----BEGIN SIGNED MESSAGE-----\nMIIB\n-----END SIGNED MESSAGE-----\n";
-        assert!(matches!(
-            check(&keys, Some(x509), b"tree x\n", 0),
-            Err(Problem::Bad {
-                why: Bad::UnknownFormat,
-                ..
-            })
-        ));
     }
 }
