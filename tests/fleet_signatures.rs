@@ -643,6 +643,9 @@ async fn all_since_refuses_an_unsigned_commit_below_a_signed_head() {
     rollouts_stay(&fx, OLD, &good).await;
 }
 
+/// A Secret's keys and values.
+type Entries = Vec<(&'static str, String)>;
+
 #[tokio::test]
 async fn bad_trusted_keys_name_the_fleet_the_secret_and_the_key() {
     let _serial = SERIAL.lock().await;
@@ -656,7 +659,7 @@ async fn bad_trusted_keys_name_the_fleet_the_secret_and_the_key() {
     let bad_asc =
         "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nAAAA\n-----END PGP PUBLIC KEY BLOCK-----\n";
     // (the Secret's entries, none: no Secret; the reason; what the message says)
-    let cases: Vec<(Option<Vec<(&str, String)>>, &str, &str)> = vec![
+    let cases: Vec<(Option<Entries>, &str, &str)> = vec![
         (None, "KeysUnavailable", "not found"),
         (
             Some(vec![(
