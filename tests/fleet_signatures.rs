@@ -12,7 +12,9 @@
 //! - `all-since`: an unsigned commit below a signed head is refused, named;
 //! - a malformed `allowed_signers` line, an unknown key type or a stray
 //!   Secret key: the Fleet's condition and the operator's log name the
-//!   Fleet, the Secret and the key (and the line), never key data.
+//!   Fleet, the Secret and the key (and the line), never key data;
+//! - the apiserver refuses a `spec.verify` without a Secret name, with a
+//!   bad one or an unknown mode.
 //!
 //! A missing `ssh-keygen`, `gpg` or `git` fails the test (scripts/deps
 //! installs them). Tests run one at a time (each runs an operator that
@@ -742,4 +744,47 @@ async fn bad_trusted_keys_name_the_fleet_the_secret_and_the_key() {
     put_secret(&fx, &[("allowed_signers", &trusted)]).await;
     fx.request_sync().await;
     wait_applied(&fx, &op, &head, "alice@example.com").await;
+}
+
+#[tokio::test]
+async fn the_apiserver_refuses_a_bad_verify_spec() {
+    let ns = support::TestNamespace::new("sg-cel").await;
+    support::install_crds(&ns.client).await;
+    let fleets = ns.api::<FleetCr>();
+    // Sent as JSON: the Rust type would refuse some of these itself.
+    let apply = |verify: serde_json::Value| {
+        let body = serde_json::json!({
+            "apiVersion": "autonomic.sh/v1alpha1", "kind": "Fleet",
+            "metadata": {"name": "f", "namespace": ns.name},
+            "spec": {"url": "https://git.example.com/fleet.git", "verify": verify}
+        });
+        let fleets = fleets.clone();
+        async move {
+            fleets
+                .patch("f", &PatchParams::apply("exo-tests"), &Patch::Apply(&body))
+                .await
+        }
+    };
+    for (verify, says) in [
+        (
+            serde_json::json!({"secretRef": "Not_A_Secret"}),
+            "secretRef must be a Secret name",
+        ),
+        (
+            serde_json::json!({"mode": "everything", "secretRef": "signers"}),
+            "Unsupported value: \"everything\"",
+        ),
+        (
+            serde_json::json!({"mode": "head"}),
+            "secretRef: Required value",
+        ),
+    ] {
+        let err = apply(verify).await.unwrap_err();
+        assert!(err.to_string().contains(says), "{says}: {err}");
+    }
+    let made = apply(serde_json::json!({"secretRef": "signers"}))
+        .await
+        .expect("a valid spec.verify");
+    let v = made.spec.verify.unwrap();
+    assert_eq!(v.mode, exo::crd::VerifyMode::Head, "the default mode");
 }
