@@ -114,6 +114,7 @@ fn main() {
         credentials: None,
         allow_insecure: true,
         max_file_bytes: gitsync::DEFAULT_MAX_FILE_BYTES,
+        full_history: false,
     };
     let cache = root.path().join("cache");
     let cli = root.path().join("cli.git");

@@ -123,6 +123,11 @@ pub enum Reason {
     AnalysisCommitted,
     /// An analysis outcome's commit could not be made; it is tried again.
     AnalysisCommitFailed,
+    /// A Fleet's fetched commit was not applied: unsigned, signed by a key
+    /// its `spec.verify` Secret does not trust, a signature that does not
+    /// verify, or keys that cannot be read; the note names the commit and
+    /// why (a key by fingerprint only).
+    CommitVerificationFailed,
 }
 
 impl Reason {
@@ -178,6 +183,7 @@ impl Reason {
             Reason::AnalysisPaused => "AnalysisPaused",
             Reason::AnalysisCommitted => "AnalysisCommitted",
             Reason::AnalysisCommitFailed => "AnalysisCommitFailed",
+            Reason::CommitVerificationFailed => "CommitVerificationFailed",
         }
     }
 
@@ -190,7 +196,9 @@ impl Reason {
             Reason::VolumeResized | Reason::ShrinkRefused | Reason::AboveMaxSize => "Resize",
             Reason::DeleteRefused | Reason::VolumeRetained => "Delete",
             Reason::DriftReverted => "Apply",
-            Reason::ContentDrift | Reason::BackupDrillFailed => "Verify",
+            Reason::ContentDrift | Reason::BackupDrillFailed | Reason::CommitVerificationFailed => {
+                "Verify"
+            }
             Reason::Pruned | Reason::PruneBlocked => "Prune",
             Reason::AuditFinding | Reason::AuditCleared => "Audit",
             Reason::UpstreamDisconnected | Reason::UpstreamWedged => "Connect",

@@ -7,6 +7,7 @@
 
 pub mod backup;
 pub mod circuits;
+pub mod fleet;
 pub mod notify;
 
 use std::time::Duration;
@@ -159,6 +160,8 @@ pub struct Metrics {
     pub circuits: circuits::CircuitMetrics,
     /// `exo_notification*`: their own registry, on the same page.
     pub notify: notify::NotifyMetrics,
+    /// `exo_fleet_*`: their own registry, on the same page.
+    pub fleets: fleet::FleetMetrics,
 }
 
 impl Default for Metrics {
@@ -309,6 +312,7 @@ impl Metrics {
             backups: backup::BackupMetrics::new(),
             circuits: circuits::CircuitMetrics::new(),
             notify: notify::NotifyMetrics::new(),
+            fleets: fleet::FleetMetrics::new(),
         }
     }
 
@@ -362,8 +366,8 @@ impl Metrics {
         sum_samples(&text, "exo_operator_api_writes_total")
     }
 
-    /// The `/metrics` page: the operator's metrics, then the backups' and
-    /// the circuits' and the notifications'.
+    /// The `/metrics` page: the operator's metrics, then the backups',
+    /// the circuits', the notifications' and the Fleets'.
     pub fn encode(&self) -> String {
         use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut text = String::new();
@@ -372,6 +376,7 @@ impl Metrics {
             .and_then(|()| encode_registry(&mut text, &self.backups.registry))
             .and_then(|()| encode_registry(&mut text, &self.circuits.registry))
             .and_then(|()| encode_registry(&mut text, &self.notify.registry))
+            .and_then(|()| encode_registry(&mut text, &self.fleets.registry))
             .and_then(|()| encode_eof(&mut text));
         text
     }

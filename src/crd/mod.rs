@@ -18,6 +18,7 @@ mod notify;
 mod rollout;
 mod saga;
 mod tool;
+mod verify;
 
 pub mod tenant;
 
@@ -34,6 +35,7 @@ pub use notify::*;
 pub use rollout::*;
 pub use saga::*;
 pub use tool::*;
+pub use verify::*;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;

@@ -92,6 +92,11 @@ pub struct FleetSpec {
     /// `monitors` is.
     #[serde(default, skip_serializing_if = "super::CircuitSettings::is_default")]
     pub circuits: super::CircuitSettings,
+    /// Apply only signed commits: which ones must be signed, and the
+    /// Secret with the trusted SSH and OpenPGP keys. Without it commits
+    /// are not verified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<super::FleetVerify>,
 }
 
 /// `spec.analysis` of a Fleet.

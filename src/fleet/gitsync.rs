@@ -99,6 +99,11 @@ pub struct Source {
     pub credentials: Option<Credentials>,
     pub allow_insecure: bool,
     pub max_file_bytes: u64,
+    /// Fetch the branch's whole history rather than its head alone: a
+    /// Fleet that verifies every commit since the last applied one
+    /// (`spec.verify.mode: all-since`) walks it. A shallow mirror is
+    /// deepened on its next fetch.
+    pub full_history: bool,
 }
 
 fn host_of(url: &str) -> Option<&str> {
@@ -192,6 +197,17 @@ pub struct Fetched {
 }
 
 impl Fetched {
+    /// The mirror, to read the fetched commits (their signatures) before
+    /// any of them is materialised.
+    pub fn repo(&self) -> &Repository {
+        &self.repo
+    }
+
+    /// The branch's head, as fetched.
+    pub fn head(&self) -> git2::Oid {
+        self.head
+    }
+
     /// Materialises the fetched head under `cache/checkouts/<commit>`,
     /// reusing what `previous` (the last checkout's ids) knows of the
     /// trees that did not change.
@@ -240,7 +256,13 @@ pub fn fetch(source: &Source, cache: &Path) -> Result<Fetched, GitSyncError> {
     };
     let mut opts = FetchOptions::new();
     opts.remote_callbacks(callbacks(source));
-    opts.depth(1);
+    if !source.full_history {
+        opts.depth(1);
+    } else if repo.is_shallow() {
+        // libgit2's GIT_FETCH_DEPTH_UNSHALLOW: the history a shallow
+        // mirror left out is fetched too.
+        opts.depth(i32::MAX);
+    }
     let refspec = format!("+refs/heads/{b}:refs/remotes/origin/{b}", b = source.branch);
     {
         let mut remote = repo.remote_anonymous(&source.url)?;

@@ -17,13 +17,15 @@
 //! - [`configmap`]: baseline folders -> immutable content-hashed ConfigMaps;
 //! - [`gitsync`]: fetch and materialise one commit (git I/O, for the engine);
 //! - [`repo`]: the user's checkout: commit a file and push (for the CLI);
-//! - [`pin`]: tag -> digest against the registry.
+//! - [`pin`]: tag -> digest against the registry;
+//! - [`verify`]: signed commits: trusted keys, SSH and OpenPGP signatures.
 
 pub mod configmap;
 pub mod gitsync;
 pub mod pin;
 pub mod release;
 pub mod repo;
+pub mod verify;
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;

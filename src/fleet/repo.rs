@@ -5,10 +5,16 @@
 //!
 //! All or nothing: when the push is refused (someone pushed first, or
 //! credentials fail), the local commit is undone and the file restored.
+//!
+//! A commit is signed as git would sign it when the git config sets
+//! `commit.gpgsign` ([`sign`]), so a Fleet that applies only signed commits
+//! takes it.
 
 use std::path::{Path, PathBuf};
 
 use git2::{PushOptions, RemoteCallbacks, Repository, ResetType, Signature};
+
+pub mod sign;
 
 /// git2's own message is what the user reads (its `Display` adds class and
 /// code numbers); the git2 error stays the `#[source]`.
@@ -44,6 +50,9 @@ pub enum RepoError {
     BranchExists { branch: String },
     #[error("git: {}", .0.message())]
     Git(#[from] git2::Error),
+    /// `commit.gpgsign` is set and the commit could not be signed.
+    #[error("signing the commit: {0}")]
+    Sign(#[from] sign::SignError),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -91,7 +100,7 @@ pub fn commit_file(
     let sig = repo
         .signature()
         .or_else(|_| Signature::now("exo", "exo@localhost"))?;
-    let id = repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &[&parent])?;
+    let id = sign::commit(&repo, Some("HEAD"), &sig, message, &tree, &[&parent])?;
     if push && let Err(e) = push_branch(&repo, &branch) {
         // Undo: the branch back to its parent, the file as it was.
         repo.reset(parent.as_object(), ResetType::Mixed, None)?;
@@ -185,9 +194,9 @@ pub fn commit_changes(
         }
     };
     let id = match target {
-        Target::Current => repo.commit(Some(&refname), &sig, &sig, message, &tree, &[&parent])?,
+        Target::Current => sign::commit(&repo, Some(&refname), &sig, message, &tree, &[&parent])?,
         Target::Branch(_) => {
-            let commit = repo.commit(None, &sig, &sig, message, &tree, &[&parent])?;
+            let commit = sign::commit(&repo, None, &sig, message, &tree, &[&parent])?;
             repo.reference(&refname, commit, false, message)?;
             commit
         }

@@ -427,6 +427,10 @@ pub async fn run(
     };
     let (caches_tx, caches_rx) = watch::channel(false);
 
+    let reporter = Reporter {
+        controller: CONTROLLER_NAME.to_owned(),
+        instance: Some(cfg.leader.identity.clone()),
+    };
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         metrics: metrics.clone(),
@@ -449,13 +453,8 @@ pub async fn run(
         secrets_seen: std::sync::Mutex::default(),
         holds: Default::default(),
         expected: Default::default(),
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: CONTROLLER_NAME.to_owned(),
-                instance: Some(cfg.leader.identity.clone()),
-            },
-        ),
+        recorder: Recorder::new(client.clone(), reporter.clone()),
+        reporter,
     });
     // Ready once the primary watches have listed everything once.
     let stores = (agents.store(), tools.store(), filesystems.store());

@@ -11,7 +11,7 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::events::{EventType, Recorder};
+use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource};
 use serde::Serialize;
@@ -41,6 +41,8 @@ pub struct Ctx {
     /// Until when it may write; every write checks it.
     pub fence: Arc<super::leader::Fence>,
     pub recorder: Recorder,
+    /// Who the recorder reports as (for [`Ctx::event_distinct`]).
+    pub reporter: Reporter,
     /// The operator's pods (label `app.kubernetes.io/managed-by: exo`),
     /// fed by the one shared watch.
     pub pods: Store<Pod>,

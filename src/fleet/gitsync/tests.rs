@@ -34,13 +34,7 @@ fn url_policy() {
 fn a_failed_fetch_keeps_the_git_error_as_its_source() {
     let cache = tempfile::tempdir().unwrap();
     let missing = cache.path().join("no-such-repo");
-    let source = Source {
-        url: format!("file://{}", missing.display()),
-        branch: "main".into(),
-        credentials: None,
-        allow_insecure: true,
-        max_file_bytes: DEFAULT_MAX_FILE_BYTES,
-    };
+    let source = source_at(format!("file://{}", missing.display()));
     let e = sync(&source, cache.path()).unwrap_err();
     let text = e.to_string();
     assert!(
@@ -382,13 +376,7 @@ fn a_one_file_commit_is_pushed_on_the_head_and_retried_after_a_race() {
     // The mirror fetches shallow, which git's local transport refuses: a
     // real `git daemon` serves the bare repository, pushes allowed.
     let daemon = GitDaemon::serve(origin_dir.path());
-    let source = Source {
-        url: daemon.url(),
-        branch: "main".into(),
-        credentials: None,
-        allow_insecure: true,
-        max_file_bytes: DEFAULT_MAX_FILE_BYTES,
-    };
+    let source = source_at(daemon.url());
     let to_r2 = |old: Option<&str>| -> Result<String, std::convert::Infallible> {
         Ok(old.unwrap_or_default().replace("r1", "r2"))
     };
@@ -477,4 +465,43 @@ fn a_one_file_commit_is_pushed_on_the_head_and_retried_after_a_race() {
         "{e}"
     );
     assert_eq!(main_of(&origin), third);
+}
+
+/// `full_history` (a Fleet verifying `all-since`): a mirror fetched
+/// shallow before is deepened, so the commits since the applied one are
+/// there to walk; without it the mirror stays shallow.
+#[test]
+fn a_full_history_fetch_deepens_a_shallow_mirror() {
+    let origin_dir = tempfile::tempdir().unwrap();
+    let origin = Repository::init_bare(origin_dir.path()).unwrap();
+    let first = commit_bare(&origin, &[("a", "1")], "first");
+    let second = commit_bare(&origin, &[("a", "2")], "second");
+    let daemon = GitDaemon::serve(origin_dir.path());
+    let cache = tempfile::tempdir().unwrap();
+    let mut source = source_at(daemon.url());
+    let fetched = fetch(&source, cache.path()).unwrap();
+    assert_eq!(fetched.head(), second);
+    assert!(fetched.repo().is_shallow());
+    assert!(fetched.repo().find_commit(first).is_err(), "depth 1");
+    let third = commit_bare(&origin, &[("a", "3")], "third");
+    source.full_history = true;
+    let fetched = fetch(&source, cache.path()).unwrap();
+    assert_eq!(fetched.head(), third);
+    assert!(!fetched.repo().is_shallow());
+    assert!(
+        fetched.repo().graph_descendant_of(third, first).unwrap(),
+        "the whole history"
+    );
+}
+
+/// `main` of `url`, insecure allowed, the default file limit, shallow.
+fn source_at(url: String) -> Source {
+    Source {
+        url,
+        branch: "main".into(),
+        credentials: None,
+        allow_insecure: true,
+        max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+        full_history: false,
+    }
 }

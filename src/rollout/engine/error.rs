@@ -68,7 +68,7 @@ impl Error {
 }
 
 /// The apiserver's message and code, without kube's wrapping.
-fn short_kube_error(e: &kube::Error) -> String {
+pub(super) fn short_kube_error(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) => format!("{} ({})", s.message, s.code),
         other => other.to_string(),

@@ -139,6 +139,10 @@ pub struct State {
     /// `namespace/name` of the Fleet -> the wave pointers of the last
     /// commit applied this term, whose moves were told (`sync::moves`).
     announced: std::sync::Mutex<BTreeMap<String, crate::fleet::release::WavePointersSpec>>,
+    /// `namespace/name` of the Fleet -> the head last verified this term
+    /// and under which keys (`sync::signed`), so a steady head is neither
+    /// verified again nor its Secret read at every interval.
+    verified: std::sync::Mutex<BTreeMap<String, sync::signed::Memo>>,
 }
 
 impl State {
@@ -276,6 +280,12 @@ async fn source_for(client: &Client, f: &FleetCr, ns: &str) -> Result<Source, Er
             .max_file_bytes
             .and_then(|b| u64::try_from(b).ok())
             .unwrap_or(gitsync::DEFAULT_MAX_FILE_BYTES),
+        // `all-since` walks the history since the applied commit.
+        full_history: f
+            .spec
+            .verify
+            .as_ref()
+            .is_some_and(|v| v.mode == crate::crd::VerifyMode::AllSince),
     })
 }
 

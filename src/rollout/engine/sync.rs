@@ -3,7 +3,9 @@
 //! `autonomic.sh/sync-requested-at` annotation changes (the push receiver
 //! and `exo release promote` set it), and then every `spec.interval`.
 //!
-//! A sync fetches, loads, lints and assigns tenants to releases; then it
+//! A sync fetches, checks the commits' signatures when the Fleet asks
+//! (`spec.verify`, [`signed`]; a refused commit is not even checked out),
+//! loads, lints and assigns tenants to releases; then it
 //! renders each tenant's desired state and writes what changed: the
 //! tenant's `Tenant` (its lifecycle saga creates the namespace), and, once
 //! that saga lets it, its AgentFS and Rollout spec (wave, release,
@@ -32,7 +34,6 @@ use crate::cluster::conditions::keep_transitions;
 use crate::cluster::feeds::{Hub, Touch};
 use crate::cluster::metrics::Controller as Writer;
 use crate::crd::{Fleet as FleetCr, FleetStatus, Rollout};
-use crate::fleet::gitsync;
 use crate::release::{WaveName, lint};
 use crate::rollout::desired::{Earlier, TenantDesired, TenantTarget};
 
@@ -139,7 +140,11 @@ async fn reconcile(f: Arc<FleetCr>, ctx: Arc<SyncCtx>) -> Result<Action, Error> 
             let mut status = f.status.clone().unwrap_or_default();
             let message = format!("Fleet {ns}/{}: {e}", f.name_any());
             warn!(%message, "fleet spec refused");
-            status.conditions = vec![ready(false, e.reason(), message, f.metadata.generation)];
+            fetch::set_verified(&mut status, signed::kept(&f));
+            fetch::set_ready(
+                &mut status,
+                ready(false, e.reason(), message, f.metadata.generation),
+            );
             set_fleet_status(&ctx.op, &f, &ns, status).await;
             return Ok(Action::await_change());
         }
@@ -279,9 +284,12 @@ async fn sync_one(
     let op = &ctx.op;
     let mut status = f.status.clone().unwrap_or_default();
     let generation = f.metadata.generation;
+    // `Verified` as it was while the Fleet verifies commits (a sync that
+    // stops before the check keeps it), gone when it does not.
+    fetch::set_verified(&mut status, signed::kept(f));
     let fail = |mut status: FleetStatus, reason: &str, message: String| {
         warn!(fleet = %f.name_any(), reason, %message, "fleet sync refused");
-        status.conditions = vec![ready(false, reason, message, generation)];
+        fetch::set_ready(&mut status, ready(false, reason, message, generation));
         status
     };
     let source = match source_for(&op.client, f, ns).await {
@@ -291,38 +299,27 @@ async fn sync_one(
             return None;
         }
     };
-    let cache = ctx.cfg.cache_dir.join(format!("{ns}-{}", f.name_any()));
     let mut clock = incremental::Phases::start();
-    // The fetch and the checkout timed apart: the first is the git
-    // transport's, the second grows with what the commit changed.
-    let known = prev.map(|p| p.ids.clone());
-    let fetch_and_checkout = move || {
-        let fetched = gitsync::fetch(&source, &cache)?;
-        let fetched_at = std::time::Instant::now();
-        let c = fetched.checkout(&cache, source.max_file_bytes, known.as_ref())?;
-        Ok::<_, gitsync::GitSyncError>((c, fetched_at))
-    };
-    let checkout = match tokio::task::spawn_blocking(fetch_and_checkout).await {
-        Ok(Ok((c, fetched_at))) => {
-            clock.mark_at("fetch", fetched_at);
-            c
-        }
-        Ok(Err(e)) => {
-            let reason = match e {
-                gitsync::GitSyncError::UrlRefused(_) => "URLRefused",
-                gitsync::GitSyncError::Refused { .. } => "CheckoutRefused",
-                _ => "FetchFailed",
-            };
-            set_fleet_status(op, f, ns, fail(status, reason, e.to_string())).await;
-            return None;
-        }
-        Err(e) => {
-            set_fleet_status(op, f, ns, fail(status, "FetchFailed", e.to_string())).await;
+    // Fetch, verify and checkout timed apart: the first is the git
+    // transport's, the last grows with what the commit changed.
+    let checkout = match fetch::fetch_verified(
+        ctx,
+        f,
+        ns,
+        policy,
+        source,
+        prev,
+        &mut status,
+        &mut clock,
+    )
+    .await
+    {
+        Ok(c) => c,
+        Err(stop) => {
+            set_fleet_status(op, f, ns, fail(status, stop.reason, stop.message)).await;
             return None;
         }
     };
-    status.fetched_commit = Some(checkout.commit.clone());
-    clock.mark("checkout");
     let loaded = match incremental::load(&checkout, prev) {
         Ok(fl) => fl,
         Err(e) => {
@@ -400,7 +397,7 @@ async fn sync_one(
             "suspended: commit {} fetched, nothing applied, pruned or healed until resumed",
             short(&checkout.commit)
         );
-        status.conditions = vec![ready(true, "Suspended", message, generation)];
+        fetch::set_ready(&mut status, ready(true, "Suspended", message, generation));
         set_fleet_status(op, f, ns, status).await;
         return Some(Arc::new(Loaded {
             commit: checkout.commit,
@@ -472,7 +469,7 @@ async fn sync_one(
         short(&checkout.commit),
         assignment.len()
     );
-    status.conditions = vec![ready(true, "Applied", message, generation)];
+    fetch::set_ready(&mut status, ready(true, "Applied", message, generation));
     set_fleet_status(op, f, ns, status).await;
     Some(fresh)
 }
@@ -509,8 +506,10 @@ impl State {
     }
 }
 
+mod fetch;
 mod incremental;
 mod moves;
+pub(super) mod signed;
 mod tenants;
 #[cfg(test)]
 mod tests;
