@@ -28,34 +28,7 @@ COSIGN=${EXO_TEST_COSIGN:?run scripts/testenv up (it builds cosign)}
 [ -x "$COSIGN" ] || { log "$COSIGN is not executable: run scripts/testenv up"; exit 1; }
 
 log "pushing 200 tags to $EXO_TEST_REGISTRY"
-python3 - "$EXO_TEST_REGISTRY" "$work/refs" "$work/digests" <<'PY'
-import hashlib, json, sys, urllib.request
-reg, out, out_digests = sys.argv[1], sys.argv[2], sys.argv[3]
-base = f"http://{reg}"
-def put(url, data, ctype):
-    urllib.request.urlopen(urllib.request.Request(url, data=data, method="PUT", headers={"Content-Type": ctype}), timeout=30)
-def blob(repo, data):
-    d = "sha256:" + hashlib.sha256(data).hexdigest()
-    loc = urllib.request.urlopen(urllib.request.Request(f"{base}/v2/{repo}/blobs/uploads/", data=b"", method="POST"), timeout=30).headers["Location"]
-    loc = loc if loc.startswith("http") else base + loc
-    put(f"{loc}{'&' if '?' in loc else '?'}digest={d}", data, "application/octet-stream")
-    return d, len(data)
-refs, digests = [], []
-for r in range(20):
-    repo = f"bench-sig/component-{r:02d}"
-    for t in range(10):
-        layer = f"{repo}:{t}".encode()
-        cfg = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}}).encode()
-        (cd, cs), (ld, ls) = blob(repo, cfg), blob(repo, layer)
-        m = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": cs},
-                        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": ld, "size": ls}]}).encode()
-        put(f"{base}/v2/{repo}/manifests/1.{t}.0", m, "application/vnd.oci.image.manifest.v1+json")
-        refs.append(f"{reg}/{repo}:1.{t}.0")
-        digests.append(f"{reg}/{repo}@sha256:" + hashlib.sha256(m).hexdigest())
-open(out, "w").write("\n".join(refs) + "\n")
-open(out_digests, "w").write("\n".join(digests) + "\n")
-PY
+python3 benches/push_tags.py "$EXO_TEST_REGISTRY" bench-sig "$work/refs" "$work/digests"
 
 log "a cosign key pair, and each image signed unless it verifies already"
 (cd "$work" && COSIGN_PASSWORD= "$COSIGN" generate-key-pair >/dev/null 2>&1)
