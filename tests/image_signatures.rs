@@ -15,7 +15,9 @@
 //! - the operator: a canary moved to a release with an unsigned image
 //!   fails at `signatures-verified`, naming the image, and nothing of the
 //!   tenant changes; signing the image lets the same release go on, and
-//!   the Rollout's status records each image's key and signature.
+//!   the Rollout's status records each image's key and signature; an
+//!   operator killed (-9) while the saga holds there is followed by one
+//!   that records nothing twice.
 
 mod support;
 
@@ -299,7 +301,7 @@ async fn the_saga_applies_nothing_until_every_image_verifies() {
         .into_bytes(),
     );
     let fx = Fixture::new(prefix, files).await;
-    let op = Operator::start(&fx.ns.name, &support::env().kubeconfig, "a");
+    let mut op = Operator::start(&fx.ns.name, &support::env().kubeconfig, "a");
     fx.wait_all(OLD, &op).await;
     let platform = format!("{prefix}-platform");
     let agents_before = runtimes(&fx, &platform).await;
@@ -331,6 +333,33 @@ async fn the_saga_applies_nothing_until_every_image_verifies() {
     );
     assert!(status.signatures.is_empty());
     // Nothing of the tenant moved: its Agents run OLD's images still.
+    assert_eq!(runtimes(&fx, &platform).await, agents_before);
+
+    // kill -9 while the saga holds there: the next leader looks again,
+    // finds the image still unsigned and records nothing new (the step as
+    // it was, the failure written once), and applies nothing.
+    let held = status
+        .steps
+        .iter()
+        .find(|s| s.name == "signatures-verified")
+        .cloned()
+        .unwrap();
+    op.kill9();
+    let op = Operator::start(&fx.ns.name, &support::env().kubeconfig, "b");
+    eventually("operator b to lead", WAIT, || async {
+        op.log().contains("became leader identity=b").then_some(())
+    })
+    .await;
+    // The new term's sync and first look at the Rollout (no timing is
+    // asserted: the state must simply not have moved).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let again = fx.rollout(&platform).await.unwrap().status.unwrap();
+    assert_eq!(again.phase, Some(RolloutPhase::Failed));
+    assert_eq!(
+        again.steps.iter().find(|s| s.name == "signatures-verified"),
+        Some(&held),
+        "the failure is recorded once"
+    );
     assert_eq!(runtimes(&fx, &platform).await, agents_before);
 
     // Signing the image lets the same release go on.
