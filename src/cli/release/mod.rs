@@ -2,7 +2,8 @@
 //! the same flags, the other value of `spec.suspend`), and what the verbs
 //! share: [`common`] (flags, output, loading the fleet, the plan's table),
 //! [`cluster`] (a client and what they read and ask of the cluster) and
-//! [`promotion`] (the gated commit both `promote` and `rollout` make). A
+//! [`promotion`] (the gated commit both `promote` and `rollout` make),
+//! [`plane`] (`--control-plane`: every cluster's Rollouts). A
 //! verb module imports those, never another verb.
 
 use clap::Subcommand;
@@ -13,6 +14,7 @@ pub mod diff;
 pub mod lint;
 pub mod pin;
 pub mod plan;
+pub mod plane;
 pub mod promote;
 pub mod promotion;
 pub mod rollback;

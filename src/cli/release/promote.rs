@@ -5,9 +5,10 @@
 use clap::Args;
 
 use crate::cli::exit;
-use crate::cli::release::cluster::with_client;
+use crate::cli::release::cluster::{runtime, with_client};
 use crate::cli::release::common::{RootArg, load_fleet};
-use crate::cli::release::promotion::promote;
+use crate::cli::release::plane::PlaneArg;
+use crate::cli::release::promotion::{Reader, promote};
 use crate::release::WaveName;
 
 #[derive(Debug, Args)]
@@ -24,6 +25,8 @@ pub struct PromoteArgs {
     /// Commit only; do not push to origin.
     #[arg(long)]
     pub no_push: bool,
+    #[command(flatten)]
+    pub plane: PlaneArg,
 }
 
 pub fn run(args: &PromoteArgs) -> u8 {
@@ -31,8 +34,26 @@ pub fn run(args: &PromoteArgs) -> u8 {
         Ok(f) => f,
         Err(c) => return c,
     };
+    let plane = match args.plane.plane("exo release promote") {
+        Ok(p) => p,
+        Err(c) => return c,
+    };
+    if let Some(plane) = plane {
+        let rt = match runtime("exo release promote") {
+            Ok(r) => r,
+            Err(c) => return c,
+        };
+        return rt.block_on(async {
+            let reader = Reader::Plane(&plane);
+            match promote(&fleet, reader, &args.release, args.wave, !args.no_push).await {
+                Ok(()) => exit::OK,
+                Err(code) => code,
+            }
+        });
+    }
     with_client(&args.kube, |client| async move {
-        match promote(&fleet, &client, &args.release, args.wave, !args.no_push).await {
+        let reader = Reader::Cluster(&client);
+        match promote(&fleet, reader, &args.release, args.wave, !args.no_push).await {
             Ok(()) => exit::OK,
             Err(code) => code,
         }

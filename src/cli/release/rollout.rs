@@ -17,7 +17,8 @@ use crate::cli::release::cluster::{
     now_secs, of_fleet, repo_root, run_of, transient, try_analysis_runs, try_rollouts, with_client,
 };
 use crate::cli::release::common::{RootArg, load_fleet};
-use crate::cli::release::promotion::promote;
+use crate::cli::release::plane::PlaneArg;
+use crate::cli::release::promotion::{Reader, promote};
 use crate::crd::{AnalysisPhase, Fleet as FleetCr};
 use crate::fleet::Fleet;
 use crate::release::WaveName;
@@ -41,6 +42,8 @@ pub struct RolloutArgs {
     /// decides (the operator promotes or rolls back) instead of promoting.
     #[arg(long)]
     pub auto: bool,
+    #[command(flatten)]
+    pub plane: PlaneArg,
 }
 
 /// How a wave's analysis ended, for the rollout.
@@ -60,6 +63,11 @@ pub fn run(args: &RolloutArgs) -> u8 {
             return exit::UNUSABLE;
         }
     };
+    match args.plane.plane("exo release rollout") {
+        Ok(Some(plane)) => return plane_rollout::run(args, &plane, timeout),
+        Ok(None) => {}
+        Err(c) => return c,
+    }
     with_client(&args.kube, |client| async move {
         let mp = MultiProgress::new();
         let say = |line: String| {
@@ -94,8 +102,14 @@ pub fn run(args: &RolloutArgs) -> u8 {
                 ));
             } else {
                 say(format!("== wave {wave}: promoting {}", args.release));
-                if let Err(code) =
-                    promote(&fleet, &client, &args.release, wave, !args.no_push).await
+                if let Err(code) = promote(
+                    &fleet,
+                    Reader::Cluster(&client),
+                    &args.release,
+                    wave,
+                    !args.no_push,
+                )
+                .await
                 {
                     say(format!(
                         "== wave {wave}: not promoted; earlier waves are left as they are"
@@ -441,6 +455,8 @@ async fn wait_for_wave(
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
+
+mod plane_rollout;
 
 #[cfg(test)]
 mod tests {

@@ -24,6 +24,119 @@ pub struct StatusArgs {
     pub kube: crate::cli::kube_args::KubeArgs,
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub output: Output,
+    #[command(flatten)]
+    pub plane: crate::cli::release::plane::PlaneArg,
+}
+
+/// `--control-plane`: every cluster's tenants, as the control plane has
+/// them (`-o json|yaml` print it).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetStatus {
+    pub clusters: Vec<crate::wire::fleet::ClusterState>,
+    /// One per (tenant, cluster) pair a cluster reports.
+    pub pairs: Vec<PairStatus>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PairStatus {
+    pub cluster: String,
+    /// Its cluster's operator is connected now; when not, the state is
+    /// its last report and the pair counts as unknown.
+    pub online: bool,
+    #[serde(flatten)]
+    pub tenant: TenantSummary,
+}
+
+/// The pairs' table: an offline cluster's pairs say `unknown`.
+pub fn render_pairs(s: &FleetStatus) -> String {
+    let mut out = String::new();
+    let rows: Vec<Vec<String>> = s
+        .clusters
+        .iter()
+        .map(|c| {
+            vec![
+                c.deployment.clone(),
+                if c.online { "online" } else { "offline" }.into(),
+                c.last_seen.clone().unwrap_or_else(|| "never".into()),
+                s.pairs
+                    .iter()
+                    .filter(|p| p.cluster == c.deployment)
+                    .count()
+                    .to_string(),
+            ]
+        })
+        .collect();
+    out.push_str(&table::render(
+        &["CLUSTER", "CONNECTED", "LAST SEEN", "TENANTS"],
+        &rows,
+    ));
+    out.push('\n');
+    let rows: Vec<Vec<String>> = s
+        .pairs
+        .iter()
+        .map(|p| {
+            let t = &p.tenant;
+            vec![
+                t.wave.clone(),
+                t.tenant.clone(),
+                p.cluster.clone(),
+                t.release.clone(),
+                if p.online {
+                    state_cell(t)
+                } else {
+                    format!("unknown (offline; last {})", state_cell(t))
+                },
+                sync_cell(t),
+            ]
+        })
+        .collect();
+    out.push_str(&table::render(
+        &["WAVE", "TENANT", "CLUSTER", "RELEASE", "STATE", "IN SYNC"],
+        &rows,
+    ));
+    out
+}
+
+fn run_plane(args: &StatusArgs, plane: &crate::cli::release::plane::Plane) -> u8 {
+    let verb = "exo release status";
+    let rt = match crate::cli::release::cluster::runtime(verb) {
+        Ok(r) => r,
+        Err(c) => return c,
+    };
+    rt.block_on(async {
+        let view = match plane.view(verb).await {
+            Ok(v) => v,
+            Err(c) => return c,
+        };
+        let now = now_secs();
+        let online = |d: &str| view.cluster(d).is_some_and(|c| c.online);
+        let mut pairs: Vec<PairStatus> = view
+            .rollouts
+            .iter()
+            .filter_map(|r| {
+                let ro = crate::cli::release::plane::to_rollout(&r.resource)?;
+                Some(PairStatus {
+                    cluster: r.deployment.clone(),
+                    online: online(&r.deployment),
+                    tenant: crate::rollout::summary::summarize(&ro, now),
+                })
+            })
+            .collect();
+        pairs.sort_by(|a, b| {
+            (&a.tenant.wave, &a.tenant.tenant, &a.cluster).cmp(&(
+                &b.tenant.wave,
+                &b.tenant.tenant,
+                &b.cluster,
+            ))
+        });
+        let status = FleetStatus {
+            clusters: view.clusters.clone(),
+            pairs,
+        };
+        emit(&status, args.output, || render_pairs(&status), verb)
+    })
 }
 
 /// The whole answer, as `-o json|yaml` print it.
@@ -242,6 +355,11 @@ pub fn render(status: &Status) -> String {
 }
 
 pub fn run(args: &StatusArgs) -> u8 {
+    match args.plane.plane("exo release status") {
+        Ok(Some(plane)) => return run_plane(args, &plane),
+        Ok(None) => {}
+        Err(c) => return c,
+    }
     with_client(&args.kube, |client| async move {
         let all = match rollouts(&client).await {
             Ok(r) => r,

@@ -280,7 +280,7 @@ mod tests {
             ),
             "{err}"
         );
-        let err = check(&both, &[eu.clone()]).unwrap_err().to_string();
+        let err = check(&both, std::slice::from_ref(&eu)).unwrap_err().to_string();
         assert!(
             err.contains("acme@us is unknown: the control plane has no deployment \"us\""),
             "{err}"
