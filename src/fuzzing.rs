@@ -87,6 +87,7 @@ pub fn fleet_yaml(data: &[u8]) {
         tiers: parse::<crate::crd::tenant::tiers::TiersDoc>(text).map(sourced),
         tenants: BTreeMap::from([(TENANT.to_owned(), std::sync::Arc::new(tenant))]),
         baselines: Vec::new(),
+        clusters: parse::<crate::fleet::cluster::ClusterDoc>(text).map(|c| vec![sourced(c)]),
     };
     let _ = lint::lint_fleet(&fleet);
     for r in &fleet.releases {

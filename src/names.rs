@@ -50,6 +50,16 @@ pub fn is_label_value(s: &str) -> bool {
         && b.last().is_none_or(u8::is_ascii_alphanumeric)
 }
 
+/// A label key: an optional DNS-1123 subdomain prefix and `/`, then a
+/// name of 1 to 63 of `[A-Za-z0-9._-]` with an alphanumeric at both ends.
+pub fn is_label_key(s: &str) -> bool {
+    let (prefix, name) = match s.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, s),
+    };
+    prefix.is_none_or(is_dns1123_subdomain) && !name.is_empty() && is_label_value(name)
+}
+
 /// A ConfigMap (or Secret) key: 1 to 253 of `[-._a-zA-Z0-9]`, and not `.`,
 /// `..` or anything starting with `..`.
 pub fn is_configmap_key(s: &str) -> bool {
@@ -64,6 +74,16 @@ pub fn is_configmap_key(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn label_keys() {
+        for good in ["env", "autonomic.sh/region", "a.b_c-d", "x/Y.z"] {
+            assert!(is_label_key(good), "{good}");
+        }
+        for bad in ["", "/env", "a/", "Bad_/x", "a/b/c", "-env", &"x".repeat(64)] {
+            assert!(!is_label_key(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn dns1123_labels() {

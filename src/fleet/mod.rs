@@ -8,6 +8,8 @@
 //! - `releases/<name>.yaml`: one Release per file, named like the file.
 //! - `releases/waves.yaml`: the WavePointers document.
 //! - `configmaps/<name>/` or `configmaps/<name>@<label>/`: baseline sources.
+//! - `clusters/<name>.yaml`: the clusters the fleet spans, when it spans
+//!   several ([`cluster`]); a tenant's `tenant.yaml` then places it.
 //!
 //! Loading is all-or-nothing: every unusable file is reported, and nothing is
 //! returned unless all of them parsed.
@@ -20,6 +22,7 @@
 //! - [`pin`]: tag -> digest against the registry;
 //! - [`verify`]: signed commits: trusted keys, SSH and OpenPGP signatures.
 
+pub mod cluster;
 pub mod configmap;
 pub mod gitsync;
 pub mod pin;
@@ -63,8 +66,13 @@ pub struct Tenant {
     pub agents: Vec<Sourced<Agent>>,
     pub tools: Vec<Sourced<Tool>>,
     pub filesystems: Vec<Sourced<AgentFS>>,
-    /// `tenant.yaml`: node tier and allowed egress (defaults when absent).
+    /// `tenant.yaml`: node tier and allowed egress (defaults when absent),
+    /// without its placement.
     pub settings: tenant::TenantSpec,
+    /// `tenant.yaml`'s `spec.placement`: the clusters it runs on, when the
+    /// fleet spans clusters ([`cluster`]). Kept apart from `settings`, which
+    /// a cluster's `Tenant` and `Rollout` carry.
+    pub placement: Option<tenant::placement::Placement>,
 }
 
 #[derive(Debug, Clone)]
@@ -80,6 +88,9 @@ pub struct Fleet {
     pub baselines: Vec<Sourced<Baseline>>,
     /// `manifests/tiers.yaml`, when the repository has one.
     pub tiers: Option<Sourced<tenant::tiers::TiersDoc>>,
+    /// `clusters/*.yaml`, sorted by file; `None` without a `clusters/`
+    /// folder (a single-cluster fleet).
+    pub clusters: Option<Vec<Sourced<cluster::ClusterDoc>>>,
 }
 
 impl Fleet {
@@ -272,7 +283,9 @@ fn load_tenants(
                                 );
                             }
                             if found.is_empty() {
-                                tenant.settings = doc.spec;
+                                let mut spec = doc.spec;
+                                tenant.placement = spec.placement.take();
+                                tenant.settings = spec;
                             }
                             problems.extend(
                                 found
@@ -495,6 +508,7 @@ pub fn load_reusing(root: &Path, reuse: &Reuse<'_>) -> Result<Fleet, FleetError>
     let tenants = load_tenants(root, reuse, &mut problems);
     let baselines = load_baselines(root, reuse, &mut problems);
     let tiers = load_tiers(root, &mut problems);
+    let clusters = cluster::load(root, &mut problems);
     if !problems.is_empty() {
         return Err(FleetError::Unusable(problems));
     }
@@ -505,6 +519,7 @@ pub fn load_reusing(root: &Path, reuse: &Reuse<'_>) -> Result<Fleet, FleetError>
         tenants,
         baselines,
         tiers,
+        clusters,
     })
 }
 

@@ -82,3 +82,56 @@ fn a_changed_folder_reads_only_its_changed_files() {
     let e = load(two.path()).unwrap_err().to_string();
     assert!(e.contains("assistant.yaml"), "{e}");
 }
+
+/// `clusters/*.yaml` are read, a tenant's placement is taken out of its
+/// settings (a cluster's Tenant and Rollout never carry it), and a bad
+/// cluster file or placement is refused naming the file and field.
+#[test]
+fn clusters_and_placement_are_read_and_refused_by_file() {
+    let dir = tempfile::tempdir().unwrap();
+    example(dir.path());
+    std::fs::create_dir_all(dir.path().join("clusters")).unwrap();
+    std::fs::write(
+        dir.path().join("clusters/eu-west.yaml"),
+        "apiVersion: autonomic.sh/v1alpha1\nkind: Cluster\nmetadata:\n  name: eu-west\n  labels: {env: prod}\n",
+    )
+    .unwrap();
+    let acme = dir.path().join("manifests/acme/tenant.yaml");
+    let text = std::fs::read_to_string(&acme).unwrap();
+    let placed = text.replacen(
+        "spec:\n",
+        "spec:\n  placement:\n    clusters: [eu-west]\n    move: verify-first\n",
+        1,
+    );
+    assert_ne!(text, placed);
+    std::fs::write(&acme, &placed).unwrap();
+    let fleet = load(dir.path()).unwrap();
+    assert_eq!(fleet.clusters.as_ref().unwrap().len(), 1);
+    let t = &fleet.tenants["acme"];
+    assert_eq!(t.settings.placement, None);
+    assert_eq!(t.placement.as_ref().unwrap().clusters, ["eu-west"]);
+    assert_eq!(fleet.tenants_on("eu-west"), ["acme".to_owned()].into());
+    assert!(fleet.tenants_on("us-east").is_empty());
+
+    std::fs::write(
+        dir.path().join("clusters/us.yaml"),
+        "apiVersion: autonomic.sh/v1alpha1\nkind: Cluster\nmetadata:\n  name: us-east\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &acme,
+        placed.replace("clusters: [eu-west]", "clusters: [Eu]"),
+    )
+    .unwrap();
+    let err = load(dir.path()).unwrap_err().to_string();
+    assert!(
+        err.contains(
+            "clusters/us.yaml: metadata.name \"us-east\" must match the file's name (\"us\")"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("manifests/acme/tenant.yaml: spec.placement.clusters[0] \"Eu\""),
+        "{err}"
+    );
+}

@@ -14,6 +14,7 @@ use crate::fleet::release::{
 use crate::fleet::{Fleet, Sourced};
 
 mod analysis;
+mod clusters;
 mod rule;
 pub mod signatures;
 mod tenants;
@@ -76,6 +77,7 @@ pub fn lint_fleet(fleet: &Fleet) -> Vec<Finding> {
     lint_waves_file(&mut f);
     lint_manifest_images(&mut f);
     tenants::lint_tenants(&mut f);
+    clusters::lint_placement(&mut f);
     f.out
 }
 

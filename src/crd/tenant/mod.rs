@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::names::{is_dns1123_label, is_label_value};
 
 pub mod lifecycle;
+pub mod placement;
 mod resource;
 pub mod tiers;
 pub use lifecycle::{
@@ -100,6 +101,14 @@ pub struct TenantSpec {
     /// deleted, unless confirmed (default 24h).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offboard_grace_period: Option<String>,
+    /// The clusters it runs on, when the fleet spans clusters. Read from
+    /// `tenant.yaml` and taken out by the fleet loader
+    /// ([`crate::fleet::Tenant::placement`]): a cluster's `Tenant` and
+    /// `Rollout` never carry it, so placing a tenant on one more cluster
+    /// changes nothing on the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub placement: Option<placement::Placement>,
 }
 
 /// One destination a tenant's pods may reach: a CIDR, or pods in a
@@ -269,6 +278,9 @@ impl TenantDoc {
             }
         }
         lifecycle::problems(&self.spec, &mut out);
+        if let Some(p) = &self.spec.placement {
+            out.extend(p.problems());
+        }
         out
     }
 }

@@ -77,10 +77,18 @@ pub enum Rule {
     /// An image whose signature does not verify (only with
     /// `--verify-signatures`, which asks the registry).
     Signature,
+    /// A tenant placed on a cluster `clusters/` does not declare.
+    UnknownCluster,
+    /// A placement selector that matches no declared cluster.
+    SelectorMatchesNothing,
+    /// A tenant placed on no cluster of a fleet that spans clusters.
+    TenantUnplaced,
+    /// More tenants placed on a cluster than its `capacity.maxTenants`.
+    ClusterCapacity,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 35] = [
+    pub const ALL: [Rule; 39] = [
         Rule::MutableTag,
         Rule::MalformedDigest,
         Rule::TagInImage,
@@ -116,6 +124,10 @@ impl Rule {
         Rule::BadAnalysis,
         Rule::BadSigningKey,
         Rule::Signature,
+        Rule::UnknownCluster,
+        Rule::SelectorMatchesNothing,
+        Rule::TenantUnplaced,
+        Rule::ClusterCapacity,
     ];
 
     /// The stable id, e.g. `mutable-tag`.
@@ -156,6 +168,10 @@ impl Rule {
             Rule::BadAnalysis => "bad-analysis",
             Rule::BadSigningKey => "bad-signing-key",
             Rule::Signature => "signature",
+            Rule::UnknownCluster => "unknown-cluster",
+            Rule::SelectorMatchesNothing => "selector-matches-nothing",
+            Rule::TenantUnplaced => "tenant-unplaced",
+            Rule::ClusterCapacity => "cluster-capacity",
         }
     }
 }

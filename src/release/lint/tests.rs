@@ -382,3 +382,89 @@ fn analysis_findings_name_file_and_field() {
         "releases/2026.11.1.yaml: spec.waves[0].analysis[2].failureLimit: failureLimit is -1; it must be 0 or more [bad-analysis]"
     );
 }
+
+fn with_clusters(f: &mut Fleet) {
+    use crate::fleet::cluster::{ClusterDoc, ClusterMeta, KIND_CLUSTER};
+    let c = |name: &str, env: &str| Sourced {
+        path: f.root.join(format!("clusters/{name}.yaml")),
+        value: ClusterDoc {
+            api_version: API_VERSION.into(),
+            kind: KIND_CLUSTER.into(),
+            metadata: ClusterMeta {
+                name: name.into(),
+                labels: BTreeMap::from([("env".into(), env.into())]),
+            },
+            spec: Default::default(),
+        },
+    };
+    f.clusters = Some(vec![c("staging", "staging"), c("prod-eu", "prod")]);
+}
+
+fn place(f: &mut Fleet, tenant: &str, clusters: &[&str], selector: Option<(&str, &str)>) {
+    use crate::crd::tenant::placement::{ClusterSelector, Placement};
+    std::sync::Arc::make_mut(f.tenants.get_mut(tenant).unwrap()).placement = Some(Placement {
+        clusters: clusters.iter().map(|c| (*c).to_owned()).collect(),
+        selector: selector.map(|(k, v)| ClusterSelector {
+            match_labels: BTreeMap::from([(k.into(), v.into())]),
+        }),
+        ..Placement::default()
+    });
+}
+
+fn place_all(f: &mut Fleet) {
+    let names: Vec<String> = f.tenants.keys().cloned().collect();
+    for t in names {
+        place(f, &t, &[], Some(("env", "prod")));
+    }
+}
+
+#[test]
+fn a_placed_fleet_is_clean_and_each_placement_rule_names_tenant_yaml() {
+    let mut fleet = example();
+    with_clusters(&mut fleet);
+    place_all(&mut fleet);
+    place(&mut fleet, "acme", &["staging"], Some(("env", "prod")));
+    assert_eq!(lint_fleet(&fleet), vec![]);
+    place(&mut fleet, "acme", &["staging", "us-east"], None);
+    place(&mut fleet, "globex", &[], Some(("env", "dev")));
+    std::sync::Arc::make_mut(fleet.tenants.get_mut("initech").unwrap()).placement = None;
+    let lines: Vec<String> = lint_fleet(&fleet).iter().map(|f| f.to_string()).collect();
+    assert_eq!(
+        lines,
+        vec![
+            "manifests/acme/tenant.yaml: spec.placement.clusters[1]: cluster \"us-east\" is not declared in clusters/ (declared: staging, prod-eu) [unknown-cluster]",
+            "manifests/globex/tenant.yaml: spec.placement.selector: selector env=dev matches no cluster (declared: staging, prod-eu) [selector-matches-nothing]",
+            "manifests/initech/tenant.yaml: spec.placement: tenant \"initech\" runs on no cluster: the fleet spans clusters, so say where with spec.placement.clusters or a selector (declared: staging, prod-eu) [tenant-unplaced]",
+        ]
+    );
+}
+
+#[test]
+fn placement_without_clusters_and_capacity_are_refused() {
+    let mut fleet = example();
+    place(&mut fleet, "acme", &["prod-eu"], None);
+    let lines: Vec<String> = lint_fleet(&fleet).iter().map(|f| f.to_string()).collect();
+    assert_eq!(
+        lines,
+        vec![
+            "manifests/acme/tenant.yaml: spec.placement.clusters[0]: cluster \"prod-eu\" is not declared in clusters/ (this repository declares none (no clusters/*.yaml)) [unknown-cluster]"
+        ]
+    );
+    let mut fleet = example();
+    with_clusters(&mut fleet);
+    place_all(&mut fleet);
+    fleet.clusters.as_mut().unwrap()[1].value.spec.capacity =
+        Some(crate::fleet::cluster::Capacity {
+            max_tenants: Some(2),
+            notes: None,
+        });
+    let found = lint_fleet(&fleet);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].rule, Rule::ClusterCapacity);
+    assert_eq!(found[0].file, std::path::Path::new("clusters/prod-eu.yaml"));
+    assert!(
+        found[0]
+            .message
+            .contains("tenants are placed on cluster \"prod-eu\", more than its maxTenants 2")
+    );
+}

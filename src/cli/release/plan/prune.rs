@@ -228,6 +228,7 @@ mod tests {
             tools: vec![sourced(Tool::new("search", ToolSpec::default()))],
             filesystems: vec![sourced(AgentFS::new("shared", AgentFSSpec::default()))],
             settings: Default::default(),
+            placement: None,
         }
     }
 
@@ -300,6 +301,7 @@ mod tests {
                 .collect(),
             baselines: vec![],
             tiers: None,
+            clusters: None,
         };
         let mut ro =
             rollout("acme", "low-risk", "r2").stale(crate::crd::RolloutPhase::Verified, "r1");
