@@ -137,6 +137,12 @@ pub struct RunArgs {
     /// with; without it, registries are asked anonymously.
     #[arg(long, env = "EXO_REGISTRY_CONFIG")]
     pub registry_config: Option<std::path::PathBuf>,
+    /// This cluster's name among the fleet repository's `clusters/`: only
+    /// the tenants placed on it are applied here. Default: the deployment
+    /// name the control plane gives this operator's token. A fleet without
+    /// `clusters/` runs every tenant on every cluster, whatever this says.
+    #[arg(long, env = "EXO_CLUSTER", value_parser = cluster_name)]
+    pub cluster: Option<String>,
     /// Incidents one agent may post per minute (`POST /v1/incidents`);
     /// a burst of a quarter of that is taken at once.
     #[arg(long, default_value_t = 60, env = "EXO_INCIDENT_RATE", value_parser = clap::value_parser!(u32).range(1..))]
@@ -161,6 +167,20 @@ fn positive_duration(text: &str) -> Result<Duration, FlagDurationError> {
     match crate::duration::parse(text)? {
         d if d.is_zero() => Err(FlagDurationError::Zero),
         d => Ok(d),
+    }
+}
+
+/// A cluster name is a DNS label, as `clusters/<name>.yaml` and a
+/// deployment name are.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not a cluster name (a DNS label: lowercase letters, digits and '-', at most 63)")]
+struct ClusterNameError(String);
+
+fn cluster_name(text: &str) -> Result<String, ClusterNameError> {
+    if crate::names::is_dns1123_label(text) {
+        Ok(text.to_owned())
+    } else {
+        Err(ClusterNameError(text.to_owned()))
     }
 }
 
@@ -250,6 +270,7 @@ fn run_operator(args: RunArgs) -> u8 {
             upstream_health_addr: args.upstream_health_addr,
             wedged_after: args.wedged_after,
             fleet_namespace: args.fleet_namespace,
+            cluster: args.cluster,
             fs_helper_image: args.fs_helper_image,
             fs_helper_idle: args.fs_helper_idle,
             fs_max_bytes,

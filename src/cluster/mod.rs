@@ -11,7 +11,8 @@
 //!   (the pods a controller expects), [`feeds`] and [`relist`] (the shared
 //!   watches; [`slim`] drops from each cached object what no reader needs);
 //! - pure builders and rules: [`build`] (desired children), [`fs`] (AgentFS
-//!   rules, mount resolution), [`conditions`].
+//!   rules, mount resolution), [`conditions`];
+//! - [`identity`]: which cluster of a fleet this operator runs in.
 
 pub mod apply;
 pub mod build;
@@ -20,6 +21,7 @@ pub mod error;
 pub mod events;
 pub mod feeds;
 pub mod fs;
+pub mod identity;
 pub mod leader;
 pub mod metrics;
 pub mod pods;

@@ -41,6 +41,9 @@ pub enum Change {
     Lane(String),
     /// The deployment's operator is owed `incident_update`s.
     IncidentUpdates(String),
+    /// The deployment's Rollouts in the fleet projection changed, or its
+    /// connection came or went (announced to every replica).
+    Fleet(String),
 }
 
 impl Change {
@@ -52,7 +55,8 @@ impl Change {
             | Change::Resources(d)
             | Change::Alerts(d)
             | Change::Heartbeat(d)
-            | Change::IncidentUpdates(d) => Some(d),
+            | Change::IncidentUpdates(d)
+            | Change::Fleet(d) => Some(d),
             Change::Resource { deployment, .. } => Some(deployment),
             Change::Audit(a) => Some(&a.deployment),
             Change::Lane(_) => None,

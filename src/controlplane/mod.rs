@@ -7,8 +7,8 @@
 //! the bottom; `bus` (the change broadcast); `store` (one facade over the
 //! SQLite and PostgreSQL backends); the domain: `live` (registration,
 //! eviction, health), `view` (what a deployment looks like, and its
-//! queries), `replica`, `disconnect` (the control plane's own alert for a
-//! lost operator), `admin` (admin authentication) and `relay` (open attach
+//! queries), `fleet` (the fleet view across clusters), `replica`,
+//! `disconnect` (the control plane's own alert for a lost operator), `admin` (admin authentication) and `relay` (open attach
 //! and copy sessions); at the top `http` (the API, the events stream, the
 //! user sockets, authentication, the hop), `ws` (the operators' endpoint)
 //! and `dashboard` (pages, assets, login). This file wires them: `App`,
@@ -18,6 +18,7 @@ pub mod admin;
 pub mod bus;
 pub mod dashboard;
 pub mod disconnect;
+pub mod fleet;
 pub mod http;
 pub mod live;
 pub mod model;
@@ -208,6 +209,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/v1/lanes/{lane}/events", get(http::lanes::events))
         .route("/api/v1/events", get(http::sse::events))
         .route("/api/v1/stats", get(http::api::stats))
+        .route(
+            crate::wire::fleet::FLEET_ROLLOUTS_PATH,
+            get(http::fleet::rollouts),
+        )
         .route("/api/v1/deployments", get(http::api::list))
         .route("/api/v1/deployments/{name}", get(http::api::get))
         .route(

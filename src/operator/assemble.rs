@@ -48,6 +48,9 @@ pub struct Config {
     pub wedged_after: Option<Duration>,
     /// Follow only the Fleets of this namespace; default: [`Self::namespace`].
     pub fleet_namespace: Option<String>,
+    /// This cluster's name in the fleet (`--cluster`); default: the
+    /// control plane's deployment name for the token.
+    pub cluster: Option<String>,
     pub fs_helper_image: String,
     pub fs_helper_idle: Duration,
     /// Largest `exo fs cp` through the control plane, in file bytes.
@@ -150,7 +153,9 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
     leader_tasks.push(for_the_term(move |ctx| {
         super::notify::run(ctx, notify.clone())
     }));
+    let cluster = crate::cluster::identity::ClusterName::new(cfg.cluster.clone());
     let engine = crate::rollout::engine::EngineConfig {
+        cluster: cluster.clone(),
         cache_dir: cfg.gitops_cache.clone(),
         poll: cfg.rollout_poll.max(Duration::from_millis(50)),
         verify_grace: cfg.verify_grace,
@@ -225,6 +230,7 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
             up.fs_helper = fs_helper.clone();
             up.fs_max_bytes = cfg.fs_max_bytes;
             up.registrations = registrations;
+            up.cluster_name = cluster.clone();
             up.incidents = incidents.clone();
             // Incidents agents posted go to their tenants' support lanes.
             let dispatch = super::dispatch::DispatchConfig {

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::repoint;
+use crate::fleet::cluster::Placed;
 use crate::fleet::configmap::baseline_name;
 use crate::fleet::release::{ImageRef, Layer, Release, WaveName};
 use crate::fleet::{Fleet, Tenant};
@@ -26,6 +27,23 @@ pub struct Plan {
     pub components: Vec<ComponentChange>,
     pub config_maps: Vec<ConfigMapChange>,
     pub waves: Vec<WavePlan>,
+    /// Per cluster of a fleet that spans clusters (`clusters/`): what the
+    /// rollout changes there. Empty for a single-cluster fleet.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<ClusterPlan>,
+}
+
+/// What rolling out the release changes on one cluster: its placed
+/// tenants, and those of them with workloads to re-point.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterPlan {
+    pub cluster: String,
+    pub tenants: Vec<String>,
+    /// The placed tenants the release changes (at least one re-point).
+    pub changing: Vec<String>,
+    /// Re-points on this cluster, all its changing tenants together.
+    pub repoints: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -88,6 +106,9 @@ pub struct WavePlan {
 #[serde(rename_all = "camelCase")]
 pub struct TenantPlan {
     pub tenant: String,
+    /// The clusters it is placed on (empty for a single-cluster fleet).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<String>,
     /// In dependency order; empty when the tenant is already there.
     pub steps: Vec<Repoint>,
 }
@@ -345,11 +366,52 @@ fn waves(fleet: &Fleet, from: Option<&Release>, to: &Release) -> Vec<WavePlan> {
                 .filter_map(|t| fleet.tenants.get(t))
                 .map(|t| TenantPlan {
                     tenant: t.name.clone(),
+                    clusters: match fleet.placed(t) {
+                        Placed::Everywhere => Vec::new(),
+                        Placed::On(on) => on.into_iter().collect(),
+                    },
                     steps: tenant_steps(t, from, to, &tags),
                 })
                 .collect(),
         })
         .collect()
+}
+
+/// Per declared cluster, from the waves' tenant plans.
+fn per_cluster(fleet: &Fleet, waves: &[WavePlan]) -> Vec<ClusterPlan> {
+    let mut out: Vec<ClusterPlan> = fleet
+        .clusters
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| ClusterPlan {
+            cluster: c.value.name().to_owned(),
+            tenants: Vec::new(),
+            changing: Vec::new(),
+            repoints: 0,
+        })
+        .collect();
+    for t in waves.iter().flat_map(|w| &w.tenants) {
+        for c in out.iter_mut().filter(|c| t.clusters.contains(&c.cluster)) {
+            c.tenants.push(t.tenant.clone());
+            if !t.steps.is_empty() {
+                c.changing.push(t.tenant.clone());
+                c.repoints += t.steps.len();
+            }
+        }
+    }
+    for c in &mut out {
+        c.tenants.sort();
+        c.changing.sort();
+    }
+    out
+}
+
+impl Plan {
+    fn with_clusters(mut self, fleet: &Fleet) -> Self {
+        self.clusters = per_cluster(fleet, &self.waves);
+        self
+    }
 }
 
 /// Rolling out `to` from the fleet's current manifests.
@@ -401,8 +463,10 @@ pub fn plan(fleet: &Fleet, to: &Release) -> Plan {
         from: None,
         components: component_changes(&current, to),
         config_maps,
+        clusters: Vec::new(),
         waves: waves(fleet, None, to),
     }
+    .with_clusters(fleet)
 }
 
 /// What changes from release `a` to release `b`.
@@ -455,6 +519,73 @@ pub fn diff(fleet: &Fleet, a: &Release, b: &Release) -> Plan {
         from: Some(a.metadata.name.clone()),
         components: component_changes(&from, b),
         config_maps,
+        clusters: Vec::new(),
         waves: waves(fleet, Some(a), b),
+    }
+    .with_clusters(fleet)
+}
+
+#[cfg(test)]
+mod cluster_tests {
+    use super::*;
+    use crate::crd::tenant::placement::Placement;
+    use crate::fleet::Sourced;
+    use crate::fleet::cluster::{ClusterDoc, ClusterMeta, KIND_CLUSTER};
+
+    /// A plan of a placed fleet says, per cluster, which of its tenants the
+    /// release changes; a single-cluster fleet's plan has no cluster part.
+    #[test]
+    fn a_placed_fleet_plans_per_cluster() {
+        let mut fleet =
+            crate::fleet::load(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap();
+        let release = fleet.release("2026.11.1").unwrap().value.clone();
+        assert!(plan(&fleet, &release).clusters.is_empty());
+        let doc = |name: &str| Sourced {
+            path: format!("clusters/{name}.yaml").into(),
+            value: ClusterDoc {
+                api_version: String::new(),
+                kind: KIND_CLUSTER.into(),
+                metadata: ClusterMeta {
+                    name: name.into(),
+                    labels: Default::default(),
+                },
+                spec: Default::default(),
+            },
+        };
+        fleet.clusters = Some(vec![doc("eu"), doc("us")]);
+        let names: Vec<String> = fleet.tenants.keys().cloned().collect();
+        for t in &names {
+            let on = if t == "acme" {
+                vec!["eu", "us"]
+            } else {
+                vec!["us"]
+            };
+            std::sync::Arc::make_mut(fleet.tenants.get_mut(t).unwrap()).placement =
+                Some(Placement {
+                    clusters: on.into_iter().map(Into::into).collect(),
+                    ..Placement::default()
+                });
+        }
+        let p = plan(&fleet, &release);
+        let eu = &p.clusters[0];
+        assert_eq!(eu.cluster, "eu");
+        assert_eq!(eu.tenants, ["acme"]);
+        let us = &p.clusters[1];
+        assert_eq!(us.tenants, names);
+        let steps: usize = p
+            .waves
+            .iter()
+            .flat_map(|w| &w.tenants)
+            .map(|t| t.steps.len())
+            .sum();
+        assert_eq!(us.repoints, steps, "every tenant is on us");
+        let acme = p
+            .waves
+            .iter()
+            .flat_map(|w| &w.tenants)
+            .find(|t| t.tenant == "acme")
+            .unwrap();
+        assert_eq!(acme.clusters, ["eu", "us"]);
+        assert_eq!(eu.changing.is_empty(), acme.steps.is_empty());
     }
 }

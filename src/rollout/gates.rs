@@ -32,6 +32,10 @@ pub enum Unverified {
     /// Verified, but a live re-check found content that is not the
     /// release's (the ContentDrift condition's message).
     ContentDrift { message: String },
+    /// A (tenant, cluster) pair nobody can vouch for: its cluster is
+    /// offline or unknown to the control plane, or has no Rollout of the
+    /// tenant ([`pairs`]). Never verified.
+    Unknown(pairs::UnknownWhy),
 }
 
 /// A tenant the gate waits for, and why.
@@ -74,6 +78,7 @@ impl std::fmt::Display for Waiting {
                 "{t} is Verified on {} but a live re-check found content drift: {message}",
                 self.release
             ),
+            Unverified::Unknown(why) => write!(f, "{t} is unknown: {why}"),
         }
     }
 }
@@ -321,11 +326,31 @@ pub fn check(
     let Some(prev) = target.previous() else {
         return Ok(());
     };
+    decide(
+        prev,
+        release,
+        gates,
+        wave_standing(prev, release, rollouts, now),
+        analysis,
+        now,
+    )
+}
+
+/// The gates of the wave after `prev` for `release`, given how `prev`'s
+/// tenants (or (tenant, cluster) pairs) stand on it.
+pub(crate) fn decide(
+    prev: WaveName,
+    release: &str,
+    gates: &Gates,
+    standing: WaveStanding,
+    analysis: Analysis<'_>,
+    now: i64,
+) -> Result<(), GateFailure> {
     let WaveStanding {
         verified_at,
         failed,
         waiting,
-    } = wave_standing(prev, release, rollouts, now);
+    } = standing;
     if verified_at.is_empty() && failed.is_empty() && waiting.is_empty() {
         return Err(GateFailure::NoTenants { wave: prev });
     }
@@ -391,5 +416,6 @@ pub fn rollback_target(current: &WavePointer, in_wave: &[&Rollout]) -> Option<St
         .cloned()
 }
 
+pub mod pairs;
 #[cfg(test)]
 mod tests;

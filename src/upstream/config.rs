@@ -88,6 +88,9 @@ pub struct UpstreamConfig {
     /// The `incident_update`s from the control plane, for the leader's
     /// dispatcher to record.
     pub incident_updates: super::inbox::IncidentInbox,
+    /// This cluster's name in the fleet, learned from the welcome unless
+    /// `--cluster` gave it (shared with the rollout engine).
+    pub cluster_name: crate::cluster::identity::ClusterName,
 }
 
 impl std::fmt::Debug for UpstreamConfig {
@@ -145,6 +148,7 @@ impl UpstreamConfig {
             registrations: super::registrations::Registrations::new(),
             incidents: super::registrations::Incidents::new(),
             incident_updates: super::inbox::IncidentInbox::default(),
+            cluster_name: crate::cluster::identity::ClusterName::default(),
         }
     }
 

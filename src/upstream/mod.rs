@@ -16,7 +16,8 @@
 //! `wedged-upstream` monitor, pure), `registrations` (records the control
 //! plane must acknowledge, held and resent per connection: tenant records
 //! and incidents), `inbox` (incident updates on their way down to the
-//! dispatcher), `conn` (the loop). The bounded alert
+//! dispatcher), `conn` (the loop), `fleet_view` (the control plane's
+//! fleet view across clusters, read over HTTP). The bounded alert
 //! buffer it drains is [`crate::alerts`], below it.
 
 pub mod actions;
@@ -24,6 +25,7 @@ pub mod attach;
 pub mod backoff;
 pub mod config;
 pub mod conn;
+pub mod fleet_view;
 pub mod health;
 pub mod inbox;
 pub mod monitor;

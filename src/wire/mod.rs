@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 mod alert;
 pub mod close;
+pub mod fleet;
 pub mod fs;
 pub mod incident;
 mod parse;

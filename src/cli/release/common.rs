@@ -241,5 +241,28 @@ pub fn plan_table(p: &Plan) -> String {
         &["WAVE", "TENANT", "STEP", "RE-POINT", "CHANGES"],
         &rows,
     ));
+    if !p.clusters.is_empty() {
+        let rows: Vec<Vec<String>> = p
+            .clusters
+            .iter()
+            .map(|c| {
+                vec![
+                    c.cluster.clone(),
+                    c.tenants.len().to_string(),
+                    if c.changing.is_empty() {
+                        "-".into()
+                    } else {
+                        c.changing.join(", ")
+                    },
+                    c.repoints.to_string(),
+                ]
+            })
+            .collect();
+        out.push('\n');
+        out.push_str(&table::render(
+            &["CLUSTER", "TENANTS", "CHANGING", "RE-POINTS"],
+            &rows,
+        ));
+    }
     out
 }

@@ -158,6 +158,8 @@ pub async fn overview(
     match scope {
         authn::Scope::Lane(l) => Redirect::to(&format!("/lanes/{l}")).into_response(),
         authn::Scope::All => shell("overview", &via),
+        // The middleware lets a deployment token reach the fleet view only.
+        authn::Scope::Deployment(_) => StatusCode::FORBIDDEN.into_response(),
     }
 }
 

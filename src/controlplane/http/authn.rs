@@ -13,6 +13,8 @@
 //!
 //! A token limited to one support lane is let in only to that lane's
 //! routes ([`Scope::allows_path`]); elsewhere it gets 403 naming the lane.
+//! A deployment token (`exo_dt_`, an operator's) is let in to the fleet
+//! view alone ([`Scope::Deployment`]; its handler asks for `?tenant=`).
 //! Handlers read the [`Scope`] from the request's extensions.
 //!
 //! A browser asking for a page without a session is sent to `/login`; an
@@ -33,7 +35,8 @@ use crate::controlplane::App;
 pub use crate::controlplane::model::Scope;
 pub use crate::controlplane::session::CSRF_HEADER;
 use crate::controlplane::session::{self, Session};
-use crate::wire::token::SecretToken;
+use crate::wire::fleet::FLEET_ROLLOUTS_PATH;
+use crate::wire::token::{SecretToken, TOKEN_PREFIX};
 
 /// How a request was let in; page handlers read it for the CSRF token.
 #[derive(Debug, Clone)]
@@ -103,6 +106,9 @@ async fn judge(app: &App, headers: &HeaderMap) -> Verdict {
         };
         return match app.admin.hash_scope(&app.store, &token.hash()).await {
             Ok(Some((id, scope))) => Verdict::Allowed(Via::Bearer, scope, Actor(id)),
+            Ok(None) if token.expose().starts_with(TOKEN_PREFIX) => {
+                deployment_token(app, &token).await
+            }
             Ok(None) => Verdict::Invalid,
             Err(e) => Verdict::Failed(e.to_string()),
         };
@@ -119,6 +125,20 @@ async fn judge(app: &App, headers: &HeaderMap) -> Verdict {
             app.sessions.close(id);
             Verdict::Missing
         }
+        Err(e) => Verdict::Failed(e.to_string()),
+    }
+}
+
+/// A deployment's own token (as its operator presents it upstream): let
+/// in with [`Scope::Deployment`], which reaches the fleet view alone.
+async fn deployment_token(app: &App, token: &SecretToken) -> Verdict {
+    match app.store.authenticate(token).await {
+        Ok(Some(auth)) => Verdict::Allowed(
+            Via::Bearer,
+            Scope::Deployment(auth.deployment),
+            Actor(auth.token_id),
+        ),
+        Ok(None) => Verdict::Invalid,
         Err(e) => Verdict::Failed(e.to_string()),
     }
 }
@@ -169,15 +189,24 @@ pub async fn require(State(app): State<Arc<App>>, mut req: Request, next: Next) 
                 app.stats
                     .admin_rejected
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let lane = match &scope {
-                    Scope::Lane(l) => l.as_str(),
-                    Scope::All => "",
+                let msg = match &scope {
+                    Scope::Lane(lane) => {
+                        tracing::info!(path = %req.uri().path(), lane, "refused: outside the token's lane");
+                        format!(
+                            "this admin token is limited to support lane {lane:?}: only /api/v1/lanes/{lane} \
+                             and /lanes/{lane} are open to it"
+                        )
+                    }
+                    Scope::Deployment(d) => {
+                        tracing::info!(path = %req.uri().path(), deployment = %d, "refused: a deployment token outside the fleet view");
+                        format!(
+                            "a deployment token reads only {FLEET_ROLLOUTS_PATH}?tenant=NAME; \
+                             use an admin token for the rest"
+                        )
+                    }
+                    Scope::All => String::new(),
                 };
-                tracing::info!(path = %req.uri().path(), lane, "refused: outside the token's lane");
-                return forbidden(&format!(
-                    "this admin token is limited to support lane {lane:?}: only /api/v1/lanes/{lane} \
-                     and /lanes/{lane} are open to it"
-                ));
+                return forbidden(&msg);
             }
             if let Via::Session(s) = &via {
                 if changes_state(req.method()) {

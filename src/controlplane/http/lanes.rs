@@ -86,6 +86,12 @@ pub async fn list(State(app): State<Arc<App>>, Extension(scope): Extension<Scope
     let only = match &scope {
         Scope::All => None,
         Scope::Lane(l) => Some(l.as_str()),
+        Scope::Deployment(_) => {
+            return error(
+                StatusCode::FORBIDDEN,
+                "a deployment token may not read support lanes",
+            );
+        }
     };
     match app.store.lanes(only).await {
         Ok(mut rows) => {

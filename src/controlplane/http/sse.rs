@@ -130,6 +130,7 @@ impl Subscriber {
                 &json!({ "deployment": deployment, "op": op, "resource": resource }),
             ),
             Change::Resources(d) => sse("resources", &json!({ "deployment": d })),
+            Change::Fleet(d) => sse("fleet", &json!({ "deployment": d })),
             Change::Audit(a) => sse("audit", a),
             Change::Alerts(d) => sse("alerts", &json!({ "deployment": d })),
             Change::Heartbeat(d) => sse(

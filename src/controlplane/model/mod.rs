@@ -5,6 +5,7 @@
 mod alerts;
 mod audit;
 mod deployment;
+mod fleet;
 mod health;
 mod incidents;
 mod tenants;
@@ -16,6 +17,7 @@ pub use alerts::{
 };
 pub use audit::{AuditRow, NewAudit};
 pub use deployment::DeploymentView;
+pub use fleet::{ROLLOUT_COLUMNS, RolloutRow, StoredRollout};
 pub use health::{Health, Thresholds};
 pub use incidents::{
     INCIDENT_COLUMNS, IncidentProgress, IncidentRow, IncidentText, LaneAction, LaneRow,

@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use crate::wire::fleet::FLEET_ROLLOUTS_PATH;
+
 /// Prefix of admin tokens, distinct from deployment tokens (`exo_dt_`).
 pub const ADMIN_TOKEN_PREFIX: &str = "exo_at_";
 
@@ -68,6 +70,10 @@ pub enum Scope {
     /// One support lane: its incidents (`/api/v1/lanes/{lane}/…`), its
     /// dashboard page (`/lanes/{lane}`) and nothing else.
     Lane(String),
+    /// An operator's deployment token (this deployment's): the fleet view
+    /// of one tenant ([`FLEET_ROLLOUTS_PATH`] with `?tenant=`, which its
+    /// handler checks) and nothing else.
+    Deployment(String),
 }
 
 impl Scope {
@@ -80,6 +86,7 @@ impl Scope {
         match self {
             Scope::All => true,
             Scope::Lane(l) => l == lane,
+            Scope::Deployment(_) => false,
         }
     }
 
@@ -87,8 +94,10 @@ impl Scope {
     /// reaches its lane's API and page, the lane list (which shows it its
     /// lane only), the root (sent on to its lane's page) and logout.
     pub fn allows_path(&self, path: &str) -> bool {
-        let Scope::Lane(lane) = self else {
-            return true;
+        let lane = match self {
+            Scope::All => return true,
+            Scope::Deployment(_) => return path == FLEET_ROLLOUTS_PATH,
+            Scope::Lane(lane) => lane,
         };
         let under = |prefix: &str| {
             path.strip_prefix(prefix)
@@ -131,6 +140,19 @@ mod tests {
         }
         assert!(s.allows_lane("acme-desk") && !s.allows_lane("other"));
         assert!(Scope::All.allows_path("/api/v1/deployments"));
+        let d = Scope::Deployment("eu-west".into());
+        assert!(d.allows_path("/api/v1/fleet/rollouts"));
+        for no in [
+            "/",
+            "/api/v1/deployments",
+            "/api/v1/deployments/eu-west",
+            "/api/v1/events",
+            "/api/v1/lanes",
+            "/api/v1/fleet/rollouts/x",
+        ] {
+            assert!(!d.allows_path(no), "{no}");
+        }
+        assert!(!d.allows_lane("any"));
         assert!(Scope::All.allows_lane("any"));
     }
 }

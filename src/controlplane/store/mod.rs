@@ -30,8 +30,8 @@ pub use incidents::Act;
 use super::bus::{Bus, Change};
 use super::model::{
     ADMIN_TOKEN_PREFIX, ActiveAlert, AdminTokenInfo, AlertRow, AlertSummary, AuditRow,
-    Authenticated, DeploymentRow, IncidentRow, LaneRow, NewAudit, Origin, PendingUpdate, Scope,
-    TenantRecord, TokenInfo,
+    Authenticated, DeploymentRow, IncidentRow, LaneRow, NewAudit, Origin, PendingUpdate,
+    RolloutRow, Scope, StoredRollout, TenantRecord, TokenInfo,
 };
 use crate::wire::token::SecretToken;
 use crate::wire::{Alert, IncidentRecord, LaneState, Registration, Severity, now_ms};
@@ -115,14 +115,16 @@ impl Store {
 
     /// Publishes a lane's change on this server's bus and, on PostgreSQL,
     /// to the other replicas (`NOTIFY`; they publish it on theirs,
-    /// [`heard`](Self::heard)). Only [`Change::Lane`] and
-    /// [`Change::IncidentUpdates`] cross; a failed notice is logged (the
-    /// other replicas' periodic looks still find the change).
+    /// [`heard`](Self::heard)). Only [`Change::Lane`],
+    /// [`Change::IncidentUpdates`] and [`Change::Fleet`] cross; a failed
+    /// notice is logged (the other replicas' periodic looks still find the
+    /// change).
     async fn announce(&self, c: Change) {
         if let Backend::Pg(p) = &self.backend {
             let payload = match &c {
                 Change::Lane(l) => Some(format!("lane:{l}")),
                 Change::IncidentUpdates(d) => Some(format!("updates:{d}")),
+                Change::Fleet(d) => Some(format!("fleet:{d}")),
                 _ => None,
             };
             if let Some(payload) = payload
@@ -139,6 +141,7 @@ impl Store {
         let c = match payload.split_once(':') {
             Some(("lane", l)) => Change::Lane(l.to_owned()),
             Some(("updates", d)) => Change::IncidentUpdates(d.to_owned()),
+            Some(("fleet", d)) => Change::Fleet(d.to_owned()),
             _ => {
                 tracing::debug!(payload, "unknown change notice");
                 return;
@@ -477,6 +480,60 @@ impl Store {
         tenant: Option<&str>,
     ) -> Result<Vec<IncidentRow>, StoreError> {
         on_backend!(self.list_incidents(deployment, tenant))
+    }
+
+    /// Makes `rows` the deployment's Rollouts in the fleet projection: a
+    /// completed snapshot of `session`, which becomes the one session
+    /// whose deltas the projection takes for the deployment. An unchanged
+    /// row is not written; returns how many rows changed, and announces
+    /// the change to every replica when any did.
+    pub async fn replace_rollouts(
+        &self,
+        deployment: &str,
+        session: &str,
+        rows: &[RolloutRow],
+    ) -> Result<u64, StoreError> {
+        let n = on_backend!(self.replace_rollouts(deployment, session, rows))?;
+        if n > 0 {
+            self.announce(Change::Fleet(deployment.to_owned())).await;
+        }
+        Ok(n)
+    }
+
+    /// One Rollout's delta in the fleet projection: upserted (`Some`,
+    /// the wire `Resource` as JSON) or removed (`None`), only while
+    /// `session` is the deployment's source (a delta of an evicted
+    /// connection, late, changes nothing). Returns whether a row changed,
+    /// and announces it to every replica.
+    pub async fn put_rollout(
+        &self,
+        deployment: &str,
+        session: &str,
+        namespace: &str,
+        name: &str,
+        resource: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let changed =
+            on_backend!(self.put_rollout(deployment, session, namespace, name, resource))?;
+        if changed {
+            self.announce(Change::Fleet(deployment.to_owned())).await;
+        }
+        Ok(changed)
+    }
+
+    /// Tells every replica that the deployment's place in the fleet view
+    /// changed without a row changing (its connection came or went).
+    pub async fn fleet_changed(&self, deployment: &str) {
+        self.announce(Change::Fleet(deployment.to_owned())).await;
+    }
+
+    /// Every deployment's Rollouts (one tenant namespace's when given), by
+    /// deployment, namespace and name.
+    pub async fn fleet_rollouts(
+        &self,
+        namespace: Option<&str>,
+    ) -> Result<Vec<StoredRollout>, StoreError> {
+        on_backend!(self.fleet_rollouts(namespace))
     }
 
     /// A deployment's registered tenants, by name.

@@ -1,5 +1,5 @@
 //! What a connection does with each frame its operator sends: snapshots,
-//! deltas, heartbeats, command answers, audit records, alerts, tenant
+//! deltas (and their Rollouts in the fleet projection, `fleet`), heartbeats, command answers, audit records, alerts, tenant
 //! registrations, incidents and the answers to incident updates.
 
 use tracing::{info, warn};
@@ -98,16 +98,30 @@ impl Session {
         let dep = self.auth.deployment.clone();
         let kind = frame.kind();
         let applied = match frame {
-            Frame::Snapshot(chunk) => self
-                .app
-                .live
-                .apply_chunk(&dep, &self.session, chunk)
-                .map(|r| r.map_err(|e| e.to_string())),
-            Frame::Delta(d) => self
-                .app
-                .live
-                .apply_delta(&dep, &self.session, d)
-                .map(|r| r.map_err(|e| e.to_string())),
+            Frame::Snapshot(chunk) => {
+                let last = chunk.last;
+                let r = self
+                    .app
+                    .live
+                    .apply_chunk(&dep, &self.session, chunk)
+                    .map(|r| r.map_err(|e| e.to_string()));
+                if last && matches!(r, Some(Ok(()))) {
+                    self.project_all().await;
+                }
+                r
+            }
+            Frame::Delta(d) => {
+                let change = super::fleet::change(&d);
+                let r = self
+                    .app
+                    .live
+                    .apply_delta(&dep, &self.session, d)
+                    .map(|r| r.map_err(|e| e.to_string()));
+                if let (Some(c), Some(Ok(()))) = (change, &r) {
+                    self.project_one(c).await;
+                }
+                r
+            }
             Frame::Heartbeat(_) => {
                 self.app.stats.heartbeats_received.fetch_add(1, ORD);
                 self.app.live.heartbeat(&dep, &self.session).map(Ok)

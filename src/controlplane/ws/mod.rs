@@ -26,6 +26,7 @@ use super::model::{Authenticated, NewAudit};
 use crate::wire::token::SecretToken;
 use crate::wire::{self, Frame, PROTOCOL_VERSION, Welcome, close};
 
+mod fleet;
 mod frames;
 pub mod updates;
 
@@ -140,6 +141,9 @@ struct Session {
     out: Option<mpsc::WeakUnboundedSender<ToSocket>>,
     /// The `incident_update`s sent and not answered (`updates`).
     updates: updates::InFlight,
+    /// A fleet projection write failed: the next Rollout frame writes the
+    /// whole set (`fleet`).
+    fleet_dirty: bool,
 }
 
 enum Outcome {
@@ -166,6 +170,7 @@ impl Session {
             host: String::new(),
             out: None,
             updates: updates::InFlight::default(),
+            fleet_dirty: false,
         };
         let (tx, rx) = mpsc::unbounded_channel();
         let mut stopping = s.app.shutdown.subscribe();
@@ -210,6 +215,9 @@ impl Session {
             && let Err(e) = r.release(&dep, &s.session, &reason).await
         {
             warn!(deployment = %dep, error = %e, "connection release failed; the lease reaper or the next claim ends it");
+        }
+        if was_live {
+            s.app.store.fleet_changed(&dep).await;
         }
         if was_live {
             let lost = Trigger::Lost {
@@ -339,6 +347,7 @@ impl Session {
         drop(order);
         let evicted = evicted.or_else(|| remote.map(|p| p.session));
         info!(deployment = %dep, session = %self.session, evicted = ?evicted, "connection registered");
+        self.app.store.fleet_changed(&dep).await;
         self.audit("connection.opened", "registered", Some(detail))
             .await;
         self.app

@@ -49,6 +49,15 @@ pub enum Error {
     /// An object from the watch lacks a field the apiserver always sets.
     #[error("object has no {0}")]
     MissingField(&'static str),
+    /// The fleet places tenants on clusters and this operator does not
+    /// know which cluster it is.
+    #[error(
+        "the fleet places its tenants on clusters (clusters/) and this operator does not know its cluster's name: give it --cluster, or connect it to the control plane (its deployment name is the cluster's)"
+    )]
+    ClusterUnknown,
+    /// This operator's cluster is not one `clusters/` declares.
+    #[error("this operator's cluster {cluster:?} is not declared in clusters/ ({declared})")]
+    UndeclaredCluster { cluster: String, declared: String },
 }
 
 impl Error {
@@ -63,6 +72,8 @@ impl Error {
                 "ApplyFailed"
             }
             Error::Tenants { .. } => "TenantsUnavailable",
+            Error::ClusterUnknown => "ClusterUnknown",
+            Error::UndeclaredCluster { .. } => "UndeclaredCluster",
         }
     }
 }

@@ -80,6 +80,9 @@ pub struct EngineConfig {
     pub prometheus_timeout: Duration,
     /// What the `signatures-verified` step reads registries with.
     pub registry_credentials: crate::fleet::pin::Credentials,
+    /// Which cluster of the fleet this is: only the tenants placed on it
+    /// are applied (a fleet with `clusters/`).
+    pub cluster: crate::cluster::identity::ClusterName,
 }
 
 /// A Fleet's knobs, as its spec said at the last sync.

@@ -191,6 +191,11 @@ async fn reconcile(f: Arc<FleetCr>, ctx: Arc<SyncCtx>) -> Result<Action, Error> 
             ctx.state.loaded.write().await.insert(key, Arc::new(kept));
         }
     }
+    if ctx.cfg.cluster.get().is_none() {
+        // Until the control plane's welcome names this cluster, a fleet
+        // that places tenants on clusters is looked at again soon.
+        return Ok(Action::requeue(policy.interval.min(Duration::from_secs(5))));
+    }
     Ok(Action::requeue(policy.interval))
 }
 
@@ -357,8 +362,21 @@ async fn sync_one(
             return None;
         }
     };
+    // A fleet that spans clusters: only the tenants placed on this one.
+    let cluster = ctx.cfg.cluster.get();
+    let here = match placed::placed_here(&loaded, cluster.as_deref()) {
+        Ok(h) => h,
+        Err(e) => {
+            let m = format!("commit {}: {e}", short(&checkout.commit));
+            set_fleet_status(op, f, ns, fail(status, e.reason(), m)).await;
+            return None;
+        }
+    };
     let mut tenants = BTreeMap::new();
     for (tenant, wave, release) in &assignment {
+        if here.as_ref().is_some_and(|h| !h.contains(tenant)) {
+            continue;
+        }
         let (Some(t), Some(r)) = (loaded.tenants.get(tenant), loaded.release(release)) else {
             continue;
         };
@@ -464,11 +482,19 @@ async fn sync_one(
                 .collect()
         })
         .unwrap_or_default();
-    let message = format!(
-        "applied {} to {} tenant(s)",
-        short(&checkout.commit),
-        assignment.len()
-    );
+    let message = match (&here, &cluster) {
+        (Some(h), Some(c)) => format!(
+            "applied {} to {} tenant(s) placed on cluster {c} (of {} in the fleet)",
+            short(&checkout.commit),
+            h.len(),
+            assignment.len()
+        ),
+        _ => format!(
+            "applied {} to {} tenant(s)",
+            short(&checkout.commit),
+            assignment.len()
+        ),
+    };
     fetch::set_ready(&mut status, ready(true, "Applied", message, generation));
     set_fleet_status(op, f, ns, status).await;
     Some(fresh)
@@ -509,6 +535,7 @@ impl State {
 mod fetch;
 mod incremental;
 mod moves;
+mod placed;
 pub(super) mod signed;
 mod tenants;
 #[cfg(test)]

@@ -149,6 +149,7 @@ impl Ctx {
             }
         };
         info!(deployment = %welcome.deployment, %connection_id, "upstream connected");
+        self.cfg.cluster_name.learn(&welcome.deployment);
         self.health
             .update(|h| h.connected(&welcome.deployment, &connection_id));
 

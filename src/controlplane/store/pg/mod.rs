@@ -21,6 +21,7 @@
 mod admin;
 mod alerts;
 mod audit;
+mod fleet;
 mod incidents;
 pub mod schema;
 mod tenants;

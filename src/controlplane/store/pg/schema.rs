@@ -113,7 +113,30 @@ pub const MIGRATIONS: &[&str] = &[
     INCIDENTS,
     // 5: what support did with them; lane-scoped admin tokens.
     LANE_STATES,
+    // 6: the fleet-wide projection of Rollouts.
+    FLEET_ROLLOUTS,
 ];
+
+/// Version 6: every deployment's Rollouts (the wire `Resource` as JSON
+/// text), one row per deployment, namespace and name; and per deployment
+/// the session whose snapshot the rows are from (deltas of another are
+/// dropped).
+const FLEET_ROLLOUTS: &str = "
+CREATE TABLE fleet_rollouts (
+    deployment TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    name TEXT NOT NULL,
+    resource TEXT NOT NULL,
+    updated_ms BIGINT NOT NULL,
+    PRIMARY KEY (deployment, namespace, name)
+);
+CREATE INDEX fleet_rollouts_by_namespace ON fleet_rollouts (namespace);
+CREATE TABLE fleet_sources (
+    deployment TEXT PRIMARY KEY,
+    session TEXT NOT NULL,
+    updated_ms BIGINT NOT NULL
+);
+";
 
 /// Version 5: an incident's state in its lane (acknowledged, resolved, by
 /// whom, support's note) and the state its operator last confirmed; the

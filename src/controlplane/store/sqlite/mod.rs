@@ -15,6 +15,7 @@
 mod admin;
 mod alerts;
 mod audit;
+mod fleet;
 mod incidents;
 mod schema;
 mod tenants;

@@ -71,7 +71,8 @@ const MIGRATIONS: &[Migration] = &[
     migrate_v1, // 2: the tenant registry.
     migrate_v2, // 3: the support lanes' incidents.
     migrate_v3, // 4: what support did with them; lane-scoped admin tokens.
-    migrate_v4,
+    migrate_v4, // 5: the fleet-wide projection of Rollouts.
+    migrate_v5,
 ];
 
 /// Runs the migrations a database has not had, each in an immediate
@@ -193,6 +194,28 @@ fn migrate_v4(tx: &Transaction<'_>) -> rusqlite::Result<()> {
         "CREATE INDEX IF NOT EXISTS incidents_undelivered ON incidents (deployment)
            WHERE delivered_state <> state;
          CREATE INDEX IF NOT EXISTS incidents_by_lane ON incidents (lane, stored_ms);",
+    )
+}
+
+/// Schema version 5: every deployment's Rollouts (the wire `Resource` as
+/// JSON text), one row per deployment, namespace and name; and per
+/// deployment the session whose snapshot the rows are from.
+fn migrate_v5(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS fleet_rollouts (
+            deployment TEXT NOT NULL,
+            namespace TEXT NOT NULL,
+            name TEXT NOT NULL,
+            resource TEXT NOT NULL,
+            updated_ms INTEGER NOT NULL,
+            PRIMARY KEY (deployment, namespace, name)
+        );
+        CREATE INDEX IF NOT EXISTS fleet_rollouts_by_namespace ON fleet_rollouts (namespace);
+        CREATE TABLE IF NOT EXISTS fleet_sources (
+            deployment TEXT PRIMARY KEY,
+            session TEXT NOT NULL,
+            updated_ms INTEGER NOT NULL
+        );",
     )
 }
 

@@ -2,6 +2,7 @@
 
 mod active;
 mod alerts;
+mod fleet;
 mod lanes;
 mod tenants;
 
