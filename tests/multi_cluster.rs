@@ -70,9 +70,11 @@ async fn one_fleet_rolls_out_on_two_clusters_each_with_its_operator() {
     let runtime = digest_of(&files[&format!("releases/{OLD}.yaml")], "agent-runtime");
     let fx = Fixture::new(&prefix, files).await;
     two.follow(&fx).await;
+    // A repository without clusters/: every tenant on every cluster,
+    // whatever name each operator has.
     let ops: Vec<Operator> = [&one, &two]
         .iter()
-        .map(|c| c.operator(&fx, "op-0", &[]))
+        .map(|c| c.operator(&fx, "op-0", &["--cluster", &c.name]))
         .collect();
 
     for (c, op) in [&one, &two].into_iter().zip(&ops) {
