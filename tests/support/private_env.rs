@@ -157,9 +157,19 @@ impl PrivateEnv {
         super::client_for(&self.kubeconfig()).await
     }
 
-    /// `scripts/testenv` on this environment, arguments to add.
+    /// `scripts/testenv` on this environment, arguments to add. Its ports
+    /// come from its offset alone: a port set for the shared environment
+    /// (`EXO_TESTENV_GITEA_PORT`, ...) would be that one's.
     fn testenv(&self) -> Command {
         let mut c = Command::new(testenv());
+        for (key, _) in std::env::vars_os() {
+            if key
+                .to_str()
+                .is_some_and(|k| k.starts_with("EXO_TESTENV_") && k.ends_with("_PORT"))
+            {
+                c.env_remove(key);
+            }
+        }
         c.env("EXO_TESTENV_DIR", &self.state)
             .env("EXO_TESTENV_PORT_OFFSET", self.offset.to_string())
             .env(
