@@ -202,16 +202,19 @@ impl Drop for Operator {
     }
 }
 
-/// A fleet served over git, a local clone to run the CLI in, the namespace
-/// holding the Fleet resource, and cleanup of the tenant namespaces.
 /// Writes the operator's key actuator Secret (`exo-key-actuator`) in `ns`.
 pub async fn key_actuator(ns: &TestNamespace, fields: &[(&str, &str)]) {
+    key_actuator_in(&ns.client, &ns.name, fields).await;
+}
+
+/// [`key_actuator`] in the namespace `ns` of the cluster `client` talks to.
+pub async fn key_actuator_in(client: &kube::Client, ns: &str, fields: &[(&str, &str)]) {
     let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "exo-key-actuator", "namespace": ns.name},
+        "metadata": {"name": "exo-key-actuator", "namespace": ns},
         "stringData": fields.iter().map(|(k, v)| ((*k).to_owned(), serde_json::json!(v))).collect::<serde_json::Map<_, _>>(),
     }))
     .unwrap();
-    ns.api::<k8s_openapi::api::core::v1::Secret>()
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), ns)
         .patch(
             "exo-key-actuator",
             &kube::api::PatchParams::apply("exo-tests").force(),
@@ -221,6 +224,8 @@ pub async fn key_actuator(ns: &TestNamespace, fields: &[(&str, &str)]) {
         .expect("write the key actuator Secret");
 }
 
+/// A fleet served over git, a local clone to run the CLI in, the namespace
+/// holding the Fleet resource, and cleanup of the tenant namespaces.
 pub struct Fixture {
     pub prefix: String,
     pub ns: TestNamespace,
@@ -350,11 +355,7 @@ impl Fixture {
     }
 
     pub async fn rollout(&self, tenant: &str) -> Option<Rollout> {
-        Api::<Rollout>::namespaced(self.ns.client.clone(), tenant)
-            .get_opt("release")
-            .await
-            .ok()
-            .flatten()
+        rollout_in(&self.ns.client, tenant).await
     }
 
     /// Waits until `tenant`'s saga is in `phase` on `release`, by a status
@@ -367,12 +368,7 @@ impl Fixture {
         phase: RolloutPhase,
         op: &Operator,
     ) -> Rollout {
-        let what = format!("{tenant} to be {phase:?} on {release}");
-        self.wait_until(tenant, &what, op, |r| {
-            r.current_status()
-                .is_some_and(|s| s.release.as_deref() == Some(release) && s.phase == Some(phase))
-        })
-        .await
+        wait_phase_in(&self.ns.client, tenant, release, phase, op).await
     }
 
     /// Waits (up to 90 s) until `tenant`'s Rollout satisfies `check`.
@@ -383,27 +379,7 @@ impl Fixture {
         op: &Operator,
         check: impl Fn(&Rollout) -> bool,
     ) -> Rollout {
-        let found = tokio::time::timeout(Duration::from_secs(90), async {
-            loop {
-                if let Some(r) = self.rollout(tenant).await
-                    && check(&r)
-                {
-                    return r;
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        })
-        .await;
-        match found {
-            Ok(r) => r,
-            Err(_) => {
-                let now = self.rollout(tenant).await;
-                panic!(
-                    "timed out waiting for {what}; rollout {now:#?}\noperator log tail:\n{}",
-                    tail(&op.log())
-                );
-            }
-        }
+        wait_until_in(&self.ns.client, tenant, what, op, check).await
     }
 
     /// Commits the served repository's `main` with `changes` applied
@@ -525,6 +501,64 @@ impl Drop for Fixture {
                     .await;
             }
         });
+    }
+}
+
+/// `tenant`'s Rollout in the cluster `client` talks to.
+pub async fn rollout_in(client: &kube::Client, tenant: &str) -> Option<Rollout> {
+    Api::<Rollout>::namespaced(client.clone(), tenant)
+        .get_opt("release")
+        .await
+        .ok()
+        .flatten()
+}
+
+/// [`Fixture::wait_phase`] in the cluster `client` talks to, which `op`
+/// serves.
+pub async fn wait_phase_in(
+    client: &kube::Client,
+    tenant: &str,
+    release: &str,
+    phase: RolloutPhase,
+    op: &Operator,
+) -> Rollout {
+    let what = format!("{tenant} to be {phase:?} on {release}");
+    wait_until_in(client, tenant, &what, op, |r| {
+        r.current_status()
+            .is_some_and(|s| s.release.as_deref() == Some(release) && s.phase == Some(phase))
+    })
+    .await
+}
+
+/// [`Fixture::wait_until`] in the cluster `client` talks to, which `op`
+/// serves.
+pub async fn wait_until_in(
+    client: &kube::Client,
+    tenant: &str,
+    what: &str,
+    op: &Operator,
+    check: impl Fn(&Rollout) -> bool,
+) -> Rollout {
+    let found = tokio::time::timeout(Duration::from_secs(90), async {
+        loop {
+            if let Some(r) = rollout_in(client, tenant).await
+                && check(&r)
+            {
+                return r;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    match found {
+        Ok(r) => r,
+        Err(_) => {
+            let now = rollout_in(client, tenant).await;
+            panic!(
+                "timed out waiting for {what}; rollout {now:#?}\noperator log tail:\n{}",
+                tail(&op.log())
+            );
+        }
     }
 }
 

@@ -11,6 +11,7 @@ pub mod balancer;
 pub mod blackhole;
 pub mod browser;
 pub mod canary;
+pub mod clusters;
 pub mod cosign;
 mod crds;
 pub mod exporter;
@@ -184,7 +185,6 @@ pub fn first_stdout_line(child: &mut std::process::Child) -> String {
     line.trim().to_owned()
 }
 
-/// A kube client for the test cluster's admin.
 /// The Events in `ns` with `reason`.
 pub async fn events(ns: &str, reason: &str) -> Vec<k8s_openapi::api::events::v1::Event> {
     Api::<k8s_openapi::api::events::v1::Event>::namespaced(client().await, ns)
@@ -197,9 +197,16 @@ pub async fn events(ns: &str, reason: &str) -> Vec<k8s_openapi::api::events::v1:
         .collect()
 }
 
+/// A kube client for the test cluster's admin.
 pub async fn client() -> Client {
-    let kubeconfig = Kubeconfig::read_from(&env().kubeconfig).expect("read the test kubeconfig");
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+    client_for(&env().kubeconfig).await
+}
+
+/// A kube client for the admin of the cluster `kubeconfig` names.
+pub async fn client_for(kubeconfig: &Path) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig)
+        .unwrap_or_else(|e| panic!("read the test kubeconfig {}: {e}", kubeconfig.display()));
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
         .expect("load the test kubeconfig");
     Client::try_from(config).expect("build a kube client")

@@ -1,8 +1,10 @@
 //! A test environment of one test binary's own: `scripts/testenv up` in a
 //! folder of its own, on ports 50 past the shared environment's. The
 //! scenarios that stop etcd or the apiserver run on it, so that no other
-//! suite shares their outage. It is taken down (and its folder removed)
-//! when dropped, also on a panic.
+//! suite shares their outage. Or a second cluster alone
+//! ([`PrivateEnv::cluster_only`], ports 70 past), beside the shared
+//! environment whose registry, git and PostgreSQL it shares. It is taken
+//! down (and its folder removed) when dropped, also on a panic.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,9 +13,16 @@ use std::process::Command;
 /// shifted itself, by `EXO_TESTENV_PORT_OFFSET`).
 const PORT_SHIFT: u32 = 50;
 
+/// Likewise for a cluster-only environment: apart from the shared one's
+/// and from a full private one's (etcd's peer port is 10 above its client
+/// port, so shifts 10 apart would collide).
+const CLUSTER_PORT_SHIFT: u32 = 70;
+
 pub struct PrivateEnv {
     pub state: PathBuf,
     offset: u32,
+    /// Only the Kubernetes parts (`EXO_TESTENV_CLUSTER_ONLY=1`).
+    cluster_only: bool,
 }
 
 fn testenv() -> PathBuf {
@@ -24,6 +33,20 @@ impl PrivateEnv {
     /// Brings the environment up and points every helper of this binary at
     /// it (`support::use_env`).
     pub fn up(name: &str) -> Self {
+        let env = Self::bring_up(name, PORT_SHIFT, false);
+        super::use_env(&env.state);
+        env
+    }
+
+    /// Brings up a second cluster alone (`scripts/testenv` in cluster-only
+    /// mode: etcd, the apiserver, controller-manager, scheduler, kwok and
+    /// the volume provisioner) and leaves this binary's helpers on the
+    /// shared environment: its registry, git and PostgreSQL serve both.
+    pub fn cluster_only(name: &str) -> Self {
+        Self::bring_up(name, CLUSTER_PORT_SHIFT, true)
+    }
+
+    fn bring_up(name: &str, shift: u32, cluster_only: bool) -> Self {
         let shared: u32 = std::env::var("EXO_TESTENV_PORT_OFFSET")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -38,25 +61,25 @@ impl PrivateEnv {
         }
         let env = PrivateEnv {
             state,
-            offset: shared + PORT_SHIFT,
+            offset: shared + shift,
+            cluster_only,
         };
         println!(
-            "private test environment in {} (ports +{})",
+            "private test environment{} in {} (ports +{})",
+            if cluster_only { " (cluster only)" } else { "" },
             env.state.display(),
             env.offset
         );
         env.run(&["up"]);
-        super::use_env(&env.state);
         env
     }
 
     /// `scripts/testenv ARGS` on this environment; panics with its output
     /// when it fails.
     pub fn run(&self, args: &[&str]) {
-        let out = Command::new(testenv())
+        let out = self
+            .testenv()
             .args(args)
-            .env("EXO_TESTENV_DIR", &self.state)
-            .env("EXO_TESTENV_PORT_OFFSET", self.offset.to_string())
             .output()
             .expect("run scripts/testenv");
         assert!(
@@ -129,6 +152,33 @@ impl PrivateEnv {
         self.state.join("kubeconfig")
     }
 
+    /// A kube client for its admin.
+    pub async fn client(&self) -> kube::Client {
+        super::client_for(&self.kubeconfig()).await
+    }
+
+    /// `scripts/testenv` on this environment, arguments to add. Its ports
+    /// come from its offset alone: a port set for the shared environment
+    /// (`EXO_TESTENV_GITEA_PORT`, ...) would be that one's.
+    fn testenv(&self) -> Command {
+        let mut c = Command::new(testenv());
+        for (key, _) in std::env::vars_os() {
+            if key
+                .to_str()
+                .is_some_and(|k| k.starts_with("EXO_TESTENV_") && k.ends_with("_PORT"))
+            {
+                c.env_remove(key);
+            }
+        }
+        c.env("EXO_TESTENV_DIR", &self.state)
+            .env("EXO_TESTENV_PORT_OFFSET", self.offset.to_string())
+            .env(
+                "EXO_TESTENV_CLUSTER_ONLY",
+                if self.cluster_only { "1" } else { "0" },
+            );
+        c
+    }
+
     pub fn path(&self) -> &Path {
         &self.state
     }
@@ -136,11 +186,7 @@ impl PrivateEnv {
 
 impl Drop for PrivateEnv {
     fn drop(&mut self) {
-        let _ = Command::new(testenv())
-            .arg("down")
-            .env("EXO_TESTENV_DIR", &self.state)
-            .env("EXO_TESTENV_PORT_OFFSET", self.offset.to_string())
-            .output();
+        let _ = self.testenv().arg("down").output();
         let _ = std::fs::remove_dir_all(&self.state);
     }
 }
