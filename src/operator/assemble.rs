@@ -153,9 +153,18 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
     leader_tasks.push(for_the_term(move |ctx| {
         super::notify::run(ctx, notify.clone())
     }));
+    // The upstream connection (AUTONOMIC_MANAGED=true): leader only.
+    let upstream = crate::upstream::UpstreamConfig::from_env().map_err(|e| {
+        error!(error = %e, "upstream configuration");
+        Error::Upstream(e)
+    })?;
+    let managed = upstream.is_some();
     let cluster = crate::cluster::identity::ClusterName::new(cfg.cluster.clone());
     let engine = crate::rollout::engine::EngineConfig {
         cluster: cluster.clone(),
+        fleet_view: upstream
+            .as_ref()
+            .map(crate::upstream::fleet_view::Access::of),
         cache_dir: cfg.gitops_cache.clone(),
         poll: cfg.rollout_poll.max(Duration::from_millis(50)),
         verify_grace: cfg.verify_grace,
@@ -179,12 +188,6 @@ pub async fn run(client: kube::Client, cfg: Config) -> Result<(), Error> {
     leader_tasks.push(for_the_term(move |ctx| {
         crate::audit::schedule::run(ctx, audit.clone())
     }));
-    // The upstream connection (AUTONOMIC_MANAGED=true): leader only.
-    let upstream = crate::upstream::UpstreamConfig::from_env().map_err(|e| {
-        error!(error = %e, "upstream configuration");
-        Error::Upstream(e)
-    })?;
-    let managed = upstream.is_some();
     // Beside the backup task: the backups' staleness and drill alerts
     // (upstream only when managed), Events and gauges, looked at often
     // enough that a test's `every: 10s` sees them within seconds.

@@ -185,3 +185,45 @@ mod tests {
         assert!(!shown.contains("0123456789abcdef"), "{shown}");
     }
 }
+
+/// What an operator reads the fleet view with: its upstream URL and its
+/// deployment token (the file's current content when it has one, so a
+/// rotated token is used at once). The token is in no message or `Debug`.
+#[derive(Clone)]
+pub struct Access {
+    pub base_url: String,
+    pub token: SecretToken,
+    pub token_file: Option<std::path::PathBuf>,
+}
+
+impl std::fmt::Debug for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Access")
+            .field("base_url", &self.base_url)
+            .field("token", &"<redacted>")
+            .finish()
+    }
+}
+
+impl Access {
+    pub fn of(cfg: &super::UpstreamConfig) -> Self {
+        Access {
+            base_url: cfg.base_url.clone(),
+            token: cfg.token.clone(),
+            token_file: cfg.token_file.clone(),
+        }
+    }
+
+    /// One tenant's Rollouts in every cluster (a deployment token may read
+    /// no more).
+    pub async fn tenant(&self, tenant: &str) -> Result<FleetView, FleetViewError> {
+        let token = match &self.token_file {
+            Some(p) => match std::fs::read_to_string(p) {
+                Ok(t) if !t.trim().is_empty() => SecretToken::new(t.trim()),
+                _ => self.token.clone(),
+            },
+            None => self.token.clone(),
+        };
+        fetch(&self.base_url, &token, Some(tenant)).await
+    }
+}

@@ -16,10 +16,10 @@ use crate::crd::Rollout;
 use crate::fleet::Fleet;
 use crate::fleet::cluster::Placed;
 use crate::release::WaveName;
-use crate::rollout::gates::pairs::{ClusterRollouts, Pairs};
+pub use crate::rollout::gates::pairs::to_rollout;
+use crate::rollout::gates::pairs::{ClusterRollouts, Pairs, from_view};
 use crate::wire::fleet::FleetView;
 use crate::wire::token::SecretToken;
-use crate::wire::{Resource, ResourceKind};
 
 #[derive(Debug, Clone, Args, Default)]
 pub struct PlaneArg {
@@ -84,62 +84,16 @@ pub fn one_cluster_cannot_vouch(fleet: &Fleet, verb: &str) -> Result<(), u8> {
     Ok(())
 }
 
-/// A wire Rollout as the kind: its spec and status as sent, its
-/// generation (a status stamped with another is stale). `None` for
-/// another kind or a spec that does not parse.
-pub fn to_rollout(r: &Resource) -> Option<Rollout> {
-    if r.key.kind != ResourceKind::Rollout {
-        return None;
-    }
-    let spec = serde_json::from_value(r.spec.clone()).ok()?;
-    let mut out = Rollout::new(&r.key.name, spec);
-    out.metadata.namespace = Some(r.key.namespace.clone());
-    out.metadata.generation = r.generation;
-    out.metadata.resource_version = Some(r.resource_version.clone());
-    if !r.uid.is_empty() {
-        out.metadata.uid = Some(r.uid.clone());
-    }
-    if !r.labels.is_empty() {
-        out.metadata.labels = Some(r.labels.clone());
-    }
-    out.status = if r.status.is_null() {
-        None
-    } else {
-        serde_json::from_value(r.status.clone()).ok()
-    };
-    Some(out)
-}
-
 /// Each cluster's Rollouts of `fleet`'s tenants, and the offline ones'
 /// last contact. Pure.
 pub fn clusters_of(
     view: &FleetView,
     fleet: &Fleet,
 ) -> (Vec<ClusterRollouts>, BTreeMap<String, String>) {
-    let clusters = view
-        .clusters
-        .iter()
-        .map(|c| ClusterRollouts {
-            cluster: c.deployment.clone(),
-            online: c.online,
-            rollouts: view
-                .rollouts
-                .iter()
-                .filter(|r| r.deployment == c.deployment)
-                .filter_map(|r| to_rollout(&r.resource))
-                .filter(|r| {
-                    fleet.tenants.contains_key(&r.spec.tenant)
-                        && r.metadata.namespace.as_deref() == Some(r.spec.tenant.as_str())
-                })
-                .collect(),
-        })
-        .collect();
-    let last_seen = view
-        .clusters
-        .iter()
-        .filter_map(|c| Some((c.deployment.clone(), c.last_seen.clone()?)))
-        .collect();
-    (clusters, last_seen)
+    from_view(view, |r| {
+        fleet.tenants.contains_key(&r.spec.tenant)
+            && r.metadata.namespace.as_deref() == Some(r.spec.tenant.as_str())
+    })
 }
 
 /// The pairs of `wave`'s tenants (from git): each with the clusters it is
@@ -205,8 +159,8 @@ impl Plane {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::ResourceKey;
     use crate::wire::fleet::{ClusterState, FleetRollout};
+    use crate::wire::{Resource, ResourceKey, ResourceKind};
 
     fn wire(deployment: &str, tenant: &str, phase: &str) -> FleetRollout {
         FleetRollout {

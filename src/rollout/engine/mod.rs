@@ -83,6 +83,9 @@ pub struct EngineConfig {
     /// Which cluster of the fleet this is: only the tenants placed on it
     /// are applied (a fleet with `clusters/`).
     pub cluster: crate::cluster::identity::ClusterName,
+    /// The control plane's fleet view, when managed: what a
+    /// `move: verify-first` tenant leaving this cluster waits on.
+    pub fleet_view: Option<crate::upstream::fleet_view::Access>,
 }
 
 /// A Fleet's knobs, as its spec said at the last sync.

@@ -18,6 +18,8 @@ use super::{Analysis, GateFailure, Standing, WaveStanding, decide, standing};
 use crate::crd::Rollout;
 use crate::release::{Gates, WaveName};
 use crate::rollout::summary::summarize;
+use crate::wire::fleet::FleetView;
+use crate::wire::{Resource, ResourceKind};
 
 /// One cluster's Rollouts as the control plane has them.
 #[derive(Debug, Clone)]
@@ -75,6 +77,61 @@ pub struct Pairs {
     pub clusters: Vec<ClusterRollouts>,
     /// An offline cluster's last contact, for the message.
     pub last_seen: BTreeMap<String, String>,
+}
+
+/// A wire Rollout as the kind: its spec and status as sent, its
+/// generation (a status stamped with another is stale). `None` for
+/// another kind or a spec that does not parse.
+pub fn to_rollout(r: &Resource) -> Option<Rollout> {
+    if r.key.kind != ResourceKind::Rollout {
+        return None;
+    }
+    let spec = serde_json::from_value(r.spec.clone()).ok()?;
+    let mut out = Rollout::new(&r.key.name, spec);
+    out.metadata.namespace = Some(r.key.namespace.clone());
+    out.metadata.generation = r.generation;
+    out.metadata.resource_version = Some(r.resource_version.clone());
+    if !r.uid.is_empty() {
+        out.metadata.uid = Some(r.uid.clone());
+    }
+    if !r.labels.is_empty() {
+        out.metadata.labels = Some(r.labels.clone());
+    }
+    out.status = if r.status.is_null() {
+        None
+    } else {
+        serde_json::from_value(r.status.clone()).ok()
+    };
+    Some(out)
+}
+
+/// Each cluster of the control plane's fleet view with the Rollouts
+/// `keep` takes, and the offline clusters' last contact. Pure.
+pub fn from_view(
+    view: &FleetView,
+    keep: impl Fn(&Rollout) -> bool,
+) -> (Vec<ClusterRollouts>, BTreeMap<String, String>) {
+    let clusters = view
+        .clusters
+        .iter()
+        .map(|c| ClusterRollouts {
+            cluster: c.deployment.clone(),
+            online: c.online,
+            rollouts: view
+                .rollouts
+                .iter()
+                .filter(|r| r.deployment == c.deployment)
+                .filter_map(|r| to_rollout(&r.resource))
+                .filter(|r| keep(r))
+                .collect(),
+        })
+        .collect();
+    let last_seen = view
+        .clusters
+        .iter()
+        .filter_map(|c| Some((c.deployment.clone(), c.last_seen.clone()?)))
+        .collect();
+    (clusters, last_seen)
 }
 
 /// The pair's name in messages.
@@ -280,7 +337,9 @@ mod tests {
             ),
             "{err}"
         );
-        let err = check(&both, std::slice::from_ref(&eu)).unwrap_err().to_string();
+        let err = check(&both, std::slice::from_ref(&eu))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("acme@us is unknown: the control plane has no deployment \"us\""),
             "{err}"

@@ -90,3 +90,124 @@ mod tests {
         );
     }
 }
+
+/// Whether a tenant that `move: verify-first` moves off this cluster must
+/// stay here for now: `None` once it is verified on `release` on every
+/// cluster it is placed on now (`new`), as the control plane's fleet view
+/// says (`view`, `None` when there is no control plane or it did not
+/// answer, and then it stays: nothing vouches for the new placement).
+/// Else why it stays. Pure.
+pub(super) fn still_needed(
+    tenant: &str,
+    release: &str,
+    new: &BTreeSet<String>,
+    view: Result<&crate::wire::fleet::FleetView, &str>,
+    now: i64,
+) -> Option<String> {
+    use crate::rollout::gates::pairs::{Pairs, from_view, pair_standing};
+    let view = match view {
+        Ok(v) => v,
+        Err(why) => {
+            return Some(format!(
+                "{tenant} stays until it is verified on {} (move: verify-first), and the control plane cannot tell: {why}",
+                join(new)
+            ));
+        }
+    };
+    let (clusters, last_seen) = from_view(view, |r| {
+        r.spec.tenant == tenant && r.metadata.namespace.as_deref() == Some(tenant)
+    });
+    let pairs = Pairs {
+        placed: [(tenant.to_owned(), new.clone())].into(),
+        clusters,
+        last_seen,
+    };
+    let standing = pair_standing(release, &pairs, now);
+    if standing.all_verified() {
+        return None;
+    }
+    let waiting: Vec<String> = standing
+        .waiting
+        .iter()
+        .map(ToString::to_string)
+        .chain(
+            standing
+                .failed
+                .iter()
+                .map(|f| format!("{} failed", f.tenant)),
+        )
+        .collect();
+    Some(format!(
+        "{tenant} stays until it is verified on {} (move: verify-first): {}",
+        join(new),
+        waiting.join("; ")
+    ))
+}
+
+fn join(set: &BTreeSet<String>) -> String {
+    set.iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod held_tests {
+    use super::*;
+    use crate::wire::fleet::{ClusterState, FleetRollout, FleetView};
+    use crate::wire::{Resource, ResourceKey, ResourceKind};
+
+    fn view(us_online: bool, phase: &str) -> FleetView {
+        FleetView {
+            clusters: vec![ClusterState {
+                deployment: "us".into(),
+                online: us_online,
+                last_seen: None,
+            }],
+            rollouts: vec![FleetRollout {
+                deployment: "us".into(),
+                resource: Resource {
+                    key: ResourceKey {
+                        kind: ResourceKind::Rollout,
+                        namespace: "acme".into(),
+                        name: "release".into(),
+                    },
+                    uid: String::new(),
+                    resource_version: "1".into(),
+                    generation: Some(1),
+                    created: None,
+                    phase: Some(phase.into()),
+                    labels: Default::default(),
+                    spec: serde_json::json!({"tenant": "acme", "wave": "fleet", "release": "r1", "commit": "c", "desiredHash": "h"}),
+                    status: serde_json::json!({"phase": phase, "observedGeneration": 1, "desiredHash": "h", "release": "r1", "verifiedReleases": ["r1"]}),
+                },
+            }],
+        }
+    }
+
+    #[test]
+    fn a_verify_first_move_waits_for_the_new_cluster() {
+        let new = BTreeSet::from(["us".to_owned()]);
+        assert_eq!(
+            still_needed("acme", "r1", &new, Ok(&view(true, "Verified")), 0),
+            None
+        );
+        let running = still_needed("acme", "r1", &new, Ok(&view(true, "Progressing")), 0).unwrap();
+        assert!(
+            running.contains("acme@us is Progressing on r1"),
+            "{running}"
+        );
+        let offline = still_needed("acme", "r1", &new, Ok(&view(false, "Verified")), 0).unwrap();
+        assert!(
+            offline.contains("acme@us is unknown: cluster us is offline"),
+            "{offline}"
+        );
+        let other = still_needed("acme", "r2", &new, Ok(&view(true, "Verified")), 0).unwrap();
+        assert!(other.contains("acme@us"), "{other}");
+        let blind = still_needed("acme", "r1", &new, Err("no control plane"), 0).unwrap();
+        assert!(
+            blind.ends_with("the control plane cannot tell: no control plane"),
+            "{blind}"
+        );
+    }
+}

@@ -161,7 +161,7 @@ pub(super) async fn apply(
 /// operator's Tenant cache (no LIST per sync), or listed when the operator
 /// runs without one. A cache a moment behind the sync's own last write
 /// costs at most a Tenant applied again unchanged.
-async fn fleet_tenants(
+pub(super) async fn fleet_tenants(
     op: &Ctx,
     fleet: &str,
     fleet_ns: &str,
