@@ -135,6 +135,24 @@ impl Cluster {
         )
     }
 
+    /// [`Cluster::operator`] with more environment, e.g. `AUTONOMIC_*` for
+    /// an operator connected to a control plane.
+    pub fn operator_env(
+        &self,
+        fx: &Fixture,
+        identity: &str,
+        extra: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Operator {
+        Operator::start_env(
+            &fx.ns.name,
+            &self.kubeconfig,
+            &format!("{}-{identity}", self.name),
+            extra,
+            envs,
+        )
+    }
+
     /// `tenant`'s Rollout on this cluster.
     pub async fn rollout(&self, tenant: &str) -> Option<Rollout> {
         super::fleet::rollout_in(&self.client, tenant).await
