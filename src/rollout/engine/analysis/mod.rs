@@ -323,7 +323,8 @@ async fn look(op: &Ctx, cfg: &EngineConfig, fleet_key: &str, l: &Loaded, mem: &m
                     continue;
                 };
                 let done = if todo == Todo::Promote {
-                    outcome::promote(op, cfg, &fleet_cr, run, spec, &rollouts).await
+                    let spans = l.fleet.spans_clusters();
+                    outcome::promote(op, cfg, &fleet_cr, run, spec, &rollouts, spans).await
                 } else {
                     outcome::roll_back(op, cfg, &fleet_cr, run, pointers.get(wave), &in_wave).await
                 };

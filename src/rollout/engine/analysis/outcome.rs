@@ -122,6 +122,7 @@ pub(super) async fn promote(
     run: AnalysisRun,
     spec: &crate::fleet::release::ReleaseSpec,
     rollouts: &[Arc<Rollout>],
+    spans_clusters: bool,
 ) -> Result<Option<AnalysisRun>, AnalysisRun> {
     let Ok(wave) = run.spec.wave.parse::<WaveName>() else {
         return Ok(None);
@@ -130,6 +131,20 @@ pub(super) async fn promote(
     let Some(next) = wave.next() else {
         return Ok(None);
     };
+    if spans_clusters {
+        // This cluster's run judged this cluster's tenants only: the next
+        // wave waits for a gate over every (tenant, cluster) pair.
+        let mut run = run;
+        let mut status = status_of(&run);
+        let message = format!(
+            "analysis passed on this cluster; {release} is not promoted to {next} from here: the fleet spans clusters (clusters/), and one cluster cannot vouch for the others (exo release promote --control-plane)"
+        );
+        if status.message.as_deref() != Some(message.as_str()) {
+            status.message = Some(message);
+            write_status(op, &mut run, status).await;
+        }
+        return Ok(Some(run));
+    }
     let all: Vec<Rollout> = rollouts.iter().map(|r| Rollout::clone(r)).collect();
     let next_gates = spec.wave(next).map(|w| w.gates.clone()).unwrap_or_default();
     if let Err(g) = gates::check(
