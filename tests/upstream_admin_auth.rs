@@ -211,8 +211,8 @@ async fn the_api_needs_an_admin_token_once_one_exists() {
     let (admin, admin_id) = cp.create_admin_token();
     let bearer = format!("Bearer {admin}");
 
-    // Missing, wrong, or a deployment token: 401 with a clear message that
-    // never echoes what was sent.
+    // Missing or wrong: 401 with a clear message that never echoes what
+    // was sent; a deployment token: 403, it reads the fleet view alone.
     let (status, head, body) = request(&cp.addr, "/api/v1/deployments", None);
     assert_eq!(status, 401, "{body}");
     assert!(head.contains("www-authenticate: bearer"), "{head}");
@@ -223,12 +223,16 @@ async fn the_api_needs_an_admin_token_once_one_exists() {
         body.contains("invalid admin token") && !body.contains("exo_at_wrong"),
         "{body}"
     );
-    let (status, _, _) = request(
+    let (status, _, body) = request(
         &cp.addr,
         "/api/v1/deployments/adm",
         Some(&format!("Bearer {dep_token}")),
     );
-    assert_eq!(status, 401, "a deployment token is not an admin token");
+    assert_eq!(status, 403, "a deployment token is not an admin token");
+    assert!(
+        body.contains("/api/v1/fleet/rollouts?tenant=") && !body.contains(&dep_token),
+        "{body}"
+    );
     for path in [
         "/api/v1/stats",
         "/api/v1/deployments/adm/resources",

@@ -39,11 +39,19 @@
 //!   PostgreSQL replicas asked of the holder and of another replica (one
 //!   hop), interleaved.
 //!
+//! - fleet N: the fleet view across clusters (`fleet`): N simulated
+//!   clusters of 10 tenants' Rollouts on three PostgreSQL replicas;
+//!   `queries` reads of `GET /api/v1/fleet/rollouts` (default 500) and
+//!   `trials` gate decisions (default 50). `benches/fleet_view.sh` runs it
+//!   beside its kubectl baseline.
+//!
 //! Modules: `latency`, `sim` (control-plane process and simulated
-//! operators), `connections` (rss and heartbeats), `reconnect`, `commands`.
+//! operators), `connections` (rss and heartbeats), `reconnect`, `commands`,
+//! `fleet`.
 
 mod commands;
 mod connections;
+mod fleet;
 mod latency;
 mod reconnect;
 mod sim;
@@ -113,6 +121,8 @@ fn main() {
     let mut hold = Duration::from_secs(60);
     let mut replicas = 3;
     let mut snapshot_every = None;
+    let mut queries = 500;
+    let mut trials = 50;
     while let Some(what) = it.next() {
         let n: usize = it.next().and_then(|n| n.parse().ok()).unwrap_or(100);
         match what.as_str() {
@@ -121,6 +131,9 @@ fn main() {
             "hold" => hold = Duration::from_secs(n as u64),
             "snapshot-ms" => snapshot_every = Some(Duration::from_millis(n as u64)),
             "replicas" => replicas = n,
+            "queries" => queries = n,
+            "trials" => trials = n,
+            "fleet" => rt.block_on(fleet::fleet(n, queries, trials)),
             "latency" => rt.block_on(latency::latency(n, objects, snapshot_every)),
             "rss" => rt.block_on(connections::rss(n, hb, hold, Backend::Sqlite)),
             "rss-pg" => rt.block_on(connections::rss(
@@ -136,7 +149,7 @@ fn main() {
         }
         ran |= !matches!(
             what.as_str(),
-            "objects" | "hb-ms" | "hold" | "snapshot-ms" | "replicas"
+            "objects" | "hb-ms" | "hold" | "snapshot-ms" | "replicas" | "queries" | "trials"
         );
     }
     if !ran {

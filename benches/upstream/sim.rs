@@ -78,12 +78,31 @@ pub async fn sim_connect(addr: &str, token: &str) -> Result<Socket, String> {
     sim_connect_as(addr, token, &[]).await
 }
 
+/// Connects and says hello; returns the socket after the welcome.
+pub async fn sim_hello(addr: &str, token: &str) -> Result<Socket, String> {
+    hello_as(addr, token, &[]).await
+}
+
 /// [`sim_connect`], advertising `capabilities` in the hello.
 pub async fn sim_connect_as(
     addr: &str,
     token: &str,
     capabilities: &[&str],
 ) -> Result<Socket, String> {
+    let mut ws = hello_as(addr, token, capabilities).await?;
+    let snap = Frame::Snapshot(wire::SnapshotChunk {
+        snapshot_id: wire::random_id(),
+        chunk: 0,
+        last: true,
+        resources: (0..10).map(res).collect(),
+    });
+    ws.send(Message::Text(snap.to_json().unwrap().into()))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(ws)
+}
+
+async fn hello_as(addr: &str, token: &str, capabilities: &[&str]) -> Result<Socket, String> {
     let mut req = format!("ws://{addr}/api/v1/connect")
         .into_client_request()
         .unwrap();
@@ -110,15 +129,6 @@ pub async fn sim_connect_as(
             other => return Err(format!("no welcome: {other:?}")),
         }
     }
-    let snap = Frame::Snapshot(wire::SnapshotChunk {
-        snapshot_id: wire::random_id(),
-        chunk: 0,
-        last: true,
-        resources: (0..10).map(res).collect(),
-    });
-    ws.send(Message::Text(snap.to_json().unwrap().into()))
-        .await
-        .map_err(|e| e.to_string())?;
     Ok(ws)
 }
 

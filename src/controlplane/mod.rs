@@ -183,6 +183,7 @@ pub fn router(app: Arc<App>) -> Router {
     // takes deployment tokens) needs an admin token once one exists.
     let admin = Router::new()
         .route("/", get(dashboard::overview))
+        .route("/fleet/waves", get(dashboard::fleet_waves))
         .route("/deployments/{name}", get(dashboard::deployment))
         .route("/deployments/{name}/{page}", get(dashboard::subpage))
         .route("/logout", post(dashboard::logout))

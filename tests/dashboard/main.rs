@@ -18,6 +18,7 @@ mod upstream_support;
 mod analysis;
 mod circuits;
 mod deployment;
+mod fleet;
 mod lanes;
 mod login;
 mod storage;

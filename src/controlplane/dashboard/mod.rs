@@ -163,6 +163,13 @@ pub async fn overview(
     }
 }
 
+/// `GET /fleet/waves`: every cluster's Rollouts by wave, tenant and
+/// cluster (`app/fleet-waves.js`), for a full token only (the middleware
+/// keeps lane and deployment tokens out).
+pub async fn fleet_waves(Extension(via): Extension<Via>) -> Response {
+    shell("fleet-waves", &via)
+}
+
 /// `GET /lanes/{lane}`: one support lane's incidents, live.
 pub async fn lane(
     Path(lane): Path<String>,

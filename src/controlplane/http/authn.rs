@@ -170,7 +170,11 @@ fn is_upgrade(headers: &HeaderMap) -> bool {
 fn is_page(req: &Request) -> bool {
     let p = req.uri().path();
     req.method() == Method::GET
-        && (p == "/" || p == "/status" || p.starts_with("/deployments") || p.starts_with("/lanes"))
+        && (p == "/"
+            || p == "/status"
+            || p.starts_with("/deployments")
+            || p.starts_with("/lanes")
+            || p.starts_with("/fleet"))
 }
 
 fn forbidden(msg: &str) -> Response {

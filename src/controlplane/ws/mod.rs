@@ -347,7 +347,6 @@ impl Session {
         drop(order);
         let evicted = evicted.or_else(|| remote.map(|p| p.session));
         info!(deployment = %dep, session = %self.session, evicted = ?evicted, "connection registered");
-        self.app.store.fleet_changed(&dep).await;
         self.audit("connection.opened", "registered", Some(detail))
             .await;
         self.app
@@ -368,6 +367,8 @@ impl Session {
             .await;
         }
         self.send(socket, &welcome).await?;
+        // Online now, on every replica's fleet view.
+        self.app.store.fleet_changed(&dep).await;
         // What support did while the operator was away.
         for f in self.owed_updates().await {
             self.send(socket, &f).await?;

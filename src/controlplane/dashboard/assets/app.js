@@ -10,6 +10,7 @@ import { pageHead } from './app/page.js';
 import { pageOverview } from './app/overview.js';
 import { pageDeployment } from './app/deployment.js';
 import { pageWaves } from './app/waves.js';
+import { pageFleetWaves } from './app/fleet-waves.js';
 import { pageStorage } from './app/storage.js';
 import { pageAudit } from './app/audit.js';
 import { pageShell } from './app/shell.js';
@@ -29,12 +30,13 @@ function boot() {
   buildNav(r);
   setupLogout();
   const main = $('#main');
-  const titles = { overview: 'Fleet', deployment: r.deployment, waves: 'Waves', storage: 'Storage', audit: 'Audit', shell: 'Shell', lane: `Support lane ${r.lane}` };
+  const titles = { overview: 'Fleet', 'fleet-waves': 'Waves across clusters', deployment: r.deployment, waves: 'Waves', storage: 'Storage', audit: 'Audit', shell: 'Shell', lane: `Support lane ${r.lane}` };
   document.title = `${r.deployment && r.page !== 'deployment' ? `${titles[r.page]} · ${r.deployment}` : titles[r.page] || 'Not found'} · Exo`;
   switch (r.page) {
     case 'overview': pageOverview(main); break;
     case 'deployment': pageDeployment(main, r.deployment); break;
     case 'waves': pageWaves(main, r.deployment); break;
+    case 'fleet-waves': pageFleetWaves(main); break;
     case 'storage': pageStorage(main, r.deployment); break;
     case 'audit': pageAudit(main, r.deployment); break;
     case 'shell': pageShell(main, r.deployment); break;

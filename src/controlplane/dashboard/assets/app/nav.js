@@ -7,6 +7,7 @@ import { setStatus } from './page.js';
 export function route(pathname) {
   if (pathname === '/' || pathname === '') return { page: 'overview' };
   if (pathname === '/login') return { page: 'login' };
+  if (pathname === '/fleet/waves' || pathname === '/fleet/waves/') return { page: 'fleet-waves' };
   const lane = pathname.match(/^\/lanes\/([a-z0-9-]{1,63})\/?$/);
   if (lane) return { page: 'lane', lane: lane[1] };
   const m = pathname.match(/^\/deployments\/([^/]+)(?:\/(waves|storage|audit|shell))?\/?$/);
@@ -28,7 +29,10 @@ export function buildNav(r) {
     return;
   }
   nav.append(link('/', 'Fleet', r.page === 'overview'));
-  if (!r.deployment) return;
+  if (!r.deployment) {
+    nav.append(link('/fleet/waves', 'Waves across clusters', r.page === 'fleet-waves'));
+    return;
+  }
   const base = `/deployments/${enc(r.deployment)}`;
   nav.append(
     el('span', { class: 'nav-sep', 'aria-hidden': 'true' }, '›'),
