@@ -375,7 +375,7 @@ async fn sync_one(
     // Tenants moving off this cluster with `move: verify-first` stay
     // until the control plane sees them verified where they go.
     let held = match &here {
-        Some(h) => held_here(ctx, f, ns, &loaded, h, &assignment).await,
+        Some(h) => placed::held_here(ctx, f, ns, &loaded, h, &assignment).await,
         None => BTreeMap::new(),
     };
     let mut tenants = BTreeMap::new();
@@ -507,71 +507,6 @@ async fn sync_one(
     fetch::set_ready(&mut status, ready(true, "Applied", message, generation));
     set_fleet_status(op, f, ns, status).await;
     Some(fresh)
-}
-
-/// The live tenants of this Fleet that are placed elsewhere now, with
-/// `move: verify-first`, and not yet verified on every cluster they are
-/// placed on (each with why it stays). A tenant whose folder is gone is
-/// not held: there is nowhere for it to go.
-async fn held_here(
-    ctx: &SyncCtx,
-    f: &FleetCr,
-    ns: &str,
-    loaded: &crate::fleet::Fleet,
-    here: &std::collections::BTreeSet<String>,
-    assignment: &[(String, WaveName, String)],
-) -> BTreeMap<String, String> {
-    use crate::crd::tenant::placement::MovePolicy;
-    use crate::fleet::cluster::{Placed, move_policy};
-    let mut held = BTreeMap::new();
-    let live = match tenants::fleet_tenants(&ctx.op, &f.name_any(), ns).await {
-        Ok(l) => l,
-        Err(e) => {
-            warn!(fleet = %f.name_any(), error = %e, "cannot read the Tenants; tenants leaving this cluster stay for now");
-            return assignment
-                .iter()
-                .filter(|(t, _, _)| !here.contains(t))
-                .filter(|(t, _, _)| {
-                    loaded
-                        .tenants
-                        .get(t)
-                        .is_some_and(|x| move_policy(x) == MovePolicy::VerifyFirst)
-                })
-                .map(|(t, _, _)| (t.clone(), format!("{t} stays: {e}")))
-                .collect();
-        }
-    };
-    for (name, t) in &live {
-        if here.contains(name) || t.spec.offboarding {
-            continue;
-        }
-        let Some(gt) = loaded.tenants.get(name) else {
-            continue;
-        };
-        if move_policy(gt) != MovePolicy::VerifyFirst {
-            continue;
-        }
-        let (Placed::On(new), Some((_, _, release))) = (
-            loaded.placed(gt),
-            assignment.iter().find(|(t, _, _)| t == name),
-        ) else {
-            continue;
-        };
-        let answer = match &ctx.cfg.fleet_view {
-            Some(access) => access.tenant(name).await.map_err(|e| e.to_string()),
-            None => Err("this operator is not connected to a control plane".to_owned()),
-        };
-        let view = answer.as_ref().map_err(String::as_str);
-        if let Some(why) = placed::still_needed(name, release, &new, view, now_secs()) {
-            info!(tenant = %name, %why, "verify-first: the tenant stays on this cluster");
-            held.insert(name.clone(), why);
-        }
-    }
-    held
-}
-
-fn now_secs() -> i64 {
-    k8s_openapi::jiff::Timestamp::now().as_second()
 }
 
 impl State {

@@ -2,12 +2,20 @@
 //! single-cluster fleet, else those placed on its cluster
 //! (`clusters/`, [`crate::fleet::cluster`]). A live tenant the sync does
 //! not apply any more is offboarded here by its lifecycle saga, as one
-//! whose folder is gone.
+//! whose folder is gone; one whose placement says `move: verify-first`
+//! stays until the control plane shows it verified where it goes
+//! ([`held_here`]: the Tenants and the fleet view read, the rest pure).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+
+use kube::ResourceExt;
+use tracing::{info, warn};
 
 use super::super::Error;
+use super::SyncCtx;
+use crate::crd::Fleet as FleetCr;
 use crate::fleet::Fleet;
+use crate::release::WaveName;
 
 /// The tenants to apply on cluster `cluster` (`None` while the name is not
 /// known); `None` means every tenant. Pure.
@@ -31,6 +39,71 @@ pub(super) fn placed_here(
         });
     }
     Ok(Some(fleet.tenants_on(cluster)))
+}
+
+/// The live tenants of this Fleet that are placed elsewhere now, with
+/// `move: verify-first`, and not yet verified on every cluster they are
+/// placed on (each with why it stays). A tenant whose folder is gone is
+/// not held: there is nowhere for it to go.
+pub(super) async fn held_here(
+    ctx: &SyncCtx,
+    f: &FleetCr,
+    ns: &str,
+    loaded: &crate::fleet::Fleet,
+    here: &std::collections::BTreeSet<String>,
+    assignment: &[(String, WaveName, String)],
+) -> BTreeMap<String, String> {
+    use crate::crd::tenant::placement::MovePolicy;
+    use crate::fleet::cluster::{Placed, move_policy};
+    let mut held = BTreeMap::new();
+    let live = match super::tenants::fleet_tenants(&ctx.op, &f.name_any(), ns).await {
+        Ok(l) => l,
+        Err(e) => {
+            warn!(fleet = %f.name_any(), error = %e, "cannot read the Tenants; tenants leaving this cluster stay for now");
+            return assignment
+                .iter()
+                .filter(|(t, _, _)| !here.contains(t))
+                .filter(|(t, _, _)| {
+                    loaded
+                        .tenants
+                        .get(t)
+                        .is_some_and(|x| move_policy(x) == MovePolicy::VerifyFirst)
+                })
+                .map(|(t, _, _)| (t.clone(), format!("{t} stays: {e}")))
+                .collect();
+        }
+    };
+    for (name, t) in &live {
+        if here.contains(name) || t.spec.offboarding {
+            continue;
+        }
+        let Some(gt) = loaded.tenants.get(name) else {
+            continue;
+        };
+        if move_policy(gt) != MovePolicy::VerifyFirst {
+            continue;
+        }
+        let (Placed::On(new), Some((_, _, release))) = (
+            loaded.placed(gt),
+            assignment.iter().find(|(t, _, _)| t == name),
+        ) else {
+            continue;
+        };
+        let answer = match &ctx.cfg.fleet_view {
+            Some(access) => access.tenant(name).await.map_err(|e| e.to_string()),
+            None => Err("this operator is not connected to a control plane".to_owned()),
+        };
+        let view = answer.as_ref().map_err(String::as_str);
+        if let Some(why) = still_needed(name, release, &new, view, now_secs()) {
+            info!(tenant = %name, %why, "verify-first: the tenant stays on this cluster");
+            held.insert(name.clone(), why);
+        }
+    }
+    held
+}
+
+fn now_secs() -> i64 {
+    k8s_openapi::jiff::Timestamp::now().as_second()
 }
 
 #[cfg(test)]
