@@ -177,6 +177,14 @@ async fn the_fleet_view_spans_clusters_and_replicas() {
     })
     .await;
 
+    // One wave's Rollouts; every cluster still listed.
+    let (status, resp) = bearer_get(&set[1], "/api/v1/fleet/rollouts?wave=fleet", &admin);
+    assert_eq!(status, 200, "{resp}");
+    let body = resp.split_once("\r\n\r\n").unwrap().1;
+    let fleet: FleetView = serde_json::from_str(body).unwrap();
+    assert_eq!(phases(&fleet), [triple("eu-west-prod", "beta", "Verified")]);
+    assert_eq!(fleet.clusters.len(), 3);
+
     // A removed Rollout is gone everywhere.
     delta(
         &mut eu,
