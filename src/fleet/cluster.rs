@@ -69,6 +69,30 @@ pub struct Capacity {
 }
 
 impl ClusterDoc {
+    /// A declaration of `name` with `labels` (what a file would hold).
+    pub fn new(name: &str, labels: &[(&str, &str)]) -> Self {
+        ClusterDoc {
+            api_version: crate::fleet::release::API_VERSION.to_owned(),
+            kind: KIND_CLUSTER.to_owned(),
+            metadata: ClusterMeta {
+                name: name.to_owned(),
+                labels: labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            },
+            spec: ClusterSpec::default(),
+        }
+    }
+
+    /// [`ClusterDoc::new`] as loaded from `clusters/<name>.yaml`.
+    pub fn sourced(name: &str, labels: &[(&str, &str)]) -> Sourced<Self> {
+        Sourced {
+            path: Path::new(CLUSTERS_DIR).join(format!("{name}.yaml")),
+            value: ClusterDoc::new(name, labels),
+        }
+    }
+
     pub fn name(&self) -> &str {
         &self.metadata.name
     }
@@ -234,21 +258,7 @@ mod tests {
     use crate::crd::tenant::placement::ClusterSelector;
 
     fn cluster(name: &str, labels: &[(&str, &str)]) -> Sourced<ClusterDoc> {
-        Sourced {
-            path: format!("clusters/{name}.yaml").into(),
-            value: ClusterDoc {
-                api_version: "autonomic.sh/v1alpha1".into(),
-                kind: KIND_CLUSTER.into(),
-                metadata: ClusterMeta {
-                    name: name.into(),
-                    labels: labels
-                        .iter()
-                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                        .collect(),
-                },
-                spec: ClusterSpec::default(),
-            },
-        }
+        ClusterDoc::sourced(name, labels)
     }
 
     #[test]

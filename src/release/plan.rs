@@ -529,8 +529,7 @@ pub fn diff(fleet: &Fleet, a: &Release, b: &Release) -> Plan {
 mod cluster_tests {
     use super::*;
     use crate::crd::tenant::placement::Placement;
-    use crate::fleet::Sourced;
-    use crate::fleet::cluster::{ClusterDoc, ClusterMeta, KIND_CLUSTER};
+    use crate::fleet::cluster::ClusterDoc;
 
     /// A plan of a placed fleet says, per cluster, which of its tenants the
     /// release changes; a single-cluster fleet's plan has no cluster part.
@@ -540,18 +539,7 @@ mod cluster_tests {
             crate::fleet::load(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap();
         let release = fleet.release("2026.11.1").unwrap().value.clone();
         assert!(plan(&fleet, &release).clusters.is_empty());
-        let doc = |name: &str| Sourced {
-            path: format!("clusters/{name}.yaml").into(),
-            value: ClusterDoc {
-                api_version: String::new(),
-                kind: KIND_CLUSTER.into(),
-                metadata: ClusterMeta {
-                    name: name.into(),
-                    labels: Default::default(),
-                },
-                spec: Default::default(),
-            },
-        };
+        let doc = |name: &str| ClusterDoc::sourced(name, &[]);
         fleet.clusters = Some(vec![doc("eu"), doc("us")]);
         let names: Vec<String> = fleet.tenants.keys().cloned().collect();
         for t in &names {

@@ -384,18 +384,10 @@ fn analysis_findings_name_file_and_field() {
 }
 
 fn with_clusters(f: &mut Fleet) {
-    use crate::fleet::cluster::{ClusterDoc, ClusterMeta, KIND_CLUSTER};
+    use crate::fleet::cluster::ClusterDoc;
     let c = |name: &str, env: &str| Sourced {
         path: f.root.join(format!("clusters/{name}.yaml")),
-        value: ClusterDoc {
-            api_version: API_VERSION.into(),
-            kind: KIND_CLUSTER.into(),
-            metadata: ClusterMeta {
-                name: name.into(),
-                labels: BTreeMap::from([("env".into(), env.into())]),
-            },
-            spec: Default::default(),
-        },
+        value: ClusterDoc::new(name, &[("env", env)]),
     };
     f.clusters = Some(vec![c("staging", "staging"), c("prod-eu", "prod")]);
 }

@@ -110,8 +110,7 @@ fn now_secs() -> i64 {
 mod tests {
     use super::*;
     use crate::crd::tenant::placement::Placement;
-    use crate::fleet::Sourced;
-    use crate::fleet::cluster::{ClusterDoc, ClusterMeta, KIND_CLUSTER};
+    use crate::fleet::cluster::ClusterDoc;
 
     fn example() -> Fleet {
         crate::fleet::load(std::path::Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap()
@@ -122,18 +121,7 @@ mod tests {
         let mut fleet = example();
         assert!(placed_here(&fleet, None).unwrap().is_none());
         assert!(placed_here(&fleet, Some("eu")).unwrap().is_none());
-        let doc = |name: &str| Sourced {
-            path: format!("clusters/{name}.yaml").into(),
-            value: ClusterDoc {
-                api_version: String::new(),
-                kind: KIND_CLUSTER.into(),
-                metadata: ClusterMeta {
-                    name: name.into(),
-                    labels: Default::default(),
-                },
-                spec: Default::default(),
-            },
-        };
+        let doc = |name: &str| ClusterDoc::sourced(name, &[]);
         fleet.clusters = Some(vec![doc("eu"), doc("us")]);
         std::sync::Arc::make_mut(fleet.tenants.get_mut("acme").unwrap()).placement =
             Some(Placement {
